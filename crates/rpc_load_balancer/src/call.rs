@@ -1,0 +1,323 @@
+//! The calling side of a remote function: `call` and `cast` builders, and the mapping of
+//! ractor's outcomes and our reply statuses onto [`Error`].
+
+use std::future::{Future, IntoFuture};
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::rpc::CallResult;
+use ractor::MessagingErr;
+use tracing::Instrument;
+
+use crate::error::{PayloadDirection, RemoteFailure};
+use crate::function::RemoteFunction;
+use crate::node::shared::NodeShared;
+use crate::wire::header::{encode_call, CallHeader};
+use crate::wire::reply::{self, ReplyStatus};
+use crate::wire::{DecodeError, RpcMessage, WIRE_VERSION};
+use crate::{Error, Unavailable};
+
+/// A call of `F` on one node, built by [`Node::call`](crate::Node::call). Await it (it
+/// implements `IntoFuture`); set a timeout first with [`Call::timeout`].
+#[must_use = "a call does nothing until awaited"]
+pub struct Call<F: RemoteFunction> {
+    shared: Arc<NodeShared>,
+    node: String,
+    args: F::Args,
+    timeout: Option<Duration>,
+    function: PhantomData<fn() -> F>,
+}
+
+impl<F: RemoteFunction> Call<F> {
+    pub(crate) fn new(shared: Arc<NodeShared>, node: String, args: F::Args) -> Self {
+        Self {
+            shared,
+            node,
+            args,
+            timeout: None,
+            function: PhantomData,
+        }
+    }
+
+    /// How long to wait for the reply; default `NodeConfig::call_timeout` (10 s). Past it the
+    /// call returns [`Error::RequestTimeout`] (the serving node stops the call at that deadline
+    /// too).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+}
+
+impl<F: RemoteFunction> IntoFuture for Call<F> {
+    type Output = Result<F::Reply, Error>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let timeout = self.timeout.unwrap_or(self.shared.call_timeout);
+            call::<F>(&self.shared, &self.node, self.args, timeout).await
+        })
+    }
+}
+
+/// Sends one call to `node` and waits at most `timeout` for its reply.
+pub(crate) async fn call<F: RemoteFunction>(
+    shared: &NodeShared,
+    node: &str,
+    args: F::Args,
+    timeout: Duration,
+) -> Result<F::Reply, Error> {
+    let endpoint = shared.endpoint_of(node)?;
+    let bytes = encode::<F>(shared, &args, timeout)?;
+    drop(args);
+    let span = tracing::debug_span!("rpc_load_balancer.call", function = F::NAME, node);
+    let outcome = endpoint
+        .call(|port| RpcMessage::Call(bytes, port), Some(timeout))
+        .instrument(span)
+        .await;
+    let reply = outcome_to_reply(node, timeout, outcome)?;
+    decode_reply::<F::Reply>(node, F::NAME, &reply)
+}
+
+/// Sends one cast of `F` to `node`: returns once it is handed to the node's session.
+pub(crate) fn cast<F: RemoteFunction>(
+    shared: &NodeShared,
+    node: &str,
+    args: &F::Args,
+) -> Result<(), Error> {
+    let endpoint = shared.endpoint_of(node)?;
+    let bytes = encode::<F>(shared, args, Duration::ZERO)?;
+    endpoint
+        .cast(RpcMessage::Cast(bytes))
+        .map_err(|_| Error::ServiceUnavailable {
+            node: node.to_string(),
+            reason: Unavailable::Disconnected,
+        })
+}
+
+/// Encodes header and arguments and enforces the payload cap before anything is sent.
+fn encode<F: RemoteFunction>(
+    shared: &NodeShared,
+    args: &F::Args,
+    timeout: Duration,
+) -> Result<Vec<u8>, Error> {
+    let header = CallHeader {
+        function: F::NAME,
+        balancer: None,
+        deadline_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+        call_id: shared.next_call_id(),
+    };
+    let bytes = encode_call(&header, args).map_err(|e| Error::Codec {
+        function: F::NAME.to_string(),
+        message: e.to_string(),
+    })?;
+    check_payload(bytes.len(), shared.max_payload, PayloadDirection::Argument)?;
+    Ok(bytes)
+}
+
+/// `Err(PayloadTooLarge)` when `size` is over `limit`.
+pub(crate) fn check_payload(
+    size: usize,
+    limit: usize,
+    direction: PayloadDirection,
+) -> Result<(), Error> {
+    if size > limit {
+        return Err(Error::PayloadTooLarge {
+            direction,
+            size,
+            limit,
+        });
+    }
+    Ok(())
+}
+
+/// Maps what ractor's `call` returned onto the reply bytes or our error.
+pub(crate) fn outcome_to_reply(
+    node: &str,
+    timeout: Duration,
+    outcome: Result<CallResult<Vec<u8>>, MessagingErr<RpcMessage>>,
+) -> Result<Vec<u8>, Error> {
+    let unavailable = |reason| Error::ServiceUnavailable {
+        node: node.to_string(),
+        reason,
+    };
+    match outcome {
+        Ok(CallResult::Success(reply)) => Ok(reply),
+        Ok(CallResult::Timeout) => Err(Error::RequestTimeout {
+            node: node.to_string(),
+            timeout,
+        }),
+        Ok(CallResult::SenderError) => Err(unavailable(Unavailable::ConnectionLost)),
+        Err(MessagingErr::SendErr(_)) | Err(MessagingErr::ChannelClosed) => {
+            Err(unavailable(Unavailable::Disconnected))
+        }
+        Err(MessagingErr::InvalidActorType) => Err(unavailable(Unavailable::NoEndpoint)),
+    }
+}
+
+/// Decodes a reply envelope from `node` into `T` or the error it carries.
+pub(crate) fn decode_reply<T: serde::de::DeserializeOwned>(
+    node: &str,
+    function: &str,
+    bytes: &[u8],
+) -> Result<T, Error> {
+    let (status, value) = match reply::decode(bytes) {
+        Ok(decoded) => decoded,
+        Err(DecodeError::Version(remote)) => {
+            return Err(Error::WireVersion {
+                node: node.to_string(),
+                local: WIRE_VERSION,
+                remote,
+            })
+        }
+        Err(DecodeError::Malformed(why)) => {
+            return Err(Error::Codec {
+                function: function.to_string(),
+                message: format!("reply from {node}: {why}"),
+            })
+        }
+    };
+    let remote = |failure, message: &str| Error::Remote {
+        node: node.to_string(),
+        function: function.to_string(),
+        failure,
+        message: message.to_string(),
+    };
+    match status {
+        ReplyStatus::Ok => postcard::from_bytes(value).map_err(|e| Error::Codec {
+            function: function.to_string(),
+            message: format!("reply from {node} does not decode as the expected type: {e}"),
+        }),
+        ReplyStatus::BadRequest(message) => Err(Error::BadRequest {
+            node: node.to_string(),
+            message: message.to_string(),
+        }),
+        ReplyStatus::Failed(message) => Err(remote(RemoteFailure::Failed, message)),
+        ReplyStatus::Panicked(message) => Err(remote(RemoteFailure::Panicked, message)),
+        ReplyStatus::WireVersion { remote } => {
+            // The node reads our version as `remote`; it answered in ours, so it speaks both.
+            Err(Error::WireVersion {
+                node: node.to_string(),
+                local: WIRE_VERSION,
+                remote,
+            })
+        }
+        ReplyStatus::PayloadTooLarge { size, limit } => Err(Error::PayloadTooLarge {
+            direction: PayloadDirection::Reply,
+            size: usize::try_from(size).unwrap_or(usize::MAX),
+            limit: usize::try_from(limit).unwrap_or(usize::MAX),
+        }),
+        ReplyStatus::DeadlineExceeded => Err(Error::RequestTimeout {
+            node: node.to_string(),
+            timeout: Duration::ZERO,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NODE: &str = "b@127.0.0.1";
+
+    #[test]
+    fn ractor_outcomes_map_to_the_original_codes() {
+        let t = Duration::from_millis(100);
+        let timeout = outcome_to_reply(NODE, t, Ok(CallResult::Timeout)).unwrap_err();
+        assert_eq!(
+            timeout,
+            Error::RequestTimeout {
+                node: NODE.into(),
+                timeout: t
+            }
+        );
+        let lost = outcome_to_reply(NODE, t, Ok(CallResult::SenderError)).unwrap_err();
+        assert_eq!(
+            lost,
+            Error::ServiceUnavailable {
+                node: NODE.into(),
+                reason: Unavailable::ConnectionLost
+            }
+        );
+        let closed = outcome_to_reply(NODE, t, Err(MessagingErr::ChannelClosed)).unwrap_err();
+        assert_eq!(closed.code().as_str(), "service_unavailable");
+        assert_eq!(
+            outcome_to_reply(NODE, t, Ok(CallResult::Success(vec![1]))).unwrap(),
+            vec![1]
+        );
+    }
+
+    #[test]
+    fn reply_statuses_map_to_errors() {
+        let ok = reply::encode_ok(&7u8).unwrap();
+        assert_eq!(decode_reply::<u8>(NODE, "f", &ok).unwrap(), 7);
+        let wrong_type =
+            decode_reply::<String>(NODE, "f", &reply::encode_ok(&vec![0xffu8]).unwrap());
+        assert_eq!(wrong_type.unwrap_err().kind(), "codec");
+        let bad = reply::encode_status(&ReplyStatus::BadRequest("unknown function `g`"));
+        assert_eq!(
+            decode_reply::<u8>(NODE, "g", &bad).unwrap_err(),
+            Error::BadRequest {
+                node: NODE.into(),
+                message: "unknown function `g`".into()
+            }
+        );
+        let panicked = reply::encode_status(&ReplyStatus::Panicked("boom"));
+        match decode_reply::<u8>(NODE, "f", &panicked).unwrap_err() {
+            Error::Remote {
+                failure,
+                message,
+                node,
+                function,
+            } => {
+                assert_eq!(
+                    (failure, message.as_str(), node.as_str(), function.as_str()),
+                    (RemoteFailure::Panicked, "boom", NODE, "f")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let big = reply::encode_status(&ReplyStatus::PayloadTooLarge { size: 9, limit: 4 });
+        assert_eq!(
+            decode_reply::<u8>(NODE, "f", &big).unwrap_err(),
+            Error::PayloadTooLarge {
+                direction: PayloadDirection::Reply,
+                size: 9,
+                limit: 4
+            }
+        );
+    }
+
+    #[test]
+    fn a_reply_in_another_wire_version_is_a_typed_error() {
+        let mut bytes = postcard::to_allocvec(&(WIRE_VERSION + 3)).unwrap();
+        bytes.push(0);
+        assert_eq!(
+            decode_reply::<u8>(NODE, "f", &bytes).unwrap_err(),
+            Error::WireVersion {
+                node: NODE.into(),
+                local: WIRE_VERSION,
+                remote: WIRE_VERSION + 3
+            }
+        );
+        assert_eq!(
+            decode_reply::<u8>(NODE, "f", &[]).unwrap_err().kind(),
+            "codec"
+        );
+    }
+
+    #[test]
+    fn payload_cap_is_inclusive() {
+        assert!(check_payload(8, 8, PayloadDirection::Argument).is_ok());
+        assert_eq!(
+            check_payload(9, 8, PayloadDirection::Argument).unwrap_err(),
+            Error::PayloadTooLarge {
+                direction: PayloadDirection::Argument,
+                size: 9,
+                limit: 8
+            }
+        );
+    }
+}

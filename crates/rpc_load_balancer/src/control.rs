@@ -1,0 +1,45 @@
+//! Control requests every node answers, whatever functions it serves: liveness, its view of
+//! the cluster and counters. Operators and tests use them through
+//! [`Node::control`](crate::Node::control) (and the `rpclb` binary).
+//!
+//! Both enums only ever grow at the end, so older nodes keep decoding the variants they know.
+
+use serde::{Deserialize, Serialize};
+
+/// A control request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum ControlRequest {
+    /// Liveness: answered with [`ControlReply::Pong`].
+    Ping,
+    /// The nodes the target is connected to: [`ControlReply::Nodes`].
+    Nodes,
+    /// The functions the target serves: [`ControlReply::Functions`].
+    Functions,
+    /// Counters of calls the target serves: [`ControlReply::Stats`].
+    Stats,
+}
+
+/// The answer to a [`ControlRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum ControlReply {
+    /// The target's full name and wire version.
+    Pong {
+        /// Full name (`name@host`).
+        node: String,
+        /// [`WIRE_VERSION`](crate::WIRE_VERSION) of the target.
+        wire_version: u16,
+    },
+    /// Full names of the target's connected peers, sorted (the target itself not included).
+    Nodes(Vec<String>),
+    /// Names of the functions registered on the target, sorted.
+    Functions(Vec<String>),
+    /// Calls and casts the target serves.
+    Stats {
+        /// Calls and casts running now.
+        served_in_flight: u64,
+        /// Calls and casts started since the node started.
+        served_total: u64,
+    },
+}

@@ -1,0 +1,193 @@
+//! The RpcEndpoint actor: serves calls, casts and control requests addressed to this node.
+//!
+//! It **always replies** to a call: an unknown function or undecodable arguments give
+//! `BadRequest`, a returned error gives `Failed`, a panic is caught and gives `Panicked` (the
+//! node keeps serving), a reply over the payload cap gives `PayloadTooLarge`, another wire
+//! version gives `WireVersion`. Without this a caller could only wait out its timeout, because
+//! ractor_cluster drops messages it cannot decode and says nothing.
+//!
+//! Each call runs on its own tokio task, so a slow function never holds up the mailbox; the
+//! task ends at the caller's deadline, when nobody waits for the answer any more.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+
+use crate::control::{ControlReply, ControlRequest};
+use crate::node::shared::NodeShared;
+use crate::wire::header::decode_call;
+use crate::wire::reply::{self, ReplyStatus};
+use crate::wire::{split_version, DecodeError, RpcMessage, ENDPOINT_GROUP, SCOPE};
+
+/// Serves this node's registered functions. One per node, named
+/// `rpc_load_balancer/@endpoint/<node>` and joined to the `@endpoints` pg group.
+pub(crate) struct RpcEndpoint;
+
+impl Actor for RpcEndpoint {
+    type Msg = RpcMessage;
+    type State = Arc<NodeShared>;
+    type Arguments = Arc<NodeShared>;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<RpcMessage>,
+        shared: Arc<NodeShared>,
+    ) -> Result<Arc<NodeShared>, ActorProcessingErr> {
+        ractor::pg::join_scoped(
+            SCOPE.to_string(),
+            ENDPOINT_GROUP.to_string(),
+            vec![myself.get_cell()],
+        );
+        Ok(shared)
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<RpcMessage>,
+        message: RpcMessage,
+        shared: &mut Arc<NodeShared>,
+    ) -> Result<(), ActorProcessingErr> {
+        let shared = Arc::clone(shared);
+        match message {
+            RpcMessage::Call(bytes, reply_port) => {
+                tokio::spawn(async move {
+                    let reply = serve_call(&shared, &bytes).await;
+                    // The caller may have timed out and dropped its port; nothing to do then.
+                    let _ = reply_port.send(reply);
+                });
+            }
+            RpcMessage::Cast(bytes) => {
+                tokio::spawn(async move {
+                    let reply = serve_call(&shared, &bytes).await;
+                    if let Ok((status, _)) = reply::decode(&reply) {
+                        if status != ReplyStatus::Ok {
+                            tracing::warn!(?status, "cast failed on this node");
+                        }
+                    }
+                });
+            }
+            RpcMessage::Control(bytes, reply_port) => {
+                let _ = reply_port.send(serve_control(&shared, &bytes));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Counts a served call for its whole life, whatever way it ends.
+struct ServedGuard<'a>(&'a NodeShared);
+
+impl<'a> ServedGuard<'a> {
+    fn new(shared: &'a NodeShared) -> Self {
+        shared.served.in_flight.fetch_add(1, Ordering::Relaxed);
+        shared.served.total.fetch_add(1, Ordering::Relaxed);
+        Self(shared)
+    }
+}
+
+impl Drop for ServedGuard<'_> {
+    fn drop(&mut self) {
+        self.0.served.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Runs one encoded call and returns the encoded reply. Never panics.
+pub(crate) async fn serve_call(shared: &NodeShared, bytes: &[u8]) -> Vec<u8> {
+    let _guard = ServedGuard::new(shared);
+    let (header, args) = match decode_call(bytes) {
+        Ok(decoded) => decoded,
+        Err(DecodeError::Version(remote)) => {
+            return reply::encode_status(&ReplyStatus::WireVersion { remote })
+        }
+        Err(DecodeError::Malformed(why)) => {
+            return reply::encode_status(&ReplyStatus::BadRequest(&why))
+        }
+    };
+    let Some(function) = shared.registry.get(header.function) else {
+        let message = format!("unknown function `{}` on {}", header.function, shared.name);
+        return reply::encode_status(&ReplyStatus::BadRequest(&message));
+    };
+    let running = match function.start(args) {
+        Ok(running) => running,
+        Err(why) => {
+            let message = format!("cannot decode arguments of `{}`: {why}", header.function);
+            return reply::encode_status(&ReplyStatus::BadRequest(&message));
+        }
+    };
+    let guarded = AssertUnwindSafe(running).catch_unwind();
+    let outcome = if header.deadline_ms == 0 {
+        Ok(guarded.await)
+    } else {
+        tokio::time::timeout(Duration::from_millis(header.deadline_ms), guarded).await
+    };
+    match outcome {
+        Err(_elapsed) => reply::encode_status(&ReplyStatus::DeadlineExceeded),
+        Ok(Err(panic)) => {
+            let message = panic_message(panic.as_ref());
+            tracing::warn!(function = header.function, %message, "remote function panicked");
+            reply::encode_status(&ReplyStatus::Panicked(&message))
+        }
+        Ok(Ok(Err(error))) => reply::encode_status(&ReplyStatus::Failed(error.message())),
+        Ok(Ok(Ok(encoded))) if encoded.len() > shared.max_payload => {
+            reply::encode_status(&ReplyStatus::PayloadTooLarge {
+                size: encoded.len() as u64,
+                limit: shared.max_payload as u64,
+            })
+        }
+        Ok(Ok(Ok(encoded))) => encoded,
+    }
+}
+
+/// Answers one encoded control request. Never panics.
+pub(crate) fn serve_control(shared: &NodeShared, bytes: &[u8]) -> Vec<u8> {
+    let body = match split_version(bytes) {
+        Ok(body) => body,
+        Err(DecodeError::Version(remote)) => {
+            return reply::encode_status(&ReplyStatus::WireVersion { remote })
+        }
+        Err(DecodeError::Malformed(why)) => {
+            return reply::encode_status(&ReplyStatus::BadRequest(&why))
+        }
+    };
+    let request: ControlRequest = match postcard::from_bytes(body) {
+        Ok(request) => request,
+        Err(e) => {
+            let message = format!("unknown control request: {e}");
+            return reply::encode_status(&ReplyStatus::BadRequest(&message));
+        }
+    };
+    let answer = match request {
+        ControlRequest::Ping => ControlReply::Pong {
+            node: shared.name.clone(),
+            wire_version: crate::WIRE_VERSION,
+        },
+        ControlRequest::Nodes => ControlReply::Nodes(shared.peer_names()),
+        ControlRequest::Functions => ControlReply::Functions(shared.registry.names()),
+        ControlRequest::Stats => ControlReply::Stats {
+            served_in_flight: shared.served.in_flight.load(Ordering::Relaxed),
+            served_total: shared.served.total.load(Ordering::Relaxed),
+        },
+    };
+    reply::encode_ok(&answer).unwrap_or_else(|e| {
+        let message = format!("control reply could not be encoded: {e}");
+        reply::encode_status(&ReplyStatus::Failed(&message))
+    })
+}
+
+/// The text of a caught panic: its `&str` or `String` payload, or a placeholder.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = panic.downcast_ref::<&str>() {
+        (*text).to_string()
+    } else if let Some(text) = panic.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "panic with a non-string payload".to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests;

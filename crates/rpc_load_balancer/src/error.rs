@@ -1,0 +1,342 @@
+//! The one error type of the library, and the original's error codes.
+//!
+//! Every fallible operation returns [`Error`]. Each variant maps to one of the HTTP-flavoured
+//! codes the Elixir original used (`request_timeout`, `service_unavailable`, `bad_request`)
+//! through [`Error::code`], so dashboards and callers that branch on the original's codes keep
+//! working.
+
+use std::time::Duration;
+
+/// Which side of a call a too-large payload was on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PayloadDirection {
+    /// The encoded call (header plus arguments) the caller was about to send.
+    Argument,
+    /// The encoded reply the serving node produced.
+    Reply,
+}
+
+impl std::fmt::Display for PayloadDirection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Argument => "argument",
+            Self::Reply => "reply",
+        })
+    }
+}
+
+/// Why a node could not be reached ([`Error::ServiceUnavailable`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Unavailable {
+    /// No session to a node of that name is up (never connected, or disconnected earlier).
+    UnknownNode,
+    /// The node is connected but serves no rpc endpoint (it is not an rpc_load_balancer node,
+    /// or it is shutting down).
+    NoEndpoint,
+    /// The message could not be handed to the node: its session closed before the send.
+    Disconnected,
+    /// The call was sent, then the connection was lost (node killed or session closed) before
+    /// a reply arrived. The call may or may not have run.
+    ConnectionLost,
+    /// The local node is not running (it was shut down).
+    NodeStopped,
+}
+
+impl std::fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::UnknownNode => "no connection to a node of that name",
+            Self::NoEndpoint => "node serves no rpc endpoint",
+            Self::Disconnected => "node disconnected before the call was sent",
+            Self::ConnectionLost => "connection lost while the call was in flight",
+            Self::NodeStopped => "the local node is stopped",
+        })
+    }
+}
+
+/// Whether a remote failure was an error the function returned or a panic in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemoteFailure {
+    /// The function body returned `Err(FunctionError)`.
+    Failed,
+    /// The function body panicked; the serving node caught it and kept serving.
+    Panicked,
+}
+
+/// The original's error codes (`ErrorMessage.code`), HTTP-flavoured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// `:request_timeout`: no reply within the call's timeout.
+    RequestTimeout,
+    /// `:service_unavailable`: no connection, no members, or the remote function failed
+    /// (the original reports remote exceptions with this code).
+    ServiceUnavailable,
+    /// `:bad_request`: the request itself is wrong (unknown function, undecodable or oversized
+    /// payload, invalid option).
+    BadRequest,
+    /// Not in the original: a local misuse or startup failure (e.g. a second `Node` in one
+    /// process, a port that cannot be bound).
+    InternalError,
+}
+
+impl ErrorCode {
+    /// The code as the original spells it: `"request_timeout"`, `"service_unavailable"`,
+    /// `"bad_request"` or `"internal_error"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::RequestTimeout => "request_timeout",
+            Self::ServiceUnavailable => "service_unavailable",
+            Self::BadRequest => "bad_request",
+            Self::InternalError => "internal_error",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Every error the library returns. Match on it, or branch on [`Error::code`] / [`Error::kind`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No reply from `node` within `timeout`. The call may still run there.
+    #[error("request to {node} timed out after {} ms", timeout.as_millis())]
+    RequestTimeout {
+        /// Full name (`name@host`) of the node that did not answer.
+        node: String,
+        /// The timeout that ran out.
+        timeout: Duration,
+    },
+    /// `node` could not be reached, see [`Unavailable`].
+    #[error("{node} is unavailable: {reason}")]
+    ServiceUnavailable {
+        /// Full name of the node.
+        node: String,
+        /// Why it could not be reached.
+        reason: Unavailable,
+    },
+    /// `node` refused the request: unknown function or undecodable arguments.
+    #[error("bad request to {node}: {message}")]
+    BadRequest {
+        /// Full name of the node that refused it.
+        node: String,
+        /// What was wrong, as the serving node saw it.
+        message: String,
+    },
+    /// The remote function ran on `node` and failed or panicked.
+    #[error("{function} on {node} {}: {message}", match failure { RemoteFailure::Failed => "failed", RemoteFailure::Panicked => "panicked" })]
+    Remote {
+        /// Full name of the node that ran it.
+        node: String,
+        /// The function's `NAME`.
+        function: String,
+        /// Returned error or panic.
+        failure: RemoteFailure,
+        /// The error's or panic's message.
+        message: String,
+    },
+    /// An encoded call or reply is over the cluster's payload cap. Nothing was sent (argument)
+    /// or the serving node sent this error instead of the reply; the session stays up.
+    #[error("{direction} payload of {size} bytes exceeds the {limit}-byte cap")]
+    PayloadTooLarge {
+        /// Which side was too large.
+        direction: PayloadDirection,
+        /// Encoded size in bytes.
+        size: usize,
+        /// The cap in bytes (`NodeConfig::max_payload_bytes`).
+        limit: usize,
+    },
+    /// The arguments could not be encoded, or a reply could not be decoded into the caller's
+    /// `Reply` type (the two sides disagree on the function's types).
+    #[error("codec error for {function}: {message}")]
+    Codec {
+        /// The function's `NAME`.
+        function: String,
+        /// The serde error.
+        message: String,
+    },
+    /// The peer speaks another wire version of this library.
+    #[error("{node} speaks wire version {remote}, this node speaks {local}")]
+    WireVersion {
+        /// Full name of the node.
+        node: String,
+        /// Our wire version.
+        local: u16,
+        /// The peer's wire version.
+        remote: u16,
+    },
+    /// No session to `addr` reached the ready state within the connect bound.
+    #[error("could not connect to {addr}: {reason}")]
+    ConnectFailed {
+        /// The address dialled.
+        addr: String,
+        /// What was seen: refused TCP connect, handshake rejected (wrong cookie or duplicate
+        /// node name), or no answer.
+        reason: String,
+    },
+    /// Fewer than `wanted` peers were connected when the wait ran out.
+    #[error("only {connected} of {wanted} peers connected within {} ms", timeout.as_millis())]
+    PeersNotReady {
+        /// Peers asked for.
+        wanted: usize,
+        /// Peers connected at the deadline.
+        connected: usize,
+        /// How long it waited.
+        timeout: Duration,
+    },
+    /// A configuration option is invalid; `option` is its builder name.
+    #[error("invalid option `{option}`: {reason}")]
+    InvalidConfig {
+        /// The option's name, e.g. `"max_payload_bytes"`.
+        option: &'static str,
+        /// What is wrong with the value.
+        reason: String,
+    },
+    /// A function of that name is already registered on this node.
+    #[error("a function named {name} is already registered")]
+    DuplicateFunction {
+        /// The function's `NAME`.
+        name: String,
+    },
+    /// A `Node` is already running in this process (pg membership is process-wide, so one
+    /// process is one node).
+    #[error("a Node is already running in this process")]
+    NodeAlreadyRunning,
+    /// The node could not start (bind failure, actor spawn failure).
+    #[error("node failed to start: {reason}")]
+    Startup {
+        /// The underlying failure.
+        reason: String,
+    },
+}
+
+impl Error {
+    /// The original's code for this error (reference: `ErrorMessage.code`).
+    ///
+    /// Timeouts are `request_timeout`; unreachable nodes and remote failures are
+    /// `service_unavailable` (the original reports remote exceptions that way); request
+    /// problems are `bad_request`; local misuse is `internal_error`.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::RequestTimeout { .. } => ErrorCode::RequestTimeout,
+            Self::ServiceUnavailable { .. }
+            | Self::Remote { .. }
+            | Self::WireVersion { .. }
+            | Self::ConnectFailed { .. }
+            | Self::PeersNotReady { .. } => ErrorCode::ServiceUnavailable,
+            Self::BadRequest { .. }
+            | Self::PayloadTooLarge { .. }
+            | Self::Codec { .. }
+            | Self::InvalidConfig { .. }
+            | Self::DuplicateFunction { .. } => ErrorCode::BadRequest,
+            Self::NodeAlreadyRunning | Self::Startup { .. } => ErrorCode::InternalError,
+        }
+    }
+
+    /// A short stable name of the variant, in snake case (`"request_timeout"`,
+    /// `"service_unavailable"`, `"bad_request"`, `"remote"`, `"payload_too_large"`, `"codec"`,
+    /// `"wire_version"`, `"connect_failed"`, `"peers_not_ready"`, `"invalid_config"`,
+    /// `"duplicate_function"`, `"node_already_running"`, `"startup"`). Used as a metric label
+    /// and in the `rpclb` binary's `--json` output.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::RequestTimeout { .. } => "request_timeout",
+            Self::ServiceUnavailable { .. } => "service_unavailable",
+            Self::BadRequest { .. } => "bad_request",
+            Self::Remote { .. } => "remote",
+            Self::PayloadTooLarge { .. } => "payload_too_large",
+            Self::Codec { .. } => "codec",
+            Self::WireVersion { .. } => "wire_version",
+            Self::ConnectFailed { .. } => "connect_failed",
+            Self::PeersNotReady { .. } => "peers_not_ready",
+            Self::InvalidConfig { .. } => "invalid_config",
+            Self::DuplicateFunction { .. } => "duplicate_function",
+            Self::NodeAlreadyRunning => "node_already_running",
+            Self::Startup { .. } => "startup",
+        }
+    }
+
+    /// The node the error is about, when there is one.
+    pub fn node(&self) -> Option<&str> {
+        match self {
+            Self::RequestTimeout { node, .. }
+            | Self::ServiceUnavailable { node, .. }
+            | Self::BadRequest { node, .. }
+            | Self::Remote { node, .. }
+            | Self::WireVersion { node, .. } => Some(node),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_follow_the_original() {
+        let timeout = Error::RequestTimeout {
+            node: "a@h".into(),
+            timeout: Duration::from_millis(5),
+        };
+        assert_eq!(timeout.code(), ErrorCode::RequestTimeout);
+        assert_eq!(timeout.code().as_str(), "request_timeout");
+        let down = Error::ServiceUnavailable {
+            node: "a@h".into(),
+            reason: Unavailable::ConnectionLost,
+        };
+        assert_eq!(down.code().as_str(), "service_unavailable");
+        let remote = Error::Remote {
+            node: "a@h".into(),
+            function: "f".into(),
+            failure: RemoteFailure::Panicked,
+            message: "boom".into(),
+        };
+        assert_eq!(remote.code(), ErrorCode::ServiceUnavailable);
+        let bad = Error::BadRequest {
+            node: "a@h".into(),
+            message: "unknown function".into(),
+        };
+        assert_eq!(bad.code().as_str(), "bad_request");
+        let big = Error::PayloadTooLarge {
+            direction: PayloadDirection::Reply,
+            size: 10,
+            limit: 5,
+        };
+        assert_eq!(big.code(), ErrorCode::BadRequest);
+        assert_eq!(Error::NodeAlreadyRunning.code(), ErrorCode::InternalError);
+    }
+
+    #[test]
+    fn messages_name_the_node_and_limits() {
+        let timeout = Error::RequestTimeout {
+            node: "b@127.0.0.1".into(),
+            timeout: Duration::from_millis(250),
+        };
+        assert_eq!(
+            timeout.to_string(),
+            "request to b@127.0.0.1 timed out after 250 ms"
+        );
+        assert_eq!(timeout.node(), Some("b@127.0.0.1"));
+        let big = Error::PayloadTooLarge {
+            direction: PayloadDirection::Argument,
+            size: 10,
+            limit: 5,
+        };
+        assert_eq!(
+            big.to_string(),
+            "argument payload of 10 bytes exceeds the 5-byte cap"
+        );
+        assert_eq!(big.node(), None);
+        let cfg = Error::InvalidConfig {
+            option: "max_payload_bytes",
+            reason: "too big".into(),
+        };
+        assert!(cfg.to_string().contains("max_payload_bytes"));
+        assert_eq!(cfg.kind(), "invalid_config");
+    }
+}

@@ -1,0 +1,130 @@
+//! The functions a node serves, type-erased, read lock-free by the endpoint.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use futures_util::future::BoxFuture;
+
+use super::{FunctionError, RemoteFunction};
+use crate::wire::reply;
+
+/// Output of a served function: the encoded `Ok` reply, or the function's error.
+pub(crate) type Served = Result<Vec<u8>, FunctionError>;
+
+/// A registered function with its types erased.
+pub(crate) trait ErasedFunction: Send + Sync {
+    /// Decodes `args` and returns the future that runs the function and encodes its reply.
+    /// A decode failure is returned at once, as the serde message.
+    fn start(&self, args: &[u8]) -> Result<BoxFuture<'static, Served>, String>;
+}
+
+struct Erased<F>(Arc<F>);
+
+impl<F: RemoteFunction> ErasedFunction for Erased<F> {
+    fn start(&self, args: &[u8]) -> Result<BoxFuture<'static, Served>, String> {
+        let args: F::Args = postcard::from_bytes(args).map_err(|e| e.to_string())?;
+        let function = Arc::clone(&self.0);
+        Ok(Box::pin(async move {
+            let value = function.call(args).await?;
+            reply::encode_ok(&value)
+                .map_err(|e| FunctionError::new(format!("reply could not be encoded: {e}")))
+        }))
+    }
+}
+
+/// Name → function; registration is rare and copies the map, lookups are lock-free.
+#[derive(Default)]
+pub(crate) struct Registry {
+    functions: ArcSwap<HashMap<&'static str, Arc<dyn ErasedFunction>>>,
+}
+
+impl Registry {
+    /// Adds `function`; `Err(name)` if a function of that name is already registered.
+    pub(crate) fn register<F: RemoteFunction>(&self, function: F) -> Result<(), &'static str> {
+        let erased: Arc<dyn ErasedFunction> = Arc::new(Erased(Arc::new(function)));
+        let mut duplicate = false;
+        self.functions.rcu(|current| {
+            duplicate = current.contains_key(F::NAME);
+            let mut next = HashMap::clone(current);
+            if !duplicate {
+                next.insert(F::NAME, Arc::clone(&erased));
+            }
+            next
+        });
+        if duplicate {
+            Err(F::NAME)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The function registered under `name`.
+    pub(crate) fn get(&self, name: &str) -> Option<Arc<dyn ErasedFunction>> {
+        self.functions.load().get(name).cloned()
+    }
+
+    /// Names of all registered functions, sorted.
+    pub(crate) fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .functions
+            .load()
+            .keys()
+            .map(|n| n.to_string())
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::reply::{decode, ReplyStatus};
+
+    struct Double;
+    impl RemoteFunction for Double {
+        const NAME: &'static str = "double";
+        type Args = u32;
+        type Reply = u64;
+        async fn call(&self, args: u32) -> Result<u64, FunctionError> {
+            Ok(u64::from(args) * 2)
+        }
+    }
+
+    #[tokio::test]
+    async fn registered_function_runs_from_bytes() {
+        let registry = Registry::default();
+        registry.register(Double).unwrap();
+        assert_eq!(registry.register(Double), Err("double"));
+        assert_eq!(registry.names(), vec!["double".to_string()]);
+        let function = registry.get("double").unwrap();
+        let bytes = function
+            .start(&postcard::to_allocvec(&21u32).unwrap())
+            .unwrap()
+            .await
+            .unwrap();
+        let (status, value) = decode(&bytes).unwrap();
+        assert_eq!(status, ReplyStatus::Ok);
+        assert_eq!(postcard::from_bytes::<u64>(value).unwrap(), 42);
+        assert!(registry.get("triple").is_none());
+    }
+
+    #[test]
+    fn undecodable_arguments_are_refused_before_running() {
+        let registry = Registry::default();
+        registry.register(Double).unwrap();
+        let function = registry.get("double").unwrap();
+        assert!(function.start(&[]).is_err());
+        assert!(function
+            .start(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff])
+            .is_err());
+    }
+
+    #[test]
+    fn function_errors_convert_from_std_errors() {
+        let parse: Result<u32, _> = "x".parse::<u32>();
+        let error = FunctionError::from(parse.unwrap_err());
+        assert_eq!(error.message(), "invalid digit found in string");
+    }
+}

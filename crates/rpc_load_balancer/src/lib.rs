@@ -1,0 +1,63 @@
+//! Load-balanced RPC for [`ractor`] clusters: the Rust re-creation of the Elixir library
+//! `rpc_load_balancer`.
+//!
+//! Every OS process runs one [`Node`] (a ractor_cluster `NodeServer` plus our endpoint and
+//! cluster manager). Nodes serve [`RemoteFunction`]s registered on them, and any node can
+//! [`call`](Node::call) or [`cast`](Node::cast) a function on another node by name, getting a
+//! typed reply or a typed [`Error`] — never a hang: every call has a timeout, and the serving
+//! node always replies, even when the function fails or panics.
+//!
+//! # Quick start
+//!
+//! ```
+//! use std::time::Duration;
+//! use rpc_load_balancer::{FunctionError, Node, NodeConfig, RemoteFunction};
+//!
+//! struct Square;
+//! impl RemoteFunction for Square {
+//!     const NAME: &'static str = "math.square";
+//!     type Args = u32;
+//!     type Reply = u64;
+//!     async fn call(&self, n: u32) -> Result<u64, FunctionError> {
+//!         Ok(u64::from(n) * u64::from(n))
+//!     }
+//! }
+//!
+//! # #[tokio::main] async fn main() -> Result<(), rpc_load_balancer::Error> {
+//! // In each process: start a node (port 0 = any free port) and register functions.
+//! let node = Node::start(
+//!     NodeConfig::new("worker", "127.0.0.1:0").cookie("secret").peers(Vec::<String>::new()),
+//! )
+//! .await?;
+//! node.register(Square)?;
+//!
+//! // Call a function on a node by its full name, with a timeout.
+//! let nine = node.call::<Square>(node.name(), 3).timeout(Duration::from_secs(1)).await?;
+//! assert_eq!(nine, 9);
+//! node.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! # Using ractor_cluster in your binary
+//!
+//! ractor_cluster turns on ractor's `cluster` feature for the whole build, so **every message
+//! type of every actor in the binary** needs `#[derive(RactorMessage)]` (local-only) or
+//! `#[derive(RactorClusterMessage)]`, both re-exported by `ractor_cluster`. Don't enable
+//! ractor's `blanket_serde` feature: it changes the wire encoding of `Vec<u8>`.
+
+#![warn(missing_docs)]
+
+mod call;
+pub mod control;
+mod endpoint;
+mod error;
+pub mod function;
+mod node;
+mod wire;
+
+pub use call::Call;
+pub use control::{ControlReply, ControlRequest};
+pub use error::{Error, ErrorCode, PayloadDirection, RemoteFailure, Unavailable};
+pub use function::{FunctionError, RemoteFunction};
+pub use node::{Node, NodeConfig, NodeEvent, DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_CAP_BYTES};
+pub use wire::{RpcMessage, SCOPE, WIRE_VERSION};

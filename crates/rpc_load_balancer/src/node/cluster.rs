@@ -1,0 +1,261 @@
+//! The ClusterManager actor: turns NodeServer session events and pg changes into the node
+//! table the call path reads, and into public node up/down events.
+//!
+//! ractor_cluster's event callbacks run synchronously inside the NodeServer actor, so the
+//! subscription only forwards them here. A peer is **up** when one of its sessions reaches the
+//! ready state (its pg memberships are synced by then) and **down** when its last ready session
+//! closes: the losing session of a simultaneous connect closes too, and must not take the
+//! winner's entry with it, so ready sessions are tracked per name.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ractor::pg::GroupChangeMessage;
+use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
+use ractor_cluster::node::NodeServerSessionInformation;
+use ractor_cluster::{NodeEventSubscription, NodeServerMessage};
+
+use super::shared::{NodeEvent, NodeShared, Peer, SessionEvent, SessionStage};
+use crate::wire::{node_of_endpoint, RpcMessage, ENDPOINT_GROUP, SCOPE};
+
+/// Id of our event subscription on the NodeServer.
+pub(crate) const SUBSCRIPTION_ID: &str = "rpc_load_balancer.cluster";
+
+/// Messages of the [`ClusterManager`].
+#[derive(ractor_cluster::RactorMessage)]
+pub(crate) enum ClusterMsg {
+    /// A NodeServer session event.
+    Session(SessionEvent),
+}
+
+/// Forwards NodeServer callbacks to the manager without blocking the NodeServer.
+struct Forwarder(ActorRef<ClusterMsg>);
+
+impl Forwarder {
+    fn forward(&self, stage: SessionStage, info: NodeServerSessionInformation) {
+        let event = SessionEvent {
+            stage,
+            session_id: info.actor.get_id(),
+            name: info.peer_name.as_ref().map(|p| p.name.clone()),
+            connection_string: info.peer_name.as_ref().map(|p| p.connection_string.clone()),
+            peer_addr: info.peer_addr,
+            is_server: info.is_server,
+        };
+        // The manager stops only at node shutdown; a lost event then is harmless.
+        let _ = self.0.cast(ClusterMsg::Session(event));
+    }
+}
+
+impl NodeEventSubscription for Forwarder {
+    fn node_session_opened(&self, ses: NodeServerSessionInformation) {
+        self.forward(SessionStage::Opened, ses);
+    }
+    fn node_session_disconnected(&self, ses: NodeServerSessionInformation) {
+        self.forward(SessionStage::Disconnected, ses);
+    }
+    fn node_session_authenticated(&self, ses: NodeServerSessionInformation) {
+        self.forward(SessionStage::Authenticated, ses);
+    }
+    fn node_session_ready(&self, ses: NodeServerSessionInformation) {
+        self.forward(SessionStage::Ready, ses);
+    }
+}
+
+/// Owns the node table. One per node.
+pub(crate) struct ClusterManager;
+
+/// Arguments of the [`ClusterManager`].
+pub(crate) struct ClusterArgs {
+    pub(crate) shared: Arc<NodeShared>,
+    pub(crate) server: ActorRef<NodeServerMessage>,
+}
+
+pub(crate) struct ClusterState {
+    shared: Arc<NodeShared>,
+    /// Ready sessions per peer name, oldest first; the last one carries traffic.
+    ready: HashMap<String, Vec<Peer>>,
+    /// Remote endpoints seen in pg, by node name.
+    endpoints: HashMap<String, ActorRef<RpcMessage>>,
+}
+
+impl Actor for ClusterManager {
+    type Msg = ClusterMsg;
+    type State = ClusterState;
+    type Arguments = ClusterArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<ClusterMsg>,
+        args: ClusterArgs,
+    ) -> Result<ClusterState, ActorProcessingErr> {
+        ractor::pg::monitor_scope(SCOPE.to_string(), myself.get_cell());
+        let mut endpoints = HashMap::new();
+        for cell in ractor::pg::get_scoped_members(&SCOPE.to_string(), &ENDPOINT_GROUP.to_string())
+        {
+            add_endpoint(&mut endpoints, &cell);
+        }
+        args.server.cast(NodeServerMessage::SubscribeToEvents {
+            id: SUBSCRIPTION_ID.to_string(),
+            subscription: Box::new(Forwarder(myself.clone())),
+        })?;
+        Ok(ClusterState {
+            shared: args.shared,
+            ready: HashMap::new(),
+            endpoints,
+        })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<ClusterMsg>,
+        message: ClusterMsg,
+        state: &mut ClusterState,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            ClusterMsg::Session(event) => state.on_session(event),
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<ClusterMsg>,
+        message: SupervisionEvent,
+        state: &mut ClusterState,
+    ) -> Result<(), ActorProcessingErr> {
+        if let SupervisionEvent::ProcessGroupChanged(change) = message {
+            state.on_group_change(change);
+        }
+        Ok(())
+    }
+}
+
+/// Records `cell` if it is a remote node's endpoint.
+fn add_endpoint(
+    endpoints: &mut HashMap<String, ActorRef<RpcMessage>>,
+    cell: &ActorCell,
+) -> Option<String> {
+    if cell.get_id().is_local() {
+        return None;
+    }
+    let name = cell.get_name()?;
+    let node = node_of_endpoint(&name)?.to_string();
+    endpoints.insert(node.clone(), ActorRef::from(cell.clone()));
+    Some(node)
+}
+
+impl ClusterState {
+    fn on_session(&mut self, event: SessionEvent) {
+        tracing::debug!(
+            stage = ?event.stage,
+            peer = event.name.as_deref().unwrap_or("?"),
+            peer_addr = %event.peer_addr,
+            is_server = event.is_server,
+            "node session event"
+        );
+        match (event.stage, &event.name) {
+            (SessionStage::Ready, Some(name)) => {
+                let peer = Peer {
+                    session_id: event.session_id,
+                    connection_string: event.connection_string.clone().unwrap_or_default(),
+                    endpoint: None,
+                };
+                let sessions = self.ready.entry(name.clone()).or_default();
+                let first = sessions.is_empty();
+                sessions.retain(|p| p.session_id != peer.session_id);
+                sessions.push(peer);
+                if !self.endpoints.contains_key(name) {
+                    // The ready event follows the peer's pg sync; read pg in case our monitor's
+                    // notification has not arrived yet.
+                    for cell in ractor::pg::get_scoped_members(
+                        &SCOPE.to_string(),
+                        &ENDPOINT_GROUP.to_string(),
+                    ) {
+                        add_endpoint(&mut self.endpoints, &cell);
+                    }
+                }
+                self.publish();
+                if first {
+                    tracing::info!(node = %name, "node up");
+                    let _ = self
+                        .shared
+                        .events
+                        .send(NodeEvent::Up { node: name.clone() });
+                }
+            }
+            (SessionStage::Disconnected, _) => self.on_disconnected(event.session_id),
+            _ => {}
+        }
+        // Waiters in `connect` see the event after the table is updated.
+        let _ = self.shared.sessions.send(event);
+    }
+
+    fn on_disconnected(&mut self, session_id: ActorId) {
+        let mut gone = None;
+        for (name, sessions) in self.ready.iter_mut() {
+            let before = sessions.len();
+            sessions.retain(|p| p.session_id != session_id);
+            if sessions.len() != before {
+                if sessions.is_empty() {
+                    gone = Some(name.clone());
+                }
+                break;
+            }
+        }
+        if let Some(name) = gone {
+            self.ready.remove(&name);
+            self.publish();
+            tracing::info!(node = %name, "node down");
+            let _ = self.shared.events.send(NodeEvent::Down { node: name });
+        } else {
+            self.publish();
+        }
+    }
+
+    fn on_group_change(&mut self, change: GroupChangeMessage) {
+        match change {
+            GroupChangeMessage::Join(scope, group, cells)
+                if scope == SCOPE && group == ENDPOINT_GROUP =>
+            {
+                for cell in &cells {
+                    add_endpoint(&mut self.endpoints, cell);
+                }
+                self.publish();
+            }
+            GroupChangeMessage::Leave(scope, group, cells)
+                if scope == SCOPE && group == ENDPOINT_GROUP =>
+            {
+                for cell in &cells {
+                    let id = cell.get_id();
+                    self.endpoints.retain(|_, endpoint| endpoint.get_id() != id);
+                }
+                self.publish();
+            }
+            _ => {}
+        }
+    }
+
+    /// Rebuilds the lock-free table and the node list from the ready sessions.
+    fn publish(&self) {
+        let table: HashMap<String, Peer> = self
+            .ready
+            .iter()
+            .filter_map(|(name, sessions)| {
+                let mut peer = sessions.last()?.clone();
+                peer.endpoint = self.endpoints.get(name).cloned();
+                Some((name.clone(), peer))
+            })
+            .collect();
+        let mut names: Vec<String> = table.keys().cloned().collect();
+        names.sort();
+        self.shared.peers.store(Arc::new(table));
+        self.shared.node_list.send_if_modified(|current| {
+            if current[..] == names[..] {
+                false
+            } else {
+                *current = Arc::from(names);
+                true
+            }
+        });
+    }
+}

@@ -1,0 +1,298 @@
+//! `NodeConfig`: how a node is named, where it listens, whom it dials, and the process-wide
+//! defaults every call on it uses.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use crate::Error;
+
+/// Default cap on one encoded call or reply: 8 MiB.
+pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 8 << 20;
+
+/// Largest allowed payload cap: ractor_cluster's 16 MiB inbound frame limit less 64 KiB of room
+/// for the frame's own envelope. A frame over the receiver's limit tears down the whole session.
+pub const MAX_PAYLOAD_CAP_BYTES: usize = (16 << 20) - (64 << 10);
+
+/// Settings of one node (one OS process). Build with [`NodeConfig::new`] and the setters; the
+/// values are checked by [`Node::start`](crate::Node::start), which fails with
+/// [`Error::InvalidConfig`] naming the option.
+///
+/// ```
+/// use std::time::Duration;
+/// use rpc_load_balancer::NodeConfig;
+///
+/// let config = NodeConfig::new("worker_a", "127.0.0.1:0")
+///     .cookie("secret")
+///     .peers(["127.0.0.1:4101"])
+///     .call_timeout(Duration::from_secs(5));
+/// assert_eq!(config.full_name(), "worker_a@127.0.0.1");
+/// ```
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    pub(crate) name: String,
+    pub(crate) listen: String,
+    pub(crate) advertise_host: Option<String>,
+    pub(crate) cookie: String,
+    pub(crate) peers: Vec<String>,
+    pub(crate) max_payload_bytes: usize,
+    pub(crate) call_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) dial_backoff_max: Duration,
+}
+
+impl NodeConfig {
+    /// A node called `name` (no `@`; the full name becomes `name@<advertised host>`) listening
+    /// on `listen`, an `ip:port` address. Port 0 lets the OS pick a free port, which
+    /// [`Node::listen_addr`](crate::Node::listen_addr) then reports.
+    ///
+    /// Defaults: advertised host = the listen IP, no cookie (must be set), no peers,
+    /// `max_payload_bytes` 8 MiB, `call_timeout` 10 s, `connect_timeout` 5 s,
+    /// `dial_backoff_max` 5 s.
+    pub fn new(name: impl Into<String>, listen: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            listen: listen.into(),
+            advertise_host: None,
+            cookie: String::new(),
+            peers: Vec::new(),
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+            call_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(5),
+            dial_backoff_max: Duration::from_secs(5),
+        }
+    }
+
+    /// The host other nodes dial and the host part of the node's name. Defaults to the listen
+    /// IP; set it when listening on `0.0.0.0` or behind an address other machines can't use.
+    pub fn advertise_host(mut self, host: impl Into<String>) -> Self {
+        self.advertise_host = Some(host.into());
+        self
+    }
+
+    /// The shared secret every node of the cluster must use (required, non-empty). A peer with
+    /// another cookie is rejected during the handshake.
+    pub fn cookie(mut self, cookie: impl Into<String>) -> Self {
+        self.cookie = cookie.into();
+        self
+    }
+
+    /// Addresses (`host:port`) dialled in the background at start and re-dialled with capped
+    /// backoff while no session to them is up. A down peer never fails `Node::start`.
+    pub fn peers<I, S>(mut self, peers: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.peers = peers.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Cap in bytes on one encoded call (header + arguments) or reply; default 8 MiB, at most
+    /// [`MAX_PAYLOAD_CAP_BYTES`]. Use one value for the whole cluster: a call over the cap fails
+    /// with [`Error::PayloadTooLarge`] before anything is sent.
+    pub fn max_payload_bytes(mut self, bytes: usize) -> Self {
+        self.max_payload_bytes = bytes;
+        self
+    }
+
+    /// Timeout of a call that doesn't set its own; default 10 s, must be > 0.
+    pub fn call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = timeout;
+        self
+    }
+
+    /// How long [`Node::connect`](crate::Node::connect) waits for a session to reach the ready
+    /// state; default 5 s, must be > 0.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Longest pause between two dials of a configured peer that is down; default 5 s
+    /// (backoff starts at 100 ms and doubles), must be ≥ 100 ms.
+    pub fn dial_backoff_max(mut self, max: Duration) -> Self {
+        self.dial_backoff_max = max;
+        self
+    }
+
+    /// The node's full name, `name@host`, as other nodes see it.
+    pub fn full_name(&self) -> String {
+        format!("{}@{}", self.name, self.host())
+    }
+
+    fn host(&self) -> String {
+        match &self.advertise_host {
+            Some(host) => host.clone(),
+            None => self
+                .listen
+                .parse::<SocketAddr>()
+                .map(|a| a.ip().to_string())
+                .unwrap_or_else(|_| self.listen.clone()),
+        }
+    }
+
+    /// Checks every option; the first bad one is named in the error.
+    /// For [`Node::attach`](crate::Node::attach) the listen address and cookie belong to the
+    /// app's own NodeServer and are not checked (`attached = true`).
+    pub(crate) fn validate(&self, attached: bool) -> Result<ValidConfig, Error> {
+        let invalid =
+            |option: &'static str, reason: String| Error::InvalidConfig { option, reason };
+        if self.name.is_empty() || self.name.contains(['@', ' ', '/']) {
+            return Err(invalid(
+                "name",
+                format!(
+                    "{:?} must be non-empty without '@', '/' or spaces (the host is added)",
+                    self.name
+                ),
+            ));
+        }
+        let listen: SocketAddr = match self.listen.parse() {
+            Ok(listen) => listen,
+            Err(_) if attached => SocketAddr::from(([127, 0, 0, 1], 0)),
+            Err(e) => {
+                return Err(invalid(
+                    "listen",
+                    format!("{:?} is not an ip:port address: {e}", self.listen),
+                ))
+            }
+        };
+        let host = self.host();
+        if host.is_empty()
+            || host.contains(['@', ' ', '/'])
+            || (host.contains(':') && !host.starts_with('['))
+        {
+            return Err(invalid(
+                "advertise_host",
+                format!("{host:?} is not a host name or IPv4 address (bracket IPv6: [::1])"),
+            ));
+        }
+        if listen.ip().is_unspecified() && self.advertise_host.is_none() {
+            return Err(invalid(
+                "advertise_host",
+                format!("listening on {listen} needs an advertise_host other nodes can dial"),
+            ));
+        }
+        if self.cookie.is_empty() && !attached {
+            return Err(invalid(
+                "cookie",
+                "must be set to the cluster's shared secret".into(),
+            ));
+        }
+        for peer in &self.peers {
+            if !peer.contains(':') {
+                return Err(invalid(
+                    "peers",
+                    format!("{peer:?} is not a host:port address"),
+                ));
+            }
+        }
+        if self.max_payload_bytes == 0 || self.max_payload_bytes > MAX_PAYLOAD_CAP_BYTES {
+            return Err(invalid(
+                "max_payload_bytes",
+                format!(
+                    "{} must be between 1 and {MAX_PAYLOAD_CAP_BYTES} (below ractor_cluster's 16 MiB frame limit)",
+                    self.max_payload_bytes
+                ),
+            ));
+        }
+        if self.call_timeout.is_zero() {
+            return Err(invalid("call_timeout", "must be greater than 0".into()));
+        }
+        if self.connect_timeout.is_zero() {
+            return Err(invalid("connect_timeout", "must be greater than 0".into()));
+        }
+        if self.dial_backoff_max < Duration::from_millis(100) {
+            return Err(invalid(
+                "dial_backoff_max",
+                "must be at least 100 ms".into(),
+            ));
+        }
+        Ok(ValidConfig {
+            bind_ip: listen.ip(),
+            port: listen.port(),
+            host,
+        })
+    }
+}
+
+/// The parts of a checked config that need parsing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ValidConfig {
+    pub(crate) bind_ip: IpAddr,
+    pub(crate) port: u16,
+    pub(crate) host: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok() -> NodeConfig {
+        NodeConfig::new("a", "127.0.0.1:0").cookie("c")
+    }
+
+    fn option_of(config: NodeConfig) -> &'static str {
+        match config.validate(false) {
+            Err(Error::InvalidConfig { option, .. }) => option,
+            other => panic!("expected InvalidConfig, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_are_valid_and_named_after_the_listen_ip() {
+        let valid = ok().validate(false).unwrap();
+        assert_eq!(valid.port, 0);
+        assert_eq!(valid.host, "127.0.0.1");
+        assert_eq!(ok().full_name(), "a@127.0.0.1");
+        assert_eq!(ok().advertise_host("box1").full_name(), "a@box1");
+    }
+
+    #[test]
+    fn each_bad_option_is_named() {
+        assert_eq!(
+            option_of(NodeConfig::new("", "127.0.0.1:0").cookie("c")),
+            "name"
+        );
+        assert_eq!(
+            option_of(NodeConfig::new("a@b", "127.0.0.1:0").cookie("c")),
+            "name"
+        );
+        assert_eq!(
+            option_of(NodeConfig::new("a", "localhost").cookie("c")),
+            "listen"
+        );
+        assert_eq!(
+            option_of(NodeConfig::new("a", "0.0.0.0:1").cookie("c")),
+            "advertise_host"
+        );
+        assert_eq!(option_of(ok().advertise_host("x@y")), "advertise_host");
+        assert_eq!(option_of(NodeConfig::new("a", "127.0.0.1:0")), "cookie");
+        assert_eq!(option_of(ok().peers(["nohost"])), "peers");
+        assert_eq!(option_of(ok().max_payload_bytes(0)), "max_payload_bytes");
+        assert_eq!(
+            option_of(ok().max_payload_bytes(16 << 20)),
+            "max_payload_bytes"
+        );
+        assert_eq!(option_of(ok().call_timeout(Duration::ZERO)), "call_timeout");
+        assert_eq!(
+            option_of(ok().connect_timeout(Duration::ZERO)),
+            "connect_timeout"
+        );
+        assert_eq!(
+            option_of(ok().dial_backoff_max(Duration::from_millis(5))),
+            "dial_backoff_max"
+        );
+    }
+
+    #[test]
+    fn payload_cap_stays_below_the_frame_limit() {
+        assert!(ok()
+            .max_payload_bytes(MAX_PAYLOAD_CAP_BYTES)
+            .validate(false)
+            .is_ok());
+        const { assert!(DEFAULT_MAX_PAYLOAD_BYTES < MAX_PAYLOAD_CAP_BYTES) };
+        const {
+            assert!(MAX_PAYLOAD_CAP_BYTES < ractor_cluster::DEFAULT_MAX_INBOUND_FRAME_SIZE as usize)
+        };
+    }
+}

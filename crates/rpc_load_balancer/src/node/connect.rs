@@ -1,0 +1,168 @@
+//! Dialling peers: one bounded `connect`, and the background loop that keeps a configured
+//! peer connected with capped, jittered backoff.
+//!
+//! `ractor_cluster::client_connect` returns as soon as the TCP socket is open; a wrong cookie
+//! or a duplicate node name only shows later as a session that closes. So a connect succeeds
+//! only when a session to the address reaches the **ready** state within the bound. A session
+//! that closes early is not final either: the losing side of a simultaneous connect closes the
+//! same way while the winner comes up.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::ActorRef;
+use ractor_cluster::NodeServerMessage;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::time::Instant;
+
+use super::shared::{NodeEvent, NodeShared, SessionEvent, SessionStage};
+use crate::Error;
+
+/// The addresses `addr` stands for, for matching sessions against it.
+async fn resolve(addr: &str) -> Result<Vec<SocketAddr>, Error> {
+    let resolved: Vec<SocketAddr> = tokio::net::lookup_host(addr)
+        .await
+        .map_err(|e| Error::ConnectFailed {
+            addr: addr.to_string(),
+            reason: format!("cannot resolve: {e}"),
+        })?
+        .collect();
+    Ok(resolved)
+}
+
+/// Whether `connection_string` (a peer's advertised `host:port`) names `addr`.
+fn names(connection_string: &str, addr: &str, resolved: &[SocketAddr]) -> bool {
+    connection_string == addr
+        || connection_string
+            .parse::<SocketAddr>()
+            .map(|a| resolved.contains(&a))
+            .unwrap_or(false)
+}
+
+/// Whether `event` is a session to `addr`: our outgoing session to it, or any session whose
+/// peer advertises it.
+fn is_session_to(event: &SessionEvent, addr: &str, resolved: &[SocketAddr]) -> bool {
+    let outgoing = !event.is_server
+        && event
+            .peer_addr
+            .parse::<SocketAddr>()
+            .map(|a| resolved.contains(&a))
+            .unwrap_or(false);
+    outgoing
+        || event
+            .connection_string
+            .as_deref()
+            .is_some_and(|c| names(c, addr, resolved))
+}
+
+/// Dials `addr` and waits until a session to it is ready; returns the peer's full name.
+pub(crate) async fn connect(
+    shared: &NodeShared,
+    server: &ActorRef<NodeServerMessage>,
+    addr: &str,
+    bound: Duration,
+) -> Result<String, Error> {
+    let failed = |reason: String| Error::ConnectFailed {
+        addr: addr.to_string(),
+        reason,
+    };
+    let resolved = resolve(addr).await?;
+    // Subscribe before dialling so the ready event cannot slip past.
+    let mut sessions = shared.sessions.subscribe();
+    if let Some(name) = shared.peer_at(|c| names(c, addr, &resolved)) {
+        return Ok(name);
+    }
+    ractor_cluster::client_connect(server, addr)
+        .await
+        .map_err(|e| failed(format!("TCP connect failed: {e}")))?;
+    let deadline = Instant::now() + bound;
+    let (mut authenticated, mut closed) = (false, false);
+    loop {
+        let event = match tokio::time::timeout_at(deadline, sessions.recv()).await {
+            Err(_elapsed) => break,
+            Ok(Err(RecvError::Lagged(_))) => {
+                if let Some(name) = shared.peer_at(|c| names(c, addr, &resolved)) {
+                    return Ok(name);
+                }
+                continue;
+            }
+            Ok(Err(RecvError::Closed)) => return Err(failed("the local node stopped".into())),
+            Ok(Ok(event)) => event,
+        };
+        if !is_session_to(&event, addr, &resolved) {
+            continue;
+        }
+        match (event.stage, event.name) {
+            (SessionStage::Ready, Some(name)) => return Ok(name),
+            (SessionStage::Authenticated, _) => authenticated = true,
+            (SessionStage::Disconnected, _) => closed = true,
+            _ => {}
+        }
+    }
+    let seen = match (authenticated, closed) {
+        (true, _) => "a session authenticated but never became ready",
+        (false, true) => {
+            "the peer closed the session during the handshake: wrong cookie, a duplicate node \
+             name, or not an rpc_load_balancer node"
+        }
+        (false, false) => "the handshake did not finish",
+    };
+    Err(failed(format!(
+        "no session became ready within {} ms ({seen})",
+        bound.as_millis()
+    )))
+}
+
+/// Keeps a session to `addr` up until the node stops: dial, and while down, dial again after
+/// a backoff that starts at 100 ms, doubles up to `dial_backoff_max` and is jittered ±20%.
+pub(crate) async fn keep_peer(
+    shared: Arc<NodeShared>,
+    server: ActorRef<NodeServerMessage>,
+    addr: String,
+) {
+    let first = Duration::from_millis(100);
+    let mut backoff = first;
+    let mut events = shared.events.subscribe();
+    while !shared.stopped.load(Ordering::Acquire) {
+        match connect(&shared, &server, &addr, shared.connect_timeout).await {
+            Ok(name) => {
+                backoff = first;
+                // Sleep until that peer goes down (or the node stops).
+                loop {
+                    match events.recv().await {
+                        Ok(NodeEvent::Down { node }) if node == name => break,
+                        Ok(_) => {}
+                        Err(RecvError::Lagged(_)) => {
+                            if !shared.peers.load().contains_key(&name) {
+                                break;
+                            }
+                        }
+                        Err(RecvError::Closed) => return,
+                    }
+                }
+            }
+            Err(error) => {
+                tracing::debug!(%addr, %error, retry_in_ms = backoff.as_millis() as u64, "peer not reachable");
+                let jitter = 0.8 + rand::random::<f64>() * 0.4;
+                tokio::time::sleep(backoff.mul_f64(jitter)).await;
+                backoff = (backoff * 2).min(shared.dial_backoff_max);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advertised_names_match_by_string_or_address() {
+        let resolved = vec!["127.0.0.1:4100".parse().unwrap()];
+        assert!(names("127.0.0.1:4100", "localhost:4100", &resolved));
+        assert!(names("localhost:4100", "localhost:4100", &resolved));
+        assert!(!names("127.0.0.1:4101", "localhost:4100", &resolved));
+        assert!(!names("box:4100", "localhost:4100", &resolved));
+    }
+}

@@ -1,0 +1,422 @@
+//! The node: one per OS process. It runs (or attaches to) a ractor_cluster `NodeServer`,
+//! serves the remote functions registered on it, keeps a table of connected peers, and makes
+//! direct calls to a node by name.
+//!
+//! Start order: the NodeServer listens, the rpc endpoint joins the `@endpoints` pg group, the
+//! ClusterManager subscribes to session events and pg changes, then configured peers are
+//! dialled in the background. A peer being down never fails [`Node::start`].
+
+mod cluster;
+mod config;
+mod connect;
+pub(crate) mod shared;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ractor::{Actor, ActorRef};
+use ractor_cluster::node::NodeConnectionMode;
+use ractor_cluster::{NodeServer, NodeServerMessage};
+use tokio::sync::{broadcast, watch};
+use tokio::task::JoinHandle;
+
+pub use config::{NodeConfig, DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_CAP_BYTES};
+pub use shared::NodeEvent;
+
+use crate::call::{self, Call};
+use crate::control::{ControlReply, ControlRequest};
+use crate::endpoint::RpcEndpoint;
+use crate::function::RemoteFunction;
+use crate::wire::{endpoint_name, start_message, RpcMessage};
+use crate::Error;
+use cluster::{ClusterArgs, ClusterManager, ClusterMsg, SUBSCRIPTION_ID};
+use shared::NodeShared;
+
+/// Set while a `Node` runs in this process: pg membership is process-wide, so a process is
+/// one node.
+static RUNNING: AtomicBool = AtomicBool::new(false);
+
+/// Holds the process's node slot; gives it back when dropped unless kept.
+struct Claim(bool);
+
+impl Claim {
+    fn take() -> Result<Self, Error> {
+        RUNNING
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .map(|_| Self(true))
+            .map_err(|_| Error::NodeAlreadyRunning)
+    }
+
+    fn keep(mut self) {
+        self.0 = false;
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if self.0 {
+            RUNNING.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// A running node. Cheap to clone; all clones are the same node.
+///
+/// ```
+/// use rpc_load_balancer::{FunctionError, Node, NodeConfig, RemoteFunction};
+///
+/// struct Greet;
+/// impl RemoteFunction for Greet {
+///     const NAME: &'static str = "greet";
+///     type Args = String;
+///     type Reply = String;
+///     async fn call(&self, who: String) -> Result<String, FunctionError> {
+///         Ok(format!("hello, {who}"))
+///     }
+/// }
+///
+/// # #[tokio::main] async fn main() -> Result<(), rpc_load_balancer::Error> {
+/// let node = Node::start(NodeConfig::new("docs", "127.0.0.1:0").cookie("secret")).await?;
+/// node.register(Greet)?;
+/// // Any node can now call `greet` here by name; this one calls itself.
+/// let reply = node.call::<Greet>(node.name(), "ractor".to_string()).await?;
+/// assert_eq!(reply, "hello, ractor");
+/// node.shutdown().await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Node {
+    inner: Arc<NodeInner>,
+}
+
+struct NodeInner {
+    shared: Arc<NodeShared>,
+    server: ActorRef<NodeServerMessage>,
+    owns_server: bool,
+    endpoint: ActorRef<RpcMessage>,
+    manager: ActorRef<ClusterMsg>,
+    dialers: Mutex<Vec<JoinHandle<()>>>,
+    shut_down: AtomicBool,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("name", &self.inner.shared.name)
+            .field("listen_addr", &self.inner.shared.listen_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Node {
+    /// Starts this process's node: binds `config`'s listen address (port 0 picks a free
+    /// port), starts a `NodeServer` in transitive mode (a full mesh over plain TCP), and dials
+    /// `config`'s peers in the background.
+    ///
+    /// Errors: [`Error::InvalidConfig`] naming the bad option; [`Error::NodeAlreadyRunning`] if
+    /// this process already runs a node; [`Error::Startup`] if the address cannot be bound.
+    pub async fn start(config: NodeConfig) -> Result<Node, Error> {
+        let valid = config.validate(false)?;
+        let claim = Claim::take()?;
+        let (server, port) = spawn_server(&config, &valid).await?;
+        let listen_addr = SocketAddr::new(valid.bind_ip, port).to_string();
+        Self::assemble(
+            server,
+            true,
+            config.full_name(),
+            listen_addr,
+            &config,
+            claim,
+        )
+        .await
+    }
+
+    /// Makes a node of a `NodeServer` the app already runs (`server`). `config.name` and the
+    /// advertised host must be the `node_name` and `hostname` that server was built with (its
+    /// full name is `node_name@hostname`); its listen address and cookie are the server's own
+    /// and are ignored here. Run the server in `NodeConnectionMode::Transitive`, or dial every
+    /// peer, since pg groups are not relayed. [`Node::shutdown`] leaves the server running.
+    ///
+    /// Errors: as [`Node::start`], without bind failures.
+    pub async fn attach(
+        server: ActorRef<NodeServerMessage>,
+        config: NodeConfig,
+    ) -> Result<Node, Error> {
+        config.validate(true)?;
+        let claim = Claim::take()?;
+        Self::assemble(
+            server,
+            false,
+            config.full_name(),
+            String::new(),
+            &config,
+            claim,
+        )
+        .await
+    }
+
+    async fn assemble(
+        server: ActorRef<NodeServerMessage>,
+        owns_server: bool,
+        name: String,
+        listen_addr: String,
+        config: &NodeConfig,
+        claim: Claim,
+    ) -> Result<Node, Error> {
+        let shared = Arc::new(NodeShared::new(name.clone(), listen_addr, config));
+        let startup = |what: &str, e: &dyn std::fmt::Display| Error::Startup {
+            reason: format!("{what}: {e}"),
+        };
+        let stop_server = |server: &ActorRef<NodeServerMessage>| {
+            if owns_server {
+                server.stop(Some("rpc_load_balancer startup failed".into()));
+            }
+        };
+        let endpoint = match Actor::spawn(
+            Some(endpoint_name(&name)),
+            RpcEndpoint,
+            Arc::clone(&shared),
+        )
+        .await
+        {
+            Ok((endpoint, _)) => endpoint,
+            Err(e) => {
+                stop_server(&server);
+                return Err(startup("rpc endpoint", &e));
+            }
+        };
+        let _ = shared.self_endpoint.set(endpoint.clone());
+        let args = ClusterArgs {
+            shared: Arc::clone(&shared),
+            server: server.clone(),
+        };
+        let manager = match Actor::spawn(None, ClusterManager, args).await {
+            Ok((manager, _)) => manager,
+            Err(e) => {
+                endpoint.stop(None);
+                stop_server(&server);
+                return Err(startup("cluster manager", &e));
+            }
+        };
+        let dialers = config
+            .peers
+            .iter()
+            .map(|addr| {
+                tokio::spawn(connect::keep_peer(
+                    Arc::clone(&shared),
+                    server.clone(),
+                    addr.clone(),
+                ))
+            })
+            .collect();
+        claim.keep();
+        tracing::info!(node = %name, listen = %shared.listen_addr, "node started");
+        Ok(Node {
+            inner: Arc::new(NodeInner {
+                shared,
+                server,
+                owns_server,
+                endpoint,
+                manager,
+                dialers: Mutex::new(dialers),
+                shut_down: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// This node's full name, `name@host`.
+    pub fn name(&self) -> &str {
+        &self.inner.shared.name
+    }
+
+    /// The `ip:port` this node listens on, with the real port when it was started on port 0;
+    /// empty for an attached node.
+    pub fn listen_addr(&self) -> &str {
+        &self.inner.shared.listen_addr
+    }
+
+    /// The ractor_cluster `NodeServer` this node runs on.
+    pub fn server(&self) -> &ActorRef<NodeServerMessage> {
+        &self.inner.server
+    }
+
+    /// Serves `function` on this node from now on. Register before joining balancers, so this
+    /// node is never picked for a function it does not have yet.
+    ///
+    /// Errors: [`Error::DuplicateFunction`] if a function of that `NAME` is registered.
+    pub fn register<F: RemoteFunction>(&self, function: F) -> Result<(), Error> {
+        self.inner
+            .shared
+            .registry
+            .register(function)
+            .map_err(|name| Error::DuplicateFunction {
+                name: name.to_string(),
+            })
+    }
+
+    /// A call of `F` with `args` on the node named `node` (full name; this node's own name
+    /// calls itself). Await the returned [`Call`]; every call has a timeout (default
+    /// `NodeConfig::call_timeout`).
+    ///
+    /// Errors when awaited: [`Error::ServiceUnavailable`] (unknown or disconnected node, node
+    /// lost mid-call), [`Error::RequestTimeout`], [`Error::BadRequest`] (function not registered
+    /// there, arguments not decodable), [`Error::Remote`] (the function failed or panicked),
+    /// [`Error::PayloadTooLarge`], [`Error::Codec`], [`Error::WireVersion`].
+    pub fn call<F: RemoteFunction>(&self, node: impl Into<String>, args: F::Args) -> Call<F> {
+        Call::new(Arc::clone(&self.inner.shared), node.into(), args)
+    }
+
+    /// Sends `F` with `args` to `node` without waiting for it to run. Returns once the cast is
+    /// handed to the node's session; what happens there is only logged on that node.
+    ///
+    /// Errors: [`Error::ServiceUnavailable`] when the node is not connected (the original
+    /// silently returned ok), [`Error::PayloadTooLarge`], [`Error::Codec`].
+    pub fn cast<F: RemoteFunction>(&self, node: &str, args: F::Args) -> Result<(), Error> {
+        call::cast::<F>(&self.inner.shared, node, &args)
+    }
+
+    /// Sends a control request to `node` and waits at most `call_timeout` for the answer.
+    ///
+    /// Errors: as [`Node::call`].
+    pub async fn control(
+        &self,
+        node: &str,
+        request: ControlRequest,
+    ) -> Result<ControlReply, Error> {
+        let shared = &self.inner.shared;
+        let endpoint = shared.endpoint_of(node)?;
+        let bytes = postcard::to_extend(&request, start_message(8)).map_err(|e| Error::Codec {
+            function: "control".into(),
+            message: e.to_string(),
+        })?;
+        let timeout = shared.call_timeout;
+        let outcome = endpoint
+            .call(|port| RpcMessage::Control(bytes, port), Some(timeout))
+            .await;
+        let reply = call::outcome_to_reply(node, timeout, outcome)?;
+        call::decode_reply(node, "control", &reply)
+    }
+
+    /// Full names of the connected peers, sorted (this node not included).
+    pub fn nodes(&self) -> Vec<String> {
+        self.inner.shared.node_list.borrow().to_vec()
+    }
+
+    /// A watch of [`Node::nodes`]: changes whenever a peer comes up or goes down.
+    pub fn watch_nodes(&self) -> watch::Receiver<Arc<[String]>> {
+        self.inner.shared.node_list.subscribe()
+    }
+
+    /// A stream of [`NodeEvent`]s from now on (a receiver that falls 256 events behind skips
+    /// the oldest, see `tokio::sync::broadcast`).
+    pub fn events(&self) -> broadcast::Receiver<NodeEvent> {
+        self.inner.shared.events.subscribe()
+    }
+
+    /// Dials `addr` (`host:port`) now and waits until a session to it is ready, at most
+    /// `NodeConfig::connect_timeout` (5 s). Returns the peer's full name; at once if it is
+    /// already connected.
+    ///
+    /// Errors: [`Error::ConnectFailed`] with what was seen (TCP refused, handshake rejected
+    /// because of a wrong cookie or a duplicate node name, no answer).
+    pub async fn connect(&self, addr: &str) -> Result<String, Error> {
+        let shared = &self.inner.shared;
+        connect::connect(shared, &self.inner.server, addr, shared.connect_timeout).await
+    }
+
+    /// Waits until at least `count` peers are connected, at most `timeout`.
+    ///
+    /// Errors: [`Error::PeersNotReady`] with how many were connected at the deadline.
+    pub async fn wait_for_peers(&self, count: usize, timeout: Duration) -> Result<(), Error> {
+        let mut nodes = self.watch_nodes();
+        let reached = tokio::time::timeout(timeout, nodes.wait_for(|n| n.len() >= count)).await;
+        match reached {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(Error::PeersNotReady {
+                wanted: count,
+                connected: self.nodes().len(),
+                timeout,
+            }),
+        }
+    }
+
+    /// Stops the node: stops dialling, leaves pg, stops the endpoint and manager, and stops the
+    /// NodeServer if [`Node::start`] created it (closing every session). Calls made afterwards
+    /// fail with [`Error::ServiceUnavailable`]; a new node may then be started in this process.
+    /// Idempotent.
+    pub async fn shutdown(&self) {
+        let inner = &self.inner;
+        if inner.shut_down.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        inner.shared.stopped.store(true, Ordering::Release);
+        let dialers = std::mem::take(&mut *inner.dialers.lock().unwrap_or_else(|p| p.into_inner()));
+        for dialer in dialers {
+            dialer.abort();
+        }
+        let _ = inner.server.cast(NodeServerMessage::UnsubscribeToEvents(
+            SUBSCRIPTION_ID.to_string(),
+        ));
+        let wait = Some(Duration::from_secs(5));
+        let _ = inner
+            .manager
+            .stop_and_wait(Some("node shutdown".into()), wait)
+            .await;
+        let _ = inner
+            .endpoint
+            .stop_and_wait(Some("node shutdown".into()), wait)
+            .await;
+        if inner.owns_server {
+            let _ = inner
+                .server
+                .stop_and_wait(Some("node shutdown".into()), wait)
+                .await;
+        }
+        RUNNING.store(false, Ordering::Release);
+        tracing::info!(node = %inner.shared.name, "node stopped");
+    }
+}
+
+/// Spawns the NodeServer. For port 0 a free port is found by binding it and releasing it;
+/// if another process takes it in between, a new one is tried (up to 8 times).
+async fn spawn_server(
+    config: &NodeConfig,
+    valid: &config::ValidConfig,
+) -> Result<(ActorRef<NodeServerMessage>, u16), Error> {
+    const ATTEMPTS: usize = 8;
+    for attempt in 1..=ATTEMPTS {
+        let port = if valid.port == 0 {
+            let probe = std::net::TcpListener::bind((valid.bind_ip, 0))
+                .and_then(|l| l.local_addr())
+                .map_err(|e| Error::Startup {
+                    reason: format!("cannot bind {}: {e}", valid.bind_ip),
+                })?;
+            probe.port()
+        } else {
+            valid.port
+        };
+        let server = NodeServer::new(
+            port,
+            config.cookie.clone(),
+            config.name.clone(),
+            valid.host.clone(),
+            None,
+            Some(NodeConnectionMode::Transitive),
+        )
+        .with_listen_addr(valid.bind_ip);
+        match Actor::spawn(None, server, ()).await {
+            Ok((server, _)) => return Ok((server, port)),
+            Err(e) if valid.port == 0 && attempt < ATTEMPTS => {
+                tracing::debug!(port, error = %e, "free port was taken; trying another");
+            }
+            Err(e) => {
+                return Err(Error::Startup {
+                    reason: format!("cannot listen on {}:{port}: {e}", valid.bind_ip),
+                })
+            }
+        }
+    }
+    unreachable!("the last attempt returns")
+}

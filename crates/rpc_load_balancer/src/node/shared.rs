@@ -1,0 +1,157 @@
+//! State shared by a node's actors and handles: the peer table (read lock-free on the call
+//! path), the function registry, counters and event channels.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use ractor::{ActorId, ActorRef};
+use tokio::sync::{broadcast, watch};
+
+use crate::function::Registry;
+use crate::wire::RpcMessage;
+use crate::{Error, Unavailable};
+
+/// A change in the set of connected nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeEvent {
+    /// A session to `node` reached the ready state: its memberships are known and it can be
+    /// called.
+    Up {
+        /// Full name of the node.
+        node: String,
+    },
+    /// The last session to `node` closed (node stopped, killed, or evicted).
+    Down {
+        /// Full name of the node.
+        node: String,
+    },
+}
+
+/// One connected peer, as the call path sees it.
+#[derive(Clone)]
+pub(crate) struct Peer {
+    /// The session actor currently carrying traffic to the peer.
+    pub(crate) session_id: ActorId,
+    /// The `host:port` the peer advertises.
+    pub(crate) connection_string: String,
+    /// The peer's rpc endpoint, once its pg membership is known.
+    pub(crate) endpoint: Option<ActorRef<RpcMessage>>,
+}
+
+/// What happened to a session, forwarded from the NodeServer's event callbacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SessionStage {
+    Opened,
+    Authenticated,
+    Ready,
+    Disconnected,
+}
+
+/// A session event with what the NodeServer knew of the peer at that moment.
+#[derive(Debug, Clone)]
+pub(crate) struct SessionEvent {
+    pub(crate) stage: SessionStage,
+    pub(crate) session_id: ActorId,
+    pub(crate) name: Option<String>,
+    pub(crate) connection_string: Option<String>,
+    pub(crate) peer_addr: String,
+    pub(crate) is_server: bool,
+}
+
+/// Counters of calls this node serves.
+#[derive(Debug, Default)]
+pub(crate) struct ServedStats {
+    pub(crate) in_flight: AtomicU64,
+    pub(crate) total: AtomicU64,
+}
+
+/// Everything a node's parts share.
+pub(crate) struct NodeShared {
+    pub(crate) name: String,
+    pub(crate) listen_addr: String,
+    pub(crate) max_payload: usize,
+    pub(crate) call_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) dial_backoff_max: Duration,
+    pub(crate) registry: Registry,
+    pub(crate) peers: ArcSwap<HashMap<String, Peer>>,
+    pub(crate) self_endpoint: OnceLock<ActorRef<RpcMessage>>,
+    pub(crate) node_list: watch::Sender<Arc<[String]>>,
+    pub(crate) events: broadcast::Sender<NodeEvent>,
+    pub(crate) sessions: broadcast::Sender<SessionEvent>,
+    pub(crate) next_call_id: AtomicU64,
+    pub(crate) served: ServedStats,
+    pub(crate) stopped: AtomicBool,
+}
+
+impl NodeShared {
+    pub(crate) fn new(name: String, listen_addr: String, config: &super::NodeConfig) -> Self {
+        Self {
+            name,
+            listen_addr,
+            max_payload: config.max_payload_bytes,
+            call_timeout: config.call_timeout,
+            connect_timeout: config.connect_timeout,
+            dial_backoff_max: config.dial_backoff_max,
+            registry: Registry::default(),
+            peers: ArcSwap::default(),
+            self_endpoint: OnceLock::new(),
+            node_list: watch::channel(Arc::from(Vec::new())).0,
+            events: broadcast::channel(256).0,
+            sessions: broadcast::channel(256).0,
+            // Random start so call ids of different processes rarely collide in traces.
+            next_call_id: AtomicU64::new(rand::random::<u32>() as u64),
+            served: ServedStats::default(),
+            stopped: AtomicBool::new(false),
+        }
+    }
+
+    /// The endpoint to send a call for `node` to: our own for our name, else the peer's.
+    pub(crate) fn endpoint_of(&self, node: &str) -> Result<ActorRef<RpcMessage>, Error> {
+        let unavailable = |reason| Error::ServiceUnavailable {
+            node: node.to_string(),
+            reason,
+        };
+        if self.stopped.load(Ordering::Acquire) {
+            return Err(unavailable(Unavailable::NodeStopped));
+        }
+        if node == self.name {
+            return self
+                .self_endpoint
+                .get()
+                .cloned()
+                .ok_or(unavailable(Unavailable::NodeStopped));
+        }
+        match self.peers.load().get(node) {
+            Some(Peer {
+                endpoint: Some(endpoint),
+                ..
+            }) => Ok(endpoint.clone()),
+            Some(_) => Err(unavailable(Unavailable::NoEndpoint)),
+            None => Err(unavailable(Unavailable::UnknownNode)),
+        }
+    }
+
+    /// Names of connected peers, sorted.
+    pub(crate) fn peer_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.peers.load().keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// The connected peer advertising `connection_string`, if any.
+    pub(crate) fn peer_at(&self, matches: impl Fn(&str) -> bool) -> Option<String> {
+        self.peers
+            .load()
+            .iter()
+            .find(|(_, peer)| matches(&peer.connection_string))
+            .map(|(name, _)| name.clone())
+    }
+
+    pub(crate) fn next_call_id(&self) -> u64 {
+        self.next_call_id.fetch_add(1, Ordering::Relaxed)
+    }
+}

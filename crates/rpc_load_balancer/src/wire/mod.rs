@@ -1,0 +1,134 @@
+//! The wire: one cluster message type with a few generic variants that never change, and
+//! postcard-encoded headers inside the bytes.
+//!
+//! ractor_cluster identifies a remote message by its enum variant name, so renaming a variant
+//! breaks mixed-version clusters. [`RpcMessage`] therefore has three generic variants whose
+//! payload is our own format:
+//!
+//! * a **call** is `[wire version][CallHeader][arguments]`, all postcard: the header names the
+//!   function, the balancer (if routed), the caller's remaining time budget in ms and a call id;
+//! * a **reply** is `[wire version][ReplyStatus][reply value if Ok]`;
+//! * a **control** request is `[wire version][ControlRequest]`, answered like a call.
+//!
+//! The version comes first and is decoded alone, so a peer of another version gets a typed
+//! [`Error::WireVersion`](crate::Error::WireVersion) instead of a silent drop and a timeout.
+//! Don't enable ractor's `blanket_serde` feature: it changes how `Vec<u8>` fields are encoded.
+
+pub(crate) mod header;
+pub(crate) mod reply;
+
+use ractor::RpcReplyPort;
+use ractor_cluster::RactorClusterMessage;
+
+/// Version of the byte format inside [`RpcMessage`]. Bumped on any incompatible change.
+pub const WIRE_VERSION: u16 = 1;
+
+/// The library's `ractor::pg` scope: balancer groups and node endpoints live here.
+pub const SCOPE: &str = "rpc_load_balancer";
+
+/// The pg group (in [`SCOPE`]) every node's rpc endpoint joins. Balancer names may not start
+/// with `@`, so this never collides with a balancer's group.
+pub(crate) const ENDPOINT_GROUP: &str = "@endpoints";
+
+/// Prefix of an endpoint actor's registered name; the node's full name follows it.
+pub(crate) const ENDPOINT_NAME_PREFIX: &str = "rpc_load_balancer/@endpoint/";
+
+/// The registered name of `node`'s endpoint actor.
+pub(crate) fn endpoint_name(node: &str) -> String {
+    format!("{ENDPOINT_NAME_PREFIX}{node}")
+}
+
+/// The node name inside an endpoint actor's registered name, if it is one.
+pub(crate) fn node_of_endpoint(actor_name: &str) -> Option<&str> {
+    actor_name.strip_prefix(ENDPOINT_NAME_PREFIX)
+}
+
+/// The message every rpc endpoint (and, later, balancer member) actor receives.
+///
+/// Public only because ractor needs the type to address remote actors; build requests through
+/// [`Node`](crate::Node), not by hand. Variant names are the wire contract and never change.
+#[derive(RactorClusterMessage)]
+pub enum RpcMessage {
+    /// A call: encoded header and arguments; the reply port gets an encoded reply.
+    #[rpc]
+    Call(Vec<u8>, RpcReplyPort<Vec<u8>>),
+    /// A cast: encoded header and arguments; nothing is answered.
+    Cast(Vec<u8>),
+    /// A control request (ping, admin queries); the reply port gets an encoded reply.
+    #[rpc]
+    Control(Vec<u8>, RpcReplyPort<Vec<u8>>),
+}
+
+impl std::fmt::Debug for RpcMessage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Call(bytes, _) => write!(f, "Call({} bytes)", bytes.len()),
+            Self::Cast(bytes) => write!(f, "Cast({} bytes)", bytes.len()),
+            Self::Control(bytes, _) => write!(f, "Control({} bytes)", bytes.len()),
+        }
+    }
+}
+
+/// Why incoming bytes could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum DecodeError {
+    /// The bytes carry another wire version.
+    Version(u16),
+    /// The bytes are truncated or not our format.
+    Malformed(String),
+}
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Version(v) => write!(f, "wire version {v}, expected {WIRE_VERSION}"),
+            Self::Malformed(why) => write!(f, "malformed message: {why}"),
+        }
+    }
+}
+
+/// Reads the leading wire version and checks it; returns the rest.
+pub(crate) fn split_version(bytes: &[u8]) -> Result<&[u8], DecodeError> {
+    let (version, rest) = postcard::take_from_bytes::<u16>(bytes)
+        .map_err(|e| DecodeError::Malformed(format!("no wire version: {e}")))?;
+    if version != WIRE_VERSION {
+        return Err(DecodeError::Version(version));
+    }
+    Ok(rest)
+}
+
+/// Starts an encoded message with the wire version.
+pub(crate) fn start_message(capacity: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(capacity);
+    // A u16 varint is at most 3 bytes; extending a Vec cannot fail.
+    out = postcard::to_extend(&WIRE_VERSION, out).unwrap_or_default();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_names_round_trip() {
+        let name = endpoint_name("a@127.0.0.1");
+        assert_eq!(node_of_endpoint(&name), Some("a@127.0.0.1"));
+        assert_eq!(node_of_endpoint("rpc_load_balancer/reports/a@h"), None);
+    }
+
+    #[test]
+    fn version_is_checked_first() {
+        let msg = start_message(8);
+        assert_eq!(split_version(&msg), Ok(&[][..]));
+        let other = postcard::to_allocvec(&(WIRE_VERSION + 1)).unwrap();
+        assert_eq!(
+            split_version(&other),
+            Err(DecodeError::Version(WIRE_VERSION + 1))
+        );
+        assert!(matches!(split_version(&[]), Err(DecodeError::Malformed(_))));
+        assert!(matches!(
+            split_version(&[0xff, 0xff, 0xff, 0xff]),
+            Err(DecodeError::Malformed(_))
+        ));
+    }
+}
