@@ -1,1 +1,42 @@
-fn main() {}
+//! `rpclb`: run rpc_load_balancer cluster nodes and talk to them. See `rpclb --help`.
+
+use clap::Parser;
+use rpclb::cli::{Cli, Command};
+use tracing_subscriber::EnvFilter;
+
+fn main() {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(usize::from(cli.worker_threads))
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the tokio runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    let outcome = runtime.block_on(async move {
+        match cli.command {
+            Command::Node(args) => rpclb::node_cmd::run(args).await.map(|()| 0),
+            Command::Call(args) => rpclb::client_cmd::call(args).await,
+            Command::Control(args) => rpclb::client_cmd::control(args).await,
+        }
+    });
+    let code = match outcome {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error}");
+            1
+        }
+    };
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    std::process::exit(code);
+}

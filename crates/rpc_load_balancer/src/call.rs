@@ -8,15 +8,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::rpc::CallResult;
-use ractor::MessagingErr;
+use ractor::{ActorRef, MessagingErr, RpcReplyPort};
 use tracing::Instrument;
 
+use crate::control::{ControlReply, ControlRequest};
 use crate::error::{PayloadDirection, RemoteFailure};
 use crate::function::RemoteFunction;
 use crate::node::shared::NodeShared;
 use crate::wire::header::{encode_call, CallHeader};
 use crate::wire::reply::{self, ReplyStatus};
-use crate::wire::{DecodeError, RpcMessage, WIRE_VERSION};
+use crate::wire::{start_message, DecodeError, RpcMessage, WIRE_VERSION};
 use crate::{Error, Unavailable};
 
 /// A call of `F` on one node, built by [`Node::call`](crate::Node::call). Await it (it
@@ -73,12 +74,28 @@ pub(crate) async fn call<F: RemoteFunction>(
     let bytes = encode::<F>(shared, &args, timeout)?;
     drop(args);
     let span = tracing::debug_span!("rpc_load_balancer.call", function = F::NAME, node);
-    let outcome = endpoint
-        .call(|port| RpcMessage::Call(bytes, port), Some(timeout))
+    let outcome = send_call(&endpoint, RpcMessage::Call, bytes, timeout)
         .instrument(span)
         .await;
     let reply = outcome_to_reply(node, timeout, outcome)?;
     decode_reply::<F::Reply>(node, F::NAME, &reply)
+}
+
+/// Sends one control request to `node` and waits at most `timeout` for the answer.
+pub(crate) async fn control(
+    shared: &NodeShared,
+    node: &str,
+    request: &ControlRequest,
+    timeout: Duration,
+) -> Result<ControlReply, Error> {
+    let endpoint = shared.endpoint_of(node)?;
+    let bytes = postcard::to_extend(request, start_message(8)).map_err(|e| Error::Codec {
+        function: "control".into(),
+        message: e.to_string(),
+    })?;
+    let outcome = send_call(&endpoint, RpcMessage::Control, bytes, timeout).await;
+    let reply = outcome_to_reply(node, timeout, outcome)?;
+    decode_reply(node, "control", &reply)
 }
 
 /// Sends one cast of `F` to `node`: returns once it is handed to the node's session.
@@ -115,6 +132,25 @@ fn encode<F: RemoteFunction>(
     })?;
     check_payload(bytes.len(), shared.max_payload, PayloadDirection::Argument)?;
     Ok(bytes)
+}
+
+/// Slack given to ractor's own reply-port timeout beyond ours. ractor_cluster drops a timed-out
+/// remote reply port, which the caller would see as a lost connection if that timer fired
+/// first; with the slack, our timer decides, and a `SenderError` always means a lost node.
+const TRANSPORT_SLACK: Duration = Duration::from_secs(1);
+
+/// Sends `bytes` as a `variant` request and waits at most `timeout` for the reply.
+async fn send_call(
+    endpoint: &ActorRef<RpcMessage>,
+    variant: fn(Vec<u8>, RpcReplyPort<Vec<u8>>) -> RpcMessage,
+    bytes: Vec<u8>,
+    timeout: Duration,
+) -> Result<CallResult<Vec<u8>>, MessagingErr<RpcMessage>> {
+    let reply = endpoint.call(|port| variant(bytes, port), Some(timeout + TRANSPORT_SLACK));
+    match tokio::time::timeout(timeout, reply).await {
+        Ok(outcome) => outcome,
+        Err(_elapsed) => Ok(CallResult::Timeout),
+    }
 }
 
 /// `Err(PayloadTooLarge)` when `size` is over `limit`.

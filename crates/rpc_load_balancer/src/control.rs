@@ -18,6 +18,10 @@ pub enum ControlRequest {
     Functions,
     /// Counters of calls the target serves: [`ControlReply::Stats`].
     Stats,
+    /// The address the target has on record for the connected node with this full name:
+    /// [`ControlReply::ConnectionOf`]. A joining node uses it to check that its name is not
+    /// already taken.
+    ConnectionOf(String),
 }
 
 /// The answer to a [`ControlRequest`].
@@ -42,4 +46,6 @@ pub enum ControlReply {
         /// Calls and casts started since the node started.
         served_total: u64,
     },
+    /// The `host:port` the named node advertised, or `None` if it is not connected.
+    ConnectionOf(Option<String>),
 }

@@ -171,6 +171,9 @@ pub(crate) fn serve_control(shared: &NodeShared, bytes: &[u8]) -> Vec<u8> {
             served_in_flight: shared.served.in_flight.load(Ordering::Relaxed),
             served_total: shared.served.total.load(Ordering::Relaxed),
         },
+        ControlRequest::ConnectionOf(name) => {
+            ControlReply::ConnectionOf(shared.connection_of(&name))
+        }
     };
     reply::encode_ok(&answer).unwrap_or_else(|e| {
         let message = format!("control reply could not be encoded: {e}");

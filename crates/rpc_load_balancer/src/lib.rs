@@ -60,4 +60,4 @@ pub use control::{ControlReply, ControlRequest};
 pub use error::{Error, ErrorCode, PayloadDirection, RemoteFailure, Unavailable};
 pub use function::{FunctionError, RemoteFunction};
 pub use node::{Node, NodeConfig, NodeEvent, DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_CAP_BYTES};
-pub use wire::{RpcMessage, SCOPE, WIRE_VERSION};
+pub use wire::{RpcMessage, ENDPOINT_GROUP, SCOPE, WIRE_VERSION};

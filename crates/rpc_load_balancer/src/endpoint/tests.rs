@@ -49,7 +49,7 @@ fn shared() -> NodeShared {
     let config = NodeConfig::new("t", "127.0.0.1:0")
         .cookie("c")
         .max_payload_bytes(1024);
-    let shared = NodeShared::new("t@127.0.0.1".into(), "127.0.0.1:0".into(), &config);
+    let shared = NodeShared::new("t@127.0.0.1".into(), "127.0.0.1:0".into(), None, &config);
     shared.registry.register(Echo).unwrap();
     shared.registry.register(Fail).unwrap();
     shared.registry.register(Panic).unwrap();

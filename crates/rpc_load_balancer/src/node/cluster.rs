@@ -6,9 +6,17 @@
 //! ready state (its pg memberships are synced by then) and **down** when its last ready session
 //! closes: the losing session of a simultaneous connect closes too, and must not take the
 //! winner's entry with it, so ready sessions are tracked per name.
+//!
+//! **Duplicate names.** ractor_cluster 0.16.5 elects between two authenticated sessions of the
+//! same name by a random nonce, so a second process reusing a live node's name may win and
+//! disconnect the original. Like Erlang, we keep the first: a session that authenticates under
+//! the name of a ready peer advertising another address is stopped, and if the election
+//! already dropped the original, it is dialled again. (A node restarted on the same address is
+//! a reconnect, not a duplicate.)
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use ractor::pg::GroupChangeMessage;
 use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
@@ -36,6 +44,7 @@ impl Forwarder {
         let event = SessionEvent {
             stage,
             session_id: info.actor.get_id(),
+            session: info.actor,
             name: info.peer_name.as_ref().map(|p| p.name.clone()),
             connection_string: info.peer_name.as_ref().map(|p| p.connection_string.clone()),
             peer_addr: info.peer_addr,
@@ -70,8 +79,15 @@ pub(crate) struct ClusterArgs {
     pub(crate) server: ActorRef<NodeServerMessage>,
 }
 
+/// How long after rejecting a duplicate the original's disconnect is taken as the election's
+/// doing, and the original is dialled again.
+const DUPLICATE_WINDOW: Duration = Duration::from_secs(5);
+
 pub(crate) struct ClusterState {
     shared: Arc<NodeShared>,
+    server: ActorRef<NodeServerMessage>,
+    /// Names whose newcomer was rejected as a duplicate: the original's address, and when.
+    duplicates: HashMap<String, (String, Instant)>,
     /// Ready sessions per peer name, oldest first; the last one carries traffic.
     ready: HashMap<String, Vec<Peer>>,
     /// Remote endpoints seen in pg, by node name.
@@ -100,6 +116,8 @@ impl Actor for ClusterManager {
         })?;
         Ok(ClusterState {
             shared: args.shared,
+            server: args.server,
+            duplicates: HashMap::new(),
             ready: HashMap::new(),
             endpoints,
         })
@@ -184,24 +202,66 @@ impl ClusterState {
                 }
             }
             (SessionStage::Disconnected, _) => self.on_disconnected(event.session_id),
+            (SessionStage::Authenticated, Some(name)) => self.reject_duplicate(name, &event),
             _ => {}
         }
         // Waiters in `connect` see the event after the table is updated.
         let _ = self.shared.sessions.send(event);
     }
 
+    /// Stops a newly authenticated session that claims the name of a ready peer at another
+    /// address (see the module docs).
+    fn reject_duplicate(&mut self, name: &str, event: &SessionEvent) {
+        let Some(current) = self.ready.get(name).and_then(|sessions| sessions.last()) else {
+            return;
+        };
+        let claimed = event.connection_string.as_deref().unwrap_or_default();
+        if current.session_id == event.session_id || current.connection_string == claimed {
+            return;
+        }
+        tracing::warn!(
+            node = %name,
+            original = %current.connection_string,
+            newcomer = %claimed,
+            "rejecting a second node with the same name"
+        );
+        self.duplicates.insert(
+            name.to_string(),
+            (current.connection_string.clone(), Instant::now()),
+        );
+        event.session.stop(Some("duplicate node name".to_string()));
+    }
+
     fn on_disconnected(&mut self, session_id: ActorId) {
         let mut gone = None;
         for (name, sessions) in self.ready.iter_mut() {
             let before = sessions.len();
-            sessions.retain(|p| p.session_id != session_id);
+            let mut lost = None;
+            sessions.retain(|p| {
+                let keep = p.session_id != session_id;
+                if !keep {
+                    lost = Some(p.connection_string.clone());
+                }
+                keep
+            });
             if sessions.len() != before {
+                if let (Some(lost), Some((original, at))) = (lost, self.duplicates.get(name)) {
+                    if *original == lost && at.elapsed() < DUPLICATE_WINDOW {
+                        // The election dropped the original for the duplicate: dial it again.
+                        let server = self.server.clone();
+                        tokio::spawn(async move {
+                            let _ = ractor_cluster::client_connect(&server, lost.as_str()).await;
+                        });
+                    }
+                }
                 if sessions.is_empty() {
                     gone = Some(name.clone());
                 }
                 break;
             }
         }
+        self.duplicates
+            .retain(|_, (_, at)| at.elapsed() < DUPLICATE_WINDOW);
         if let Some(name) = gone {
             self.ready.remove(&name);
             self.publish();

@@ -7,18 +7,27 @@
 //! that closes early is not final either: the losing side of a simultaneous connect closes the
 //! same way while the winner comes up.
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::ActorRef;
+use ractor::{ActorId, ActorRef};
 use ractor_cluster::NodeServerMessage;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
+use ractor_cluster::NodeSessionMessage;
+
 use super::shared::{NodeEvent, NodeShared, SessionEvent, SessionStage};
+use crate::call;
+use crate::control::{ControlReply, ControlRequest};
 use crate::Error;
+
+/// How long to wait after the peer closed our session during the handshake, in case the
+/// other session of a simultaneous connect is about to win.
+const REJECTION_GRACE: Duration = Duration::from_millis(300);
 
 /// The addresses `addr` stands for, for matching sessions against it.
 async fn resolve(addr: &str) -> Result<Vec<SocketAddr>, Error> {
@@ -78,9 +87,19 @@ pub(crate) async fn connect(
         .await
         .map_err(|e| failed(format!("TCP connect failed: {e}")))?;
     let deadline = Instant::now() + bound;
-    let (mut authenticated, mut closed) = (false, false);
+    // Sessions to `addr` still in the handshake, and incoming sessions not yet named (the
+    // winner of a simultaneous connect may be one). Once our session closed and none of these
+    // is left, the answer is known: stop waiting after a short grace.
+    let mut pending: HashSet<ActorId> = HashSet::new();
+    let mut unnamed_incoming: HashSet<ActorId> = HashSet::new();
+    let (mut authenticated, mut closed_at) = (false, None::<Instant>);
     loop {
-        let event = match tokio::time::timeout_at(deadline, sessions.recv()).await {
+        let settled = pending.is_empty() && unnamed_incoming.is_empty();
+        let wait_until = match closed_at {
+            Some(at) if settled => deadline.min(at + REJECTION_GRACE),
+            _ => deadline,
+        };
+        let event = match tokio::time::timeout_at(wait_until, sessions.recv()).await {
             Err(_elapsed) => break,
             Ok(Err(RecvError::Lagged(_))) => {
                 if let Some(name) = shared.peer_at(|c| names(c, addr, &resolved)) {
@@ -91,18 +110,38 @@ pub(crate) async fn connect(
             Ok(Err(RecvError::Closed)) => return Err(failed("the local node stopped".into())),
             Ok(Ok(event)) => event,
         };
+        if event.stage == SessionStage::Opened && event.is_server && event.name.is_none() {
+            unnamed_incoming.insert(event.session_id);
+        } else {
+            unnamed_incoming.remove(&event.session_id);
+        }
         if !is_session_to(&event, addr, &resolved) {
             continue;
         }
         match (event.stage, event.name) {
-            (SessionStage::Ready, Some(name)) => return Ok(name),
-            (SessionStage::Authenticated, _) => authenticated = true,
-            (SessionStage::Disconnected, _) => closed = true,
+            (SessionStage::Ready, Some(name)) => {
+                return confirm_name(shared, addr, name, &event.session).await
+            }
+            (SessionStage::Opened, _) => {
+                pending.insert(event.session_id);
+            }
+            (SessionStage::Authenticated, _) => {
+                authenticated = true;
+                pending.insert(event.session_id);
+            }
+            (SessionStage::Disconnected, _) => {
+                pending.remove(&event.session_id);
+                closed_at = Some(Instant::now());
+            }
             _ => {}
         }
     }
-    let seen = match (authenticated, closed) {
-        (true, _) => "a session authenticated but never became ready",
+    let seen = match (authenticated, closed_at.is_some()) {
+        (true, true) => {
+            "the peer closed the session after authenticating it: a node with the same name is \
+             already connected to it (duplicate node name)"
+        }
+        (true, false) => "a session authenticated but never became ready",
         (false, true) => {
             "the peer closed the session during the handshake: wrong cookie, a duplicate node \
              name, or not an rpc_load_balancer node"
@@ -113,6 +152,47 @@ pub(crate) async fn connect(
         "no session became ready within {} ms ({seen})",
         bound.as_millis()
     )))
+}
+
+/// Checks with the peer that it records *us* under our name, not another process with the
+/// same name (see `cluster.rs` on duplicate names); on a clash, closes our session to it.
+async fn confirm_name(
+    shared: &NodeShared,
+    addr: &str,
+    peer: String,
+    session: &ActorRef<NodeSessionMessage>,
+) -> Result<String, Error> {
+    let Some(own) = &shared.connection_string else {
+        return Ok(peer);
+    };
+    let failed = |reason: String| Error::ConnectFailed {
+        addr: addr.to_string(),
+        reason,
+    };
+    let request = ControlRequest::ConnectionOf(shared.name.clone());
+    // The peer may not have processed our session's ready event yet: give it a moment.
+    for _ in 0..50 {
+        match call::control(shared, &peer, &request, Duration::from_secs(1)).await {
+            Ok(ControlReply::ConnectionOf(Some(recorded))) if recorded != *own => {
+                session.stop(Some("duplicate node name".to_string()));
+                return Err(failed(format!(
+                    "duplicate node name: {peer} already has a node named {} at {recorded}",
+                    shared.name
+                )));
+            }
+            Ok(ControlReply::ConnectionOf(None)) => {
+                tokio::time::sleep(Duration::from_millis(20)).await
+            }
+            Ok(_) => return Ok(peer),
+            Err(error) => {
+                return Err(failed(format!(
+                    "the session closed right after the handshake ({error}); \
+                                           a duplicate node name is the usual cause"
+                )))
+            }
+        }
+    }
+    Ok(peer)
 }
 
 /// Keeps a session to `addr` up until the node stops: dial, and while down, dial again after

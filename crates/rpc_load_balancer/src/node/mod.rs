@@ -29,7 +29,7 @@ use crate::call::{self, Call};
 use crate::control::{ControlReply, ControlRequest};
 use crate::endpoint::RpcEndpoint;
 use crate::function::RemoteFunction;
-use crate::wire::{endpoint_name, start_message, RpcMessage};
+use crate::wire::{endpoint_name, RpcMessage};
 use crate::Error;
 use cluster::{ClusterArgs, ClusterManager, ClusterMsg, SUBSCRIPTION_ID};
 use shared::NodeShared;
@@ -122,15 +122,8 @@ impl Node {
         let claim = Claim::take()?;
         let (server, port) = spawn_server(&config, &valid).await?;
         let listen_addr = SocketAddr::new(valid.bind_ip, port).to_string();
-        Self::assemble(
-            server,
-            true,
-            config.full_name(),
-            listen_addr,
-            &config,
-            claim,
-        )
-        .await
+        let addrs = (listen_addr, Some(format!("{}:{port}", valid.host)));
+        Self::assemble(server, true, config.full_name(), addrs, &config, claim).await
     }
 
     /// Makes a node of a `NodeServer` the app already runs (`server`). `config.name` and the
@@ -146,26 +139,24 @@ impl Node {
     ) -> Result<Node, Error> {
         config.validate(true)?;
         let claim = Claim::take()?;
-        Self::assemble(
-            server,
-            false,
-            config.full_name(),
-            String::new(),
-            &config,
-            claim,
-        )
-        .await
+        let addrs = (String::new(), None);
+        Self::assemble(server, false, config.full_name(), addrs, &config, claim).await
     }
 
     async fn assemble(
         server: ActorRef<NodeServerMessage>,
         owns_server: bool,
         name: String,
-        listen_addr: String,
+        (listen_addr, connection_string): (String, Option<String>),
         config: &NodeConfig,
         claim: Claim,
     ) -> Result<Node, Error> {
-        let shared = Arc::new(NodeShared::new(name.clone(), listen_addr, config));
+        let shared = Arc::new(NodeShared::new(
+            name.clone(),
+            listen_addr,
+            connection_string,
+            config,
+        ));
         let startup = |what: &str, e: &dyn std::fmt::Display| Error::Startup {
             reason: format!("{what}: {e}"),
         };
@@ -286,17 +277,7 @@ impl Node {
         request: ControlRequest,
     ) -> Result<ControlReply, Error> {
         let shared = &self.inner.shared;
-        let endpoint = shared.endpoint_of(node)?;
-        let bytes = postcard::to_extend(&request, start_message(8)).map_err(|e| Error::Codec {
-            function: "control".into(),
-            message: e.to_string(),
-        })?;
-        let timeout = shared.call_timeout;
-        let outcome = endpoint
-            .call(|port| RpcMessage::Control(bytes, port), Some(timeout))
-            .await;
-        let reply = call::outcome_to_reply(node, timeout, outcome)?;
-        call::decode_reply(node, "control", &reply)
+        call::control(shared, node, &request, shared.call_timeout).await
     }
 
     /// Full names of the connected peers, sorted (this node not included).

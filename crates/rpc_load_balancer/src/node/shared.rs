@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use ractor::{ActorId, ActorRef};
+use ractor_cluster::NodeSessionMessage;
 use tokio::sync::{broadcast, watch};
 
 use crate::function::Registry;
@@ -16,6 +17,7 @@ use crate::{Error, Unavailable};
 
 /// A change in the set of connected nodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum NodeEvent {
     /// A session to `node` reached the ready state: its memberships are known and it can be
     /// called.
@@ -55,6 +57,7 @@ pub(crate) enum SessionStage {
 pub(crate) struct SessionEvent {
     pub(crate) stage: SessionStage,
     pub(crate) session_id: ActorId,
+    pub(crate) session: ActorRef<NodeSessionMessage>,
     pub(crate) name: Option<String>,
     pub(crate) connection_string: Option<String>,
     pub(crate) peer_addr: String,
@@ -72,6 +75,8 @@ pub(crate) struct ServedStats {
 pub(crate) struct NodeShared {
     pub(crate) name: String,
     pub(crate) listen_addr: String,
+    /// The `host:port` this node advertises (what peers record for it); `None` when attached.
+    pub(crate) connection_string: Option<String>,
     pub(crate) max_payload: usize,
     pub(crate) call_timeout: Duration,
     pub(crate) connect_timeout: Duration,
@@ -88,10 +93,16 @@ pub(crate) struct NodeShared {
 }
 
 impl NodeShared {
-    pub(crate) fn new(name: String, listen_addr: String, config: &super::NodeConfig) -> Self {
+    pub(crate) fn new(
+        name: String,
+        listen_addr: String,
+        connection_string: Option<String>,
+        config: &super::NodeConfig,
+    ) -> Self {
         Self {
             name,
             listen_addr,
+            connection_string,
             max_payload: config.max_payload_bytes,
             call_timeout: config.call_timeout,
             connect_timeout: config.connect_timeout,
@@ -149,6 +160,14 @@ impl NodeShared {
             .iter()
             .find(|(_, peer)| matches(&peer.connection_string))
             .map(|(name, _)| name.clone())
+    }
+
+    /// The address this node has on record for the connected peer `name`.
+    pub(crate) fn connection_of(&self, name: &str) -> Option<String> {
+        self.peers
+            .load()
+            .get(name)
+            .map(|peer| peer.connection_string.clone())
     }
 
     pub(crate) fn next_call_id(&self) -> u64 {

@@ -26,9 +26,10 @@ pub const WIRE_VERSION: u16 = 1;
 /// The library's `ractor::pg` scope: balancer groups and node endpoints live here.
 pub const SCOPE: &str = "rpc_load_balancer";
 
-/// The pg group (in [`SCOPE`]) every node's rpc endpoint joins. Balancer names may not start
-/// with `@`, so this never collides with a balancer's group.
-pub(crate) const ENDPOINT_GROUP: &str = "@endpoints";
+/// The pg group (in [`SCOPE`]) every node's rpc endpoint actor joins; the actor is named
+/// `rpc_load_balancer/@endpoint/<node>`. Balancer names may not start with `@`, so this never
+/// collides with a balancer's group.
+pub const ENDPOINT_GROUP: &str = "@endpoints";
 
 /// Prefix of an endpoint actor's registered name; the node's full name follows it.
 pub(crate) const ENDPOINT_NAME_PREFIX: &str = "rpc_load_balancer/@endpoint/";

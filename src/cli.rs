@@ -1,0 +1,111 @@
+//! Command-line definitions of `rpclb` (clap). Flags and `--json` fields are a public
+//! interface: add, never rename or remove.
+
+use clap::{Args, Parser, Subcommand};
+
+/// `rpclb`: run rpc_load_balancer cluster nodes and talk to them.
+#[derive(Debug, Parser)]
+#[command(name = "rpclb", version, about)]
+pub struct Cli {
+    /// Tokio worker threads for this process (default 1: nodes sharing few cores answer
+    /// faster on one worker; CPU-heavy functions run on the blocking pool).
+    #[arg(long, global = true, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub worker_threads: u16,
+    /// What to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a cluster node serving the demo functions until SIGTERM/SIGINT.
+    ///
+    /// Prints one JSON object per line on stdout: `{"event":"ready","node":..,"listen":..,"pid":..}`
+    /// once serving, then `{"event":"node_up"|"node_down","node":..}` and finally
+    /// `{"event":"stopped","node":..}`. Logs go to stderr (RUST_LOG).
+    Node(NodeArgs),
+    /// Join a cluster as a client node, make one call, print the reply.
+    Call(CallArgs),
+    /// Join a cluster as a client node and send one control request (ping, nodes, functions,
+    /// stats) to a node.
+    Control(ControlArgs),
+}
+
+/// Options shared by every command that joins a cluster.
+#[derive(Debug, Clone, Args)]
+pub struct ClusterArgs {
+    /// The cluster's shared secret.
+    #[arg(long, env = "RPCLB_COOKIE", default_value = "rpclb-dev-cookie")]
+    pub cookie: String,
+}
+
+/// `rpclb node`.
+#[derive(Debug, Clone, Args)]
+pub struct NodeArgs {
+    /// Node name without host (the full name is NAME@ADVERTISE_HOST).
+    #[arg(long)]
+    pub name: String,
+    /// Address to listen on, ip:port (port 0 = any free port, reported in the ready line).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: String,
+    /// Host other nodes dial to reach this one (default: the listen IP).
+    #[arg(long)]
+    pub advertise: Option<String>,
+    /// A peer to dial (host:port); repeat for several. Re-dialled with backoff while down.
+    #[arg(long = "peer")]
+    pub peers: Vec<String>,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Added to every demo function call, in ms (test flag).
+    #[arg(long, default_value_t = 0)]
+    pub delay_ms: u64,
+    /// Cap on one encoded call or reply, in bytes.
+    #[arg(long, default_value_t = rpc_load_balancer::DEFAULT_MAX_PAYLOAD_BYTES)]
+    pub max_payload_bytes: usize,
+    /// Exit when stdin reaches end of file (a test harness holds the pipe; when the harness
+    /// dies the node exits too).
+    #[arg(long)]
+    pub exit_with_stdin: bool,
+}
+
+/// `rpclb call`.
+#[derive(Debug, Clone, Args)]
+pub struct CallArgs {
+    /// Address (host:port) of any node of the cluster.
+    #[arg(long)]
+    pub peer: String,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Full name of the node to call (e.g. a@127.0.0.1).
+    #[arg(long)]
+    pub node: String,
+    /// Call timeout in ms.
+    #[arg(long, default_value_t = 10_000)]
+    pub timeout_ms: u64,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Demo function: echo, sleep, burn, whoami, fail, panic or blob.
+    pub function: String,
+    /// The function's argument (text for echo/fail/panic, a number for sleep/burn/blob).
+    pub arg: Option<String>,
+}
+
+/// `rpclb control`.
+#[derive(Debug, Clone, Args)]
+pub struct ControlArgs {
+    /// Address (host:port) of any node of the cluster.
+    #[arg(long)]
+    pub peer: String,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Full name of the node to ask.
+    #[arg(long)]
+    pub node: String,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// ping, nodes, functions or stats.
+    pub request: String,
+}

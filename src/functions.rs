@@ -1,0 +1,128 @@
+//! The demo functions every `rpclb node` serves. Tests and the demo call them; they double as
+//! examples of [`RemoteFunction`] implementations.
+//!
+//! | name | args | reply | does |
+//! |---|---|---|---|
+//! | `echo` | `String` | `String` | returns its argument |
+//! | `sleep` | `u64` ms | `()` | sleeps that long |
+//! | `burn` | `u64` ms | `u64` loops | keeps one core busy that long (on tokio's blocking pool) |
+//! | `whoami` | `()` | `String` | the serving node's full name |
+//! | `fail` | `String` | `()` | returns an error with that message |
+//! | `panic` | `String` | `()` | panics with that message |
+//! | `blob` | `u64` bytes | `String` | a string of that many `x` (for payload-cap tests) |
+//! | `call_whoami` | `String` node | `String` | calls `whoami` on that node from this one |
+//!
+//! With `rpclb node --delay-ms N`, every function first sleeps N ms.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rpc_load_balancer::{Error, FunctionError, Node, RemoteFunction};
+
+/// What the demo functions know of the node serving them.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The serving node (for `whoami` and `call_whoami`).
+    pub node: Node,
+    /// Added to every call before it runs.
+    pub delay: Duration,
+}
+
+impl Settings {
+    async fn delay(&self) {
+        if !self.delay.is_zero() {
+            tokio::time::sleep(self.delay).await;
+        }
+    }
+}
+
+macro_rules! demo_function {
+    ($(#[$doc:meta])* $ty:ident, $name:literal, $args:ty => $reply:ty, |$settings:ident, $arg:ident| $body:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone)]
+        pub struct $ty(pub Arc<Settings>);
+
+        impl RemoteFunction for $ty {
+            const NAME: &'static str = $name;
+            type Args = $args;
+            type Reply = $reply;
+            async fn call(&self, $arg: $args) -> Result<$reply, FunctionError> {
+                let $settings = &self.0;
+                $settings.delay().await;
+                $body
+            }
+        }
+    };
+}
+
+demo_function!(
+    /// `echo`: returns its argument.
+    Echo, "echo", String => String, |_s, text| Ok(text)
+);
+demo_function!(
+    /// `sleep`: sleeps the given ms.
+    Sleep, "sleep", u64 => (), |_s, ms| {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        Ok(())
+    }
+);
+demo_function!(
+    /// `burn`: busy-loops one core for the given ms; replies the loop count.
+    Burn, "burn", u64 => u64, |_s, ms| {
+        let spin = tokio::task::spawn_blocking(move || {
+            let until = Instant::now() + Duration::from_millis(ms);
+            let mut loops = 0u64;
+            while Instant::now() < until {
+                loops = std::hint::black_box(loops.wrapping_add(1));
+            }
+            loops
+        });
+        spin.await.map_err(|e| FunctionError::new(format!("burn task failed: {e}")))
+    }
+);
+demo_function!(
+    /// `whoami`: the serving node's full name.
+    Whoami, "whoami", () => String, |s, _unit| Ok(s.node.name().to_string())
+);
+demo_function!(
+    /// `fail`: returns an error carrying the given message.
+    Fail, "fail", String => (), |_s, message| Err(FunctionError::new(message))
+);
+demo_function!(
+    /// `panic`: panics with the given message (the node catches it and keeps serving).
+    Panic, "panic", String => (), |_s, message| panic!("{message}")
+);
+demo_function!(
+    /// `blob`: a string of the given number of `x` bytes.
+    Blob, "blob", u64 => String, |_s, len| {
+        let len = usize::try_from(len).map_err(|_| FunctionError::new("length too large"))?;
+        Ok("x".repeat(len))
+    }
+);
+
+demo_function!(
+    /// `call_whoami`: calls `whoami` on the named node *from this node* and replies its answer
+    /// (tests node-to-node calls).
+    CallWhoami, "call_whoami", String => String, |s, target| {
+        s.node.call::<Whoami>(target, ()).await.map_err(|e| FunctionError::new(e.to_string()))
+    }
+);
+
+/// Registers every demo function on `node`, each first sleeping `delay`.
+///
+/// Errors: [`Error::DuplicateFunction`] if one of the names is already registered.
+pub fn register_all(node: &Node, delay: Duration) -> Result<(), Error> {
+    let settings = Arc::new(Settings {
+        node: node.clone(),
+        delay,
+    });
+    node.register(Echo(Arc::clone(&settings)))?;
+    node.register(Sleep(Arc::clone(&settings)))?;
+    node.register(Burn(Arc::clone(&settings)))?;
+    node.register(Whoami(Arc::clone(&settings)))?;
+    node.register(Fail(Arc::clone(&settings)))?;
+    node.register(Panic(Arc::clone(&settings)))?;
+    node.register(Blob(Arc::clone(&settings)))?;
+    node.register(CallWhoami(settings))?;
+    Ok(())
+}

@@ -1,0 +1,305 @@
+//! A small kit for multi-process tests and the demo: start `rpclb node` children on free
+//! loopback ports, wait for them to be ready (bounded), and kill them by handle.
+//!
+//! * Every child listens on `127.0.0.1:0` and reports its real address in its ready line.
+//! * A [`Cluster`] gets a random cookie, so concurrent clusters never join each other.
+//! * A child is SIGKILLed when its [`NodeProcess`] is dropped, and it exits by itself when the
+//!   process that started it dies (`--exit-with-stdin`: the harness holds the child's stdin,
+//!   and the kernel closes it when the harness dies), so a crashed test leaves no orphans.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use rpc_load_balancer::{Node, NodeConfig};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc;
+
+/// How long a child may take to print its ready line.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What went wrong starting or watching a child.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    /// The binary could not be started.
+    #[error("cannot start {bin}: {source}")]
+    Spawn {
+        /// The binary's path.
+        bin: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The child exited or closed stdout before the awaited line.
+    #[error("node {name} exited before {waiting_for}")]
+    Exited {
+        /// The node's name.
+        name: String,
+        /// What was awaited.
+        waiting_for: String,
+    },
+    /// The awaited line did not come in time.
+    #[error("node {name}: no {waiting_for} within {} ms", timeout.as_millis())]
+    Timeout {
+        /// The node's name.
+        name: String,
+        /// What was awaited.
+        waiting_for: String,
+        /// The bound.
+        timeout: Duration,
+    },
+    /// The node in this process failed.
+    #[error(transparent)]
+    Node(#[from] rpc_load_balancer::Error),
+}
+
+/// A random cookie for one test's cluster.
+pub fn random_cookie() -> String {
+    format!("test-{:016x}", rand::random::<u64>())
+}
+
+/// How to start one `rpclb node` child.
+#[derive(Debug, Clone)]
+pub struct NodeSpec {
+    name: String,
+    cookie: String,
+    peers: Vec<String>,
+    args: Vec<String>,
+}
+
+impl NodeSpec {
+    /// A node called `name` (full name `name@127.0.0.1`) using `cookie`.
+    pub fn new(name: impl Into<String>, cookie: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            cookie: cookie.into(),
+            peers: Vec::new(),
+            args: Vec::new(),
+        }
+    }
+
+    /// Dial `addr` at start (`--peer`).
+    pub fn peer(mut self, addr: impl Into<String>) -> Self {
+        self.peers.push(addr.into());
+        self
+    }
+
+    /// Any further `rpclb node` argument, e.g. `.arg("--delay-ms").arg("50")`.
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// Starts the child from the `rpclb` binary at `bin` and waits (≤ [`READY_TIMEOUT`]) for
+    /// its ready line.
+    ///
+    /// Errors: [`HarnessError::Spawn`], [`HarnessError::Exited`], [`HarnessError::Timeout`].
+    pub async fn start(self, bin: impl AsRef<Path>) -> Result<NodeProcess, HarnessError> {
+        let bin = bin.as_ref();
+        let mut command = Command::new(bin);
+        command
+            .arg("node")
+            .args([
+                "--name",
+                &self.name,
+                "--listen",
+                "127.0.0.1:0",
+                "--cookie",
+                &self.cookie,
+                "--exit-with-stdin",
+            ])
+            .args(self.peers.iter().flat_map(|p| ["--peer", p.as_str()]))
+            .args(&self.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        if std::env::var_os("RUST_LOG").is_none() {
+            command.env("RUST_LOG", "warn");
+        }
+        let mut child = command.spawn().map_err(|source| HarnessError::Spawn {
+            bin: bin.display().to_string(),
+            source,
+        })?;
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take();
+        let (tx, lines) = mpsc::unbounded_channel();
+        if let Some(stdout) = stdout {
+            tokio::spawn(async move {
+                let mut reader = BufReader::new(stdout).lines();
+                while let Ok(Some(line)) = reader.next_line().await {
+                    if let Ok(value) = serde_json::from_str::<Value>(&line) {
+                        if tx.send(value).is_err() {
+                            break;
+                        }
+                    }
+                }
+            });
+        }
+        let pid = child.id().unwrap_or_default();
+        let mut process = NodeProcess {
+            child,
+            _stdin: stdin,
+            lines,
+            name: self.name,
+            node: String::new(),
+            listen: String::new(),
+            pid,
+        };
+        let ready = process.wait_event("ready", READY_TIMEOUT).await?;
+        process.node = ready["node"].as_str().unwrap_or_default().to_string();
+        process.listen = ready["listen"].as_str().unwrap_or_default().to_string();
+        Ok(process)
+    }
+}
+
+/// A running `rpclb node` child. Dropping it SIGKILLs the child.
+#[derive(Debug)]
+pub struct NodeProcess {
+    child: Child,
+    _stdin: Option<ChildStdin>,
+    lines: mpsc::UnboundedReceiver<Value>,
+    name: String,
+    node: String,
+    listen: String,
+    pid: u32,
+}
+
+impl NodeProcess {
+    /// The node's full name, e.g. `n1@127.0.0.1`.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The `ip:port` it listens on.
+    pub fn addr(&self) -> &str {
+        &self.listen
+    }
+
+    /// The child's process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Waits for the next stdout event line whose `"event"` is `event` (earlier lines are
+    /// consumed), at most `timeout`.
+    ///
+    /// Errors: [`HarnessError::Exited`], [`HarnessError::Timeout`].
+    pub async fn wait_event(
+        &mut self,
+        event: &str,
+        timeout: Duration,
+    ) -> Result<Value, HarnessError> {
+        let waiting_for = format!("{event:?} event");
+        let found = tokio::time::timeout(timeout, async {
+            while let Some(line) = self.lines.recv().await {
+                if line["event"] == event {
+                    return Some(line);
+                }
+            }
+            None
+        })
+        .await;
+        match found {
+            Ok(Some(line)) => Ok(line),
+            Ok(None) => Err(HarnessError::Exited {
+                name: self.name.clone(),
+                waiting_for,
+            }),
+            Err(_) => Err(HarnessError::Timeout {
+                name: self.name.clone(),
+                waiting_for,
+                timeout,
+            }),
+        }
+    }
+
+    /// SIGKILLs the child now (no cleanup on its side), and reaps it.
+    pub async fn kill(&mut self) {
+        let _ = self.child.start_kill();
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
+    }
+
+    /// Sends `signal` (e.g. `libc::SIGTERM`, `libc::SIGSTOP`) to the child.
+    pub fn signal(&self, signal: i32) {
+        if self.pid != 0 {
+            // SAFETY: kill(2) has no memory effects; the pid is our own child's.
+            unsafe {
+                libc::kill(self.pid as libc::pid_t, signal);
+            }
+        }
+    }
+
+    /// Waits at most `timeout` for the child to exit.
+    pub async fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        tokio::time::timeout(timeout, self.child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok)
+    }
+}
+
+/// Several `rpclb node` children forming one cluster: `n0` first, every other node dialling
+/// it (the transitive mode completes the mesh).
+#[derive(Debug)]
+pub struct Cluster {
+    bin: PathBuf,
+    cookie: String,
+    /// The children, `n0`, `n1`, ...
+    pub nodes: Vec<NodeProcess>,
+}
+
+impl Cluster {
+    /// Starts `count` nodes with a fresh random cookie, each with `args` added.
+    ///
+    /// Errors: as [`NodeSpec::start`].
+    pub async fn start(
+        bin: impl AsRef<Path>,
+        count: usize,
+        args: &[&str],
+    ) -> Result<Self, HarnessError> {
+        let bin = bin.as_ref().to_path_buf();
+        let cookie = random_cookie();
+        let mut nodes: Vec<NodeProcess> = Vec::with_capacity(count);
+        for i in 0..count {
+            let mut spec = NodeSpec::new(format!("n{i}"), &cookie);
+            if let Some(first) = nodes.first() {
+                spec = spec.peer(first.addr());
+            }
+            for arg in args {
+                spec = spec.arg(*arg);
+            }
+            nodes.push(spec.start(&bin).await?);
+        }
+        Ok(Self { bin, cookie, nodes })
+    }
+
+    /// The cluster's cookie.
+    pub fn cookie(&self) -> &str {
+        &self.cookie
+    }
+
+    /// The `rpclb` binary the cluster runs.
+    pub fn bin(&self) -> &Path {
+        &self.bin
+    }
+
+    /// Full names of the children.
+    pub fn names(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.node().to_string()).collect()
+    }
+
+    /// Starts a node in this process named `name`, connects it to the cluster and waits
+    /// (≤ `timeout`) until every child is connected.
+    ///
+    /// Errors: [`HarnessError::Node`] if the node cannot start, connect or see every child.
+    pub async fn join(&self, name: &str, timeout: Duration) -> Result<Node, HarnessError> {
+        let node = Node::start(NodeConfig::new(name, "127.0.0.1:0").cookie(&self.cookie)).await?;
+        if let Some(first) = self.nodes.first() {
+            node.connect(first.addr()).await?;
+        }
+        node.wait_for_peers(self.nodes.len(), timeout).await?;
+        Ok(node)
+    }
+}

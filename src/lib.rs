@@ -1,0 +1,12 @@
+//! The `rpclb` command line as a library: the demo functions every `rpclb node` serves, the
+//! commands, and the test harness that multi-process tests and `rpclb demo` use to run
+//! `rpclb node` children.
+
+pub mod cli;
+pub mod client_cmd;
+pub mod functions;
+pub mod harness;
+pub mod node_cmd;
+
+/// Result of a command body: any error, boxed.
+pub type CmdResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;

@@ -1,0 +1,67 @@
+//! `rpclb node`: a cluster node serving the demo functions.
+
+use std::time::Duration;
+
+use rpc_load_balancer::{Node, NodeConfig, NodeEvent};
+use serde_json::json;
+use tokio::io::AsyncReadExt;
+
+use crate::cli::NodeArgs;
+use crate::{functions, CmdResult};
+
+/// Prints one JSON event line on stdout.
+fn emit(value: serde_json::Value) {
+    println!("{value}");
+}
+
+/// Runs the node until SIGTERM, SIGINT or (with `--exit-with-stdin`) end of stdin.
+pub async fn run(args: NodeArgs) -> CmdResult {
+    let mut config = NodeConfig::new(&args.name, &args.listen)
+        .cookie(&args.cluster.cookie)
+        .peers(args.peers.clone())
+        .max_payload_bytes(args.max_payload_bytes);
+    if let Some(host) = &args.advertise {
+        config = config.advertise_host(host);
+    }
+    let node = Node::start(config).await?;
+    functions::register_all(&node, Duration::from_millis(args.delay_ms))?;
+    let mut events = node.events();
+    emit(json!({
+        "event": "ready",
+        "node": node.name(),
+        "listen": node.listen_addr(),
+        "pid": std::process::id(),
+    }));
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let stdin_closed = async {
+        if !args.exit_with_stdin {
+            return std::future::pending::<()>().await;
+        }
+        let mut stdin = tokio::io::stdin();
+        let mut buf = [0u8; 256];
+        while let Ok(n) = stdin.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+        }
+    };
+    tokio::pin!(stdin_closed);
+    loop {
+        tokio::select! {
+            event = events.recv() => match event {
+                Ok(NodeEvent::Up { node }) => emit(json!({"event": "node_up", "node": node})),
+                Ok(NodeEvent::Down { node }) => emit(json!({"event": "node_down", "node": node})),
+                Ok(_) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            },
+            _ = term.recv() => break,
+            _ = tokio::signal::ctrl_c() => break,
+            _ = &mut stdin_closed => break,
+        }
+    }
+    node.shutdown().await;
+    emit(json!({"event": "stopped", "node": node.name()}));
+    Ok(())
+}

@@ -1,0 +1,32 @@
+//! Multi-process tests: every node is a real `rpclb node` OS process on 127.0.0.1, and the test
+//! process joins the cluster as one more node. They run serially (nextest test group
+//! `multi-process`), each in its own process, so the one-`Node`-per-process rule holds.
+
+mod errors;
+mod handshake;
+mod mesh;
+mod node_death;
+mod payload;
+
+use std::time::Duration;
+
+use rpc_load_balancer::{FunctionError, RemoteFunction};
+
+/// The `rpclb` binary cargo built for these tests.
+pub const BIN: &str = env!("CARGO_BIN_EXE_rpclb");
+
+/// Bound for a cluster to form (debug build, 2 shared cores).
+pub const MESH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The demo `whoami`, as a caller sees it.
+pub struct Whoami;
+impl RemoteFunction for Whoami {
+    const NAME: &'static str = "whoami";
+    type Args = ();
+    type Reply = String;
+    async fn call(&self, _: ()) -> Result<String, FunctionError> {
+        unreachable!("only called remotely")
+    }
+}
+
+pub use rpclb::functions::{Blob, CallWhoami, Echo, Fail, Panic, Sleep};
