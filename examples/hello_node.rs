@@ -1,0 +1,41 @@
+//! The smallest useful program: start a node, serve a function, call it.
+//!
+//! Run one process alone (`cargo run --example hello_node`) and it calls itself. Run a second
+//! one pointing at the first (`cargo run --example hello_node -- 127.0.0.1:PORT`) and it calls
+//! the first node's `greet` by name.
+
+use std::time::Duration;
+
+use rpc_load_balancer::{Error, FunctionError, Node, NodeConfig, RemoteFunction};
+
+/// Greets whoever asks, naming the node that answered.
+struct Greet {
+    node: String,
+}
+
+impl RemoteFunction for Greet {
+    const NAME: &'static str = "greet";
+    type Args = String;
+    type Reply = String;
+    async fn call(&self, who: String) -> Result<String, FunctionError> {
+        Ok(format!("hello {who}, from {}", self.node))
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    let peer = std::env::args().nth(1);
+    let name = format!("hello-{}", std::process::id());
+    let node = Node::start(NodeConfig::new(name, "127.0.0.1:0").cookie("hello-cookie")).await?;
+    node.register(Greet { node: node.name().to_string() })?;
+    println!("{} listening on {}", node.name(), node.listen_addr());
+
+    let target = match peer {
+        Some(addr) => node.connect(&addr).await?,
+        None => node.name().to_string(),
+    };
+    let reply = node.call::<Greet>(target, "world".to_string()).timeout(Duration::from_secs(2)).await?;
+    println!("{reply}");
+    node.shutdown().await;
+    Ok(())
+}
