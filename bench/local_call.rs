@@ -18,16 +18,24 @@ impl RemoteFunction for Echo {
 }
 
 fn local_call(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let node = runtime.block_on(async {
-        let node = Node::start(NodeConfig::new("bench", "127.0.0.1:0").cookie("bench")).await.unwrap();
+        let node = Node::start(NodeConfig::new("bench", "127.0.0.1:0").cookie("bench"))
+            .await
+            .unwrap();
         node.register(Echo).unwrap();
         node
     });
     let payload = vec![7u8; 100];
     c.bench_function("call_own_node_100B", |b| {
         b.to_async(&runtime).iter(|| async {
-            node.call::<Echo>(node.name(), payload.clone()).timeout(Duration::from_secs(1)).await.unwrap()
+            node.call::<Echo>(node.name(), payload.clone())
+                .timeout(Duration::from_secs(1))
+                .await
+                .unwrap()
         })
     });
     runtime.block_on(node.shutdown());

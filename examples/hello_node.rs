@@ -27,14 +27,19 @@ async fn main() -> Result<(), Error> {
     let peer = std::env::args().nth(1);
     let name = format!("hello-{}", std::process::id());
     let node = Node::start(NodeConfig::new(name, "127.0.0.1:0").cookie("hello-cookie")).await?;
-    node.register(Greet { node: node.name().to_string() })?;
+    node.register(Greet {
+        node: node.name().to_string(),
+    })?;
     println!("{} listening on {}", node.name(), node.listen_addr());
 
     let target = match peer {
         Some(addr) => node.connect(&addr).await?,
         None => node.name().to_string(),
     };
-    let reply = node.call::<Greet>(target, "world".to_string()).timeout(Duration::from_secs(2)).await?;
+    let reply = node
+        .call::<Greet>(target, "world".to_string())
+        .timeout(Duration::from_secs(2))
+        .await?;
     println!("{reply}");
     node.shutdown().await;
     Ok(())

@@ -140,7 +140,7 @@ impl NodeSpec {
         let pid = child.id().unwrap_or_default();
         let mut process = NodeProcess {
             child,
-            _stdin: stdin,
+            stdin,
             lines,
             name: self.name,
             node: String::new(),
@@ -158,7 +158,7 @@ impl NodeSpec {
 #[derive(Debug)]
 pub struct NodeProcess {
     child: Child,
-    _stdin: Option<ChildStdin>,
+    stdin: Option<ChildStdin>,
     lines: mpsc::UnboundedReceiver<Value>,
     name: String,
     node: String,
@@ -229,6 +229,12 @@ impl NodeProcess {
                 libc::kill(self.pid as libc::pid_t, signal);
             }
         }
+    }
+
+    /// Closes the child's stdin, as the kernel does when the process that started it dies;
+    /// the child (started with `--exit-with-stdin`) then shuts down.
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
     }
 
     /// Waits at most `timeout` for the child to exit.

@@ -37,6 +37,7 @@ fn main() {
             1
         }
     };
-    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    // A blocking stdin read (--exit-with-stdin) cannot be cancelled: do not wait for it.
+    runtime.shutdown_background();
     std::process::exit(code);
 }

@@ -4,6 +4,7 @@
 
 mod errors;
 mod handshake;
+mod lifecycle;
 mod mesh;
 mod node_death;
 mod payload;

@@ -61,3 +61,8 @@ pub use error::{Error, ErrorCode, PayloadDirection, RemoteFailure, Unavailable};
 pub use function::{FunctionError, RemoteFunction};
 pub use node::{Node, NodeConfig, NodeEvent, DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_CAP_BYTES};
 pub use wire::{RpcMessage, ENDPOINT_GROUP, SCOPE, WIRE_VERSION};
+
+/// The README's code blocks, compiled as doc tests so they stay true.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

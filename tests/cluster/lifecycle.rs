@@ -1,0 +1,83 @@
+//! Node lifecycle: clean exit on SIGTERM, no orphans when the parent dies, attaching to an
+//! app's own NodeServer.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+
+use ractor::Actor;
+use ractor_cluster::node::NodeConnectionMode;
+use ractor_cluster::NodeServer;
+use rpc_load_balancer::{Node, NodeConfig};
+use rpclb::harness::{random_cookie, Cluster, NodeSpec};
+
+use crate::{Whoami, BIN, MESH_TIMEOUT};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_a_node_cleanly_and_peers_see_it_leave() {
+    let mut cluster = Cluster::start(BIN, 2, &[]).await.unwrap();
+    let leaving = cluster.nodes[1].node().to_string();
+    cluster.nodes[0]
+        .wait_event("node_up", MESH_TIMEOUT)
+        .await
+        .unwrap();
+    cluster.nodes[1].signal(libc::SIGTERM);
+    let stopped = cluster.nodes[1]
+        .wait_event("stopped", Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(stopped["node"], leaving.as_str());
+    let status = cluster.nodes[1]
+        .wait_exit(Duration::from_secs(5))
+        .await
+        .expect("exits");
+    assert!(status.success(), "exit status {status:?}");
+    let down = cluster.nodes[0]
+        .wait_event("node_down", Duration::from_secs(2))
+        .await
+        .unwrap();
+    assert_eq!(down["node"], leaving.as_str());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_exits_when_its_parent_goes_away() {
+    let mut child = NodeSpec::new("orphan", random_cookie())
+        .start(BIN)
+        .await
+        .unwrap();
+    child.close_stdin(); // what the kernel does when the test process dies
+    let status = child
+        .wait_exit(Duration::from_secs(5))
+        .await
+        .expect("the child exits by itself");
+    assert!(status.success(), "exit status {status:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attach_uses_the_apps_own_node_server() {
+    let cluster = Cluster::start(BIN, 1, &[]).await.unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = NodeServer::new(
+        port,
+        cluster.cookie().to_string(),
+        "app".to_string(),
+        "127.0.0.1".to_string(),
+        None,
+        Some(NodeConnectionMode::Transitive),
+    )
+    .with_listen_addr(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    let (server, _) = Actor::spawn(None, server, ()).await.unwrap();
+    let node = Node::attach(server.clone(), NodeConfig::new("app", "127.0.0.1:0"))
+        .await
+        .unwrap();
+    assert_eq!(node.name(), "app@127.0.0.1");
+    let peer = node.connect(cluster.nodes[0].addr()).await.unwrap();
+    assert_eq!(node.call::<Whoami>(peer.clone(), ()).await.unwrap(), peer);
+    node.shutdown().await;
+    // The app's server outlives the node.
+    assert_eq!(server.get_status(), ractor::ActorStatus::Running);
+    server.stop(None);
+}
