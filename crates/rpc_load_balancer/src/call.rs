@@ -63,15 +63,33 @@ impl<F: RemoteFunction> IntoFuture for Call<F> {
     }
 }
 
-/// Sends one call to `node` and waits at most `timeout` for its reply.
+/// Sends one call to `node` and waits at most `timeout` for its reply. A call to this node
+/// itself runs in-process when `F` is the registered type.
 pub(crate) async fn call<F: RemoteFunction>(
-    shared: &NodeShared,
+    shared: &Arc<NodeShared>,
     node: &str,
     args: F::Args,
     timeout: Duration,
 ) -> Result<F::Reply, Error> {
+    if node == shared.name {
+        if let Some(function) = shared.registry.get_typed::<F>() {
+            return call_local(shared, function, args, timeout).await;
+        }
+    }
     let endpoint = shared.endpoint_of(node)?;
-    let bytes = encode::<F>(shared, &args, timeout)?;
+    call_endpoint::<F>(shared, &endpoint, node, None, args, timeout).await
+}
+
+/// Sends one call of `F` to `endpoint` (an rpc endpoint or a balancer member on `node`).
+pub(crate) async fn call_endpoint<F: RemoteFunction>(
+    shared: &NodeShared,
+    endpoint: &ActorRef<RpcMessage>,
+    node: &str,
+    balancer: Option<&str>,
+    args: F::Args,
+    timeout: Duration,
+) -> Result<F::Reply, Error> {
+    let bytes = encode::<F>(shared, balancer, &args, timeout)?;
     drop(args);
     let span = tracing::debug_span!("rpc_load_balancer.call", function = F::NAME, node);
     let outcome = send_call(&endpoint, RpcMessage::Call, bytes, timeout)
@@ -98,6 +116,46 @@ pub(crate) async fn control(
     decode_reply(node, "control", &reply)
 }
 
+/// Runs `function` in this process on its own task, with the remote call's error contract and
+/// timeout: a returned error or a panic becomes [`Error::Remote`], the deadline
+/// [`Error::RequestTimeout`] (and the task is aborted).
+pub(crate) async fn call_local<F: RemoteFunction>(
+    shared: &Arc<NodeShared>,
+    function: Arc<F>,
+    args: F::Args,
+    timeout: Duration,
+) -> Result<F::Reply, Error> {
+    let counted = Arc::clone(shared);
+    let task = tokio::spawn(async move {
+        let _serving = counted.served.enter();
+        function.call(args).await
+    });
+    let abort = task.abort_handle();
+    let node = || shared.name.clone();
+    let remote = |failure, message: String| Error::Remote {
+        node: node(),
+        function: F::NAME.to_string(),
+        failure,
+        message,
+    };
+    match tokio::time::timeout(timeout, task).await {
+        Err(_elapsed) => {
+            abort.abort();
+            Err(Error::RequestTimeout { node: node(), timeout })
+        }
+        Ok(Err(join_error)) if join_error.is_panic() => {
+            let message = crate::endpoint::panic_message(join_error.into_panic().as_ref());
+            Err(remote(RemoteFailure::Panicked, message))
+        }
+        Ok(Err(_cancelled)) => Err(Error::ServiceUnavailable {
+            node: node(),
+            reason: Unavailable::NodeStopped,
+        }),
+        Ok(Ok(Err(error))) => Err(remote(RemoteFailure::Failed, error.message().to_string())),
+        Ok(Ok(Ok(reply))) => Ok(reply),
+    }
+}
+
 /// Sends one cast of `F` to `node`: returns once it is handed to the node's session.
 pub(crate) fn cast<F: RemoteFunction>(
     shared: &NodeShared,
@@ -105,7 +163,18 @@ pub(crate) fn cast<F: RemoteFunction>(
     args: &F::Args,
 ) -> Result<(), Error> {
     let endpoint = shared.endpoint_of(node)?;
-    let bytes = encode::<F>(shared, args, Duration::ZERO)?;
+    cast_endpoint::<F>(shared, &endpoint, node, None, args)
+}
+
+/// Sends one cast of `F` to `endpoint` on `node`.
+pub(crate) fn cast_endpoint<F: RemoteFunction>(
+    shared: &NodeShared,
+    endpoint: &ActorRef<RpcMessage>,
+    node: &str,
+    balancer: Option<&str>,
+    args: &F::Args,
+) -> Result<(), Error> {
+    let bytes = encode::<F>(shared, balancer, args, Duration::ZERO)?;
     endpoint
         .cast(RpcMessage::Cast(bytes))
         .map_err(|_| Error::ServiceUnavailable {
@@ -115,14 +184,15 @@ pub(crate) fn cast<F: RemoteFunction>(
 }
 
 /// Encodes header and arguments and enforces the payload cap before anything is sent.
-fn encode<F: RemoteFunction>(
+pub(crate) fn encode<F: RemoteFunction>(
     shared: &NodeShared,
+    balancer: Option<&str>,
     args: &F::Args,
     timeout: Duration,
 ) -> Result<Vec<u8>, Error> {
     let header = CallHeader {
         function: F::NAME,
-        balancer: None,
+        balancer,
         deadline_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
         call_id: shared.next_call_id(),
     };
@@ -132,6 +202,32 @@ fn encode<F: RemoteFunction>(
     })?;
     check_payload(bytes.len(), shared.max_payload, PayloadDirection::Argument)?;
     Ok(bytes)
+}
+
+/// What became of an encoded call.
+pub(crate) enum Sent<T> {
+    /// It left this node; this is the outcome.
+    Replied(Result<T, Error>),
+    /// It never left this node (the target's actor or session was already gone); the bytes
+    /// are given back so the call can go elsewhere.
+    NotSent(Vec<u8>),
+}
+
+/// Sends an encoded call of `F` to `actor` on `node` and decodes the reply.
+pub(crate) async fn send_encoded<F: RemoteFunction>(
+    actor: &ActorRef<RpcMessage>,
+    node: &str,
+    bytes: Vec<u8>,
+    timeout: Duration,
+) -> Sent<F::Reply> {
+    let span = tracing::debug_span!("rpc_load_balancer.call", function = F::NAME, node);
+    let outcome = send_call(actor, RpcMessage::Call, bytes, timeout).instrument(span).await;
+    match outcome {
+        Err(MessagingErr::SendErr(RpcMessage::Call(bytes, _))) => Sent::NotSent(bytes),
+        outcome => Sent::Replied(
+            outcome_to_reply(node, timeout, outcome).and_then(|reply| decode_reply::<F::Reply>(node, F::NAME, &reply)),
+        ),
+    }
 }
 
 /// Slack given to ractor's own reply-port timeout beyond ours. ractor_cluster drops a timed-out

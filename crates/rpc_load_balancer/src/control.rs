@@ -22,6 +22,22 @@ pub enum ControlRequest {
     /// [`ControlReply::ConnectionOf`]. A joining node uses it to check that its name is not
     /// already taken.
     ConnectionOf(String),
+    /// The members of the named balancer as the target sees them: [`ControlReply::Members`].
+    Members(String),
+    /// Start a balancer on the target: [`ControlReply::Done`], or a remote error saying why not.
+    StartBalancer {
+        /// The balancer's name.
+        name: String,
+        /// A built-in algorithm's name (see [`algorithm::by_name`](crate::algorithm::by_name)).
+        algorithm: String,
+        /// `node_match_list` substrings; `None` = every node is a member.
+        node_match_list: Option<Vec<String>>,
+    },
+    /// Stop the named balancer on the target: [`ControlReply::Done`].
+    StopBalancer(String),
+    /// Kill the named balancer's LoadBalancer actor on the target, as a crash would (for tests
+    /// of supervision): [`ControlReply::Done`].
+    KillLoadBalancer(String),
 }
 
 /// The answer to a [`ControlRequest`].
@@ -48,4 +64,8 @@ pub enum ControlReply {
     },
     /// The `host:port` the named node advertised, or `None` if it is not connected.
     ConnectionOf(Option<String>),
+    /// Member nodes of the balancer, sorted; `None` if the balancer is not started there.
+    Members(Option<Vec<String>>),
+    /// The request was carried out.
+    Done,
 }

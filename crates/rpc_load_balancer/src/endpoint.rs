@@ -17,6 +17,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
+use crate::balancer::{member_name, Balancer, BalancerConfig};
 use crate::control::{ControlReply, ControlRequest};
 use crate::node::shared::NodeShared;
 use crate::wire::header::decode_call;
@@ -71,33 +72,18 @@ impl Actor for RpcEndpoint {
                 });
             }
             RpcMessage::Control(bytes, reply_port) => {
-                let _ = reply_port.send(serve_control(&shared, &bytes));
+                tokio::spawn(async move {
+                    let _ = reply_port.send(serve_control(&shared, &bytes).await);
+                });
             }
         }
         Ok(())
     }
 }
 
-/// Counts a served call for its whole life, whatever way it ends.
-struct ServedGuard<'a>(&'a NodeShared);
-
-impl<'a> ServedGuard<'a> {
-    fn new(shared: &'a NodeShared) -> Self {
-        shared.served.in_flight.fetch_add(1, Ordering::Relaxed);
-        shared.served.total.fetch_add(1, Ordering::Relaxed);
-        Self(shared)
-    }
-}
-
-impl Drop for ServedGuard<'_> {
-    fn drop(&mut self) {
-        self.0.served.in_flight.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 /// Runs one encoded call and returns the encoded reply. Never panics.
 pub(crate) async fn serve_call(shared: &NodeShared, bytes: &[u8]) -> Vec<u8> {
-    let _guard = ServedGuard::new(shared);
+    let _serving = shared.served.enter();
     let (header, args) = match decode_call(bytes) {
         Ok(decoded) => decoded,
         Err(DecodeError::Version(remote)) => {
@@ -143,7 +129,7 @@ pub(crate) async fn serve_call(shared: &NodeShared, bytes: &[u8]) -> Vec<u8> {
 }
 
 /// Answers one encoded control request. Never panics.
-pub(crate) fn serve_control(shared: &NodeShared, bytes: &[u8]) -> Vec<u8> {
+pub(crate) async fn serve_control(shared: &Arc<NodeShared>, bytes: &[u8]) -> Vec<u8> {
     let body = match split_version(bytes) {
         Ok(body) => body,
         Err(DecodeError::Version(remote)) => {
@@ -160,7 +146,19 @@ pub(crate) fn serve_control(shared: &NodeShared, bytes: &[u8]) -> Vec<u8> {
             return reply::encode_status(&ReplyStatus::BadRequest(&message));
         }
     };
-    let answer = match request {
+    let answer = match admin(shared, request).await {
+        Ok(answer) => answer,
+        Err(error) => return reply::encode_status(&ReplyStatus::Failed(&error.to_string())),
+    };
+    reply::encode_ok(&answer).unwrap_or_else(|e| {
+        let message = format!("control reply could not be encoded: {e}");
+        reply::encode_status(&ReplyStatus::Failed(&message))
+    })
+}
+
+/// Carries out one control request.
+async fn admin(shared: &Arc<NodeShared>, request: ControlRequest) -> Result<ControlReply, crate::Error> {
+    Ok(match request {
         ControlRequest::Ping => ControlReply::Pong {
             node: shared.name.clone(),
             wire_version: crate::WIRE_VERSION,
@@ -171,18 +169,34 @@ pub(crate) fn serve_control(shared: &NodeShared, bytes: &[u8]) -> Vec<u8> {
             served_in_flight: shared.served.in_flight.load(Ordering::Relaxed),
             served_total: shared.served.total.load(Ordering::Relaxed),
         },
-        ControlRequest::ConnectionOf(name) => {
-            ControlReply::ConnectionOf(shared.connection_of(&name))
+        ControlRequest::ConnectionOf(name) => ControlReply::ConnectionOf(shared.connection_of(&name)),
+        ControlRequest::Members(name) => {
+            ControlReply::Members(shared.balancer(&name).ok().map(|b| b.members().nodes()))
         }
-    };
-    reply::encode_ok(&answer).unwrap_or_else(|e| {
-        let message = format!("control reply could not be encoded: {e}");
-        reply::encode_status(&ReplyStatus::Failed(&message))
+        ControlRequest::StartBalancer { name, algorithm, node_match_list } => {
+            let mut config = BalancerConfig::new(name).algorithm_arc(crate::algorithm::by_name(&algorithm)?);
+            if let Some(patterns) = node_match_list {
+                config = config.node_match_list(patterns);
+            }
+            Balancer::start_on(Arc::clone(shared), config, None).await?;
+            ControlReply::Done
+        }
+        ControlRequest::StopBalancer(name) => {
+            shared.balancer(&name)?.stop().await;
+            ControlReply::Done
+        }
+        ControlRequest::KillLoadBalancer(name) => {
+            shared.balancer(&name)?;
+            let actor = ractor::registry::where_is(member_name(&name, &shared.name))
+                .ok_or(crate::Error::UnknownBalancer { balancer: name })?;
+            actor.kill();
+            ControlReply::Done
+        }
     })
 }
 
 /// The text of a caught panic: its `&str` or `String` payload, or a placeholder.
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     if let Some(text) = panic.downcast_ref::<&str>() {
         (*text).to_string()
     } else if let Some(text) = panic.downcast_ref::<String>() {

@@ -202,6 +202,28 @@ pub enum Error {
         /// The function's `NAME`.
         name: String,
     },
+    /// The balancer has no members (the original's `service_unavailable`, "no members
+    /// registered").
+    #[error("no members registered for balancer {balancer}")]
+    NoMembers {
+        /// The balancer's name.
+        balancer: String,
+    },
+    /// No balancer of that name was started on this node.
+    #[error("balancer {balancer} is not started on this node")]
+    UnknownBalancer {
+        /// The balancer's name.
+        balancer: String,
+    },
+    /// A balancer of that name is already running on this node.
+    #[error("balancer {balancer} is already started on this node")]
+    BalancerAlreadyStarted {
+        /// The balancer's name.
+        balancer: String,
+    },
+    /// No `Node` runs in this process (start one before balancers).
+    #[error("no Node is running in this process")]
+    NodeNotRunning,
     /// A `Node` is already running in this process (pg membership is process-wide, so one
     /// process is one node).
     #[error("a Node is already running in this process")]
@@ -227,20 +249,26 @@ impl Error {
             | Self::Remote { .. }
             | Self::WireVersion { .. }
             | Self::ConnectFailed { .. }
-            | Self::PeersNotReady { .. } => ErrorCode::ServiceUnavailable,
+            | Self::PeersNotReady { .. }
+            | Self::NoMembers { .. } => ErrorCode::ServiceUnavailable,
             Self::BadRequest { .. }
             | Self::PayloadTooLarge { .. }
             | Self::Codec { .. }
             | Self::InvalidConfig { .. }
-            | Self::DuplicateFunction { .. } => ErrorCode::BadRequest,
-            Self::NodeAlreadyRunning | Self::Startup { .. } => ErrorCode::InternalError,
+            | Self::DuplicateFunction { .. }
+            | Self::UnknownBalancer { .. } => ErrorCode::BadRequest,
+            Self::NodeAlreadyRunning
+            | Self::NodeNotRunning
+            | Self::BalancerAlreadyStarted { .. }
+            | Self::Startup { .. } => ErrorCode::InternalError,
         }
     }
 
     /// A short stable name of the variant, in snake case (`"request_timeout"`,
     /// `"service_unavailable"`, `"bad_request"`, `"remote"`, `"payload_too_large"`, `"codec"`,
     /// `"wire_version"`, `"connect_failed"`, `"peers_not_ready"`, `"invalid_config"`,
-    /// `"duplicate_function"`, `"node_already_running"`, `"startup"`). Used as a metric label
+    /// `"duplicate_function"`, `"no_members"`, `"unknown_balancer"`, `"balancer_already_started"`,
+    /// `"node_not_running"`, `"node_already_running"`, `"startup"`). Used as a metric label
     /// and in the `rpclb` binary's `--json` output.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -255,6 +283,10 @@ impl Error {
             Self::PeersNotReady { .. } => "peers_not_ready",
             Self::InvalidConfig { .. } => "invalid_config",
             Self::DuplicateFunction { .. } => "duplicate_function",
+            Self::NoMembers { .. } => "no_members",
+            Self::UnknownBalancer { .. } => "unknown_balancer",
+            Self::BalancerAlreadyStarted { .. } => "balancer_already_started",
+            Self::NodeNotRunning => "node_not_running",
             Self::NodeAlreadyRunning => "node_already_running",
             Self::Startup { .. } => "startup",
         }

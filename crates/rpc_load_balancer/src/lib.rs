@@ -47,6 +47,8 @@
 
 #![warn(missing_docs)]
 
+pub mod algorithm;
+pub mod balancer;
 mod call;
 pub mod control;
 mod endpoint;
@@ -55,6 +57,8 @@ pub mod function;
 mod node;
 mod wire;
 
+pub use algorithm::{Random, RoundRobin, SelectionAlgorithm, SelectionRequest};
+pub use balancer::{BalancedCall, BalancedCast, Balancer, BalancerConfig, Member, Members, SelectionGuard};
 pub use call::Call;
 pub use control::{ControlReply, ControlRequest};
 pub use error::{Error, ErrorCode, PayloadDirection, RemoteFailure, Unavailable};

@@ -142,19 +142,19 @@ async fn another_wire_version_is_answered_not_dropped() {
         status,
         format!("WireVersion {{ remote: {} }}", WIRE_VERSION + 1)
     );
-    let reply = serve_control(&shared, &bytes);
+    let reply = serve_control(&Arc::new(shared), &bytes).await;
     assert!(matches!(
         reply::decode(&reply).unwrap().0,
         ReplyStatus::WireVersion { .. }
     ));
 }
 
-#[test]
-fn control_requests_are_answered() {
-    let shared = shared();
+#[tokio::test]
+async fn control_requests_are_answered() {
+    let shared = Arc::new(shared());
     let request =
         postcard::to_extend(&ControlRequest::Functions, crate::wire::start_message(8)).unwrap();
-    let reply = serve_control(&shared, &request);
+    let reply = serve_control(&shared, &request).await;
     let (status, value) = reply::decode(&reply).unwrap();
     assert_eq!(status, ReplyStatus::Ok);
     let answer: ControlReply = postcard::from_bytes(value).unwrap();
@@ -167,7 +167,7 @@ fn control_requests_are_answered() {
             "sleep".into()
         ])
     );
-    let garbage = serve_control(&shared, &[0x01, 0x63]);
+    let garbage = serve_control(&shared, &[0x01, 0x63]).await;
     assert!(matches!(
         reply::decode(&garbage).unwrap().0,
         ReplyStatus::BadRequest(_)

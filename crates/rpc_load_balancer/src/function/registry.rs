@@ -1,5 +1,6 @@
 //! The functions a node serves, type-erased, read lock-free by the endpoint.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -17,6 +18,9 @@ pub(crate) trait ErasedFunction: Send + Sync {
     /// Decodes `args` and returns the future that runs the function and encodes its reply.
     /// A decode failure is returned at once, as the serde message.
     fn start(&self, args: &[u8]) -> Result<BoxFuture<'static, Served>, String>;
+
+    /// The function itself, for in-process calls that skip serialization.
+    fn as_any(&self) -> &dyn Any;
 }
 
 struct Erased<F>(Arc<F>);
@@ -30,6 +34,10 @@ impl<F: RemoteFunction> ErasedFunction for Erased<F> {
             reply::encode_ok(&value)
                 .map_err(|e| FunctionError::new(format!("reply could not be encoded: {e}")))
         }))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 }
 
@@ -62,6 +70,13 @@ impl Registry {
     /// The function registered under `name`.
     pub(crate) fn get(&self, name: &str) -> Option<Arc<dyn ErasedFunction>> {
         self.functions.load().get(name).cloned()
+    }
+
+    /// The function registered under `F::NAME`, if it is of type `F` (a function of another
+    /// type under the same name is served through its encoded form instead).
+    pub(crate) fn get_typed<F: RemoteFunction>(&self) -> Option<Arc<F>> {
+        let function = self.get(F::NAME)?;
+        function.as_any().downcast_ref::<Erased<F>>().map(|erased| Arc::clone(&erased.0))
     }
 
     /// Names of all registered functions, sorted.
@@ -108,6 +123,7 @@ mod tests {
         assert_eq!(status, ReplyStatus::Ok);
         assert_eq!(postcard::from_bytes::<u64>(value).unwrap(), 42);
         assert!(registry.get("triple").is_none());
+        assert!(registry.get_typed::<Double>().is_some());
     }
 
     #[test]

@@ -38,6 +38,9 @@ use shared::NodeShared;
 /// one node.
 static RUNNING: AtomicBool = AtomicBool::new(false);
 
+/// The running node, for [`Node::current`].
+static CURRENT: std::sync::RwLock<Option<Node>> = std::sync::RwLock::new(None);
+
 /// Holds the process's node slot; gives it back when dropped unless kept.
 struct Claim(bool);
 
@@ -204,7 +207,7 @@ impl Node {
             .collect();
         claim.keep();
         tracing::info!(node = %name, listen = %shared.listen_addr, "node started");
-        Ok(Node {
+        let node = Node {
             inner: Arc::new(NodeInner {
                 shared,
                 server,
@@ -214,7 +217,18 @@ impl Node {
                 dialers: Mutex::new(dialers),
                 shut_down: AtomicBool::new(false),
             }),
-        })
+        };
+        *CURRENT.write().unwrap_or_else(|p| p.into_inner()) = Some(node.clone());
+        Ok(node)
+    }
+
+    /// The node running in this process, if one was started (or attached) and not shut down.
+    pub fn current() -> Option<Node> {
+        CURRENT.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub(crate) fn shared(&self) -> Arc<NodeShared> {
+        Arc::clone(&self.inner.shared)
     }
 
     /// This node's full name, `name@host`.
@@ -332,6 +346,9 @@ impl Node {
         if inner.shut_down.swap(true, Ordering::AcqRel) {
             return;
         }
+        for balancer in inner.shared.all_balancers() {
+            balancer.stop().await;
+        }
         inner.shared.stopped.store(true, Ordering::Release);
         let dialers = std::mem::take(&mut *inner.dialers.lock().unwrap_or_else(|p| p.into_inner()));
         for dialer in dialers {
@@ -355,6 +372,7 @@ impl Node {
                 .stop_and_wait(Some("node shutdown".into()), wait)
                 .await;
         }
+        *CURRENT.write().unwrap_or_else(|p| p.into_inner()) = None;
         RUNNING.store(false, Ordering::Release);
         tracing::info!(node = %inner.shared.name, "node stopped");
     }

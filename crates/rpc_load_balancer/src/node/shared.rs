@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -11,6 +11,7 @@ use ractor::{ActorId, ActorRef};
 use ractor_cluster::NodeSessionMessage;
 use tokio::sync::{broadcast, watch};
 
+use crate::balancer::Balancer;
 use crate::function::Registry;
 use crate::wire::RpcMessage;
 use crate::{Error, Unavailable};
@@ -71,6 +72,24 @@ pub(crate) struct ServedStats {
     pub(crate) total: AtomicU64,
 }
 
+impl ServedStats {
+    /// Counts one served call until the returned guard drops, however the call ends.
+    pub(crate) fn enter(&self) -> ServedGuard<'_> {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.total.fetch_add(1, Ordering::Relaxed);
+        ServedGuard(self)
+    }
+}
+
+/// Decrements the in-flight count of served calls when dropped.
+pub(crate) struct ServedGuard<'a>(&'a ServedStats);
+
+impl Drop for ServedGuard<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// Everything a node's parts share.
 pub(crate) struct NodeShared {
     pub(crate) name: String,
@@ -90,6 +109,8 @@ pub(crate) struct NodeShared {
     pub(crate) next_call_id: AtomicU64,
     pub(crate) served: ServedStats,
     pub(crate) stopped: AtomicBool,
+    /// Balancers started on this node; `None` while one is starting.
+    balancers: Mutex<HashMap<String, Option<Balancer>>>,
 }
 
 impl NodeShared {
@@ -117,6 +138,7 @@ impl NodeShared {
             next_call_id: AtomicU64::new(rand::random::<u32>() as u64),
             served: ServedStats::default(),
             stopped: AtomicBool::new(false),
+            balancers: Mutex::new(HashMap::new()),
         }
     }
 
@@ -168,6 +190,49 @@ impl NodeShared {
             .load()
             .get(name)
             .map(|peer| peer.connection_string.clone())
+    }
+
+    fn balancers(&self) -> std::sync::MutexGuard<'_, HashMap<String, Option<Balancer>>> {
+        self.balancers.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Claims `name` for a balancer being started.
+    ///
+    /// Errors: [`Error::BalancerAlreadyStarted`] if one runs or is starting under that name.
+    pub(crate) fn reserve_balancer(&self, name: &str) -> Result<(), Error> {
+        let mut balancers = self.balancers();
+        match balancers.get(name) {
+            Some(Some(running)) if running.is_running() => {}
+            Some(None) => {}
+            _ => {
+                balancers.insert(name.to_string(), None);
+                return Ok(());
+            }
+        }
+        Err(Error::BalancerAlreadyStarted { balancer: name.to_string() })
+    }
+
+    pub(crate) fn register_balancer(&self, balancer: Balancer) {
+        self.balancers().insert(balancer.name().to_string(), Some(balancer));
+    }
+
+    pub(crate) fn release_balancer(&self, name: &str) {
+        self.balancers().remove(name);
+    }
+
+    /// The running balancer called `name`.
+    ///
+    /// Errors: [`Error::UnknownBalancer`].
+    pub(crate) fn balancer(&self, name: &str) -> Result<Balancer, Error> {
+        match self.balancers().get(name) {
+            Some(Some(balancer)) if balancer.is_running() => Ok(balancer.clone()),
+            _ => Err(Error::UnknownBalancer { balancer: name.to_string() }),
+        }
+    }
+
+    /// Every running balancer (to stop them at shutdown).
+    pub(crate) fn all_balancers(&self) -> Vec<Balancer> {
+        self.balancers().values().flatten().cloned().collect()
     }
 
     pub(crate) fn next_call_id(&self) -> u64 {

@@ -1,0 +1,172 @@
+//! Selection algorithms: how a balancer picks a member for a call.
+//!
+//! An algorithm implements [`SelectionAlgorithm`]. Only [`choose_from_nodes`] is required; the
+//! other methods are the original's optional callbacks with their defaults:
+//!
+//! | method | called | default |
+//! |---|---|---|
+//! | [`init`] | once when the balancer starts, before this node joins | nothing |
+//! | [`choose_from_nodes`] | every selection, concurrently, with the current members (never empty) | — |
+//! | [`choose_nodes`] | replica selection (`count` distinct members) | `count` distinct members at random |
+//! | [`on_node_change`] | after every membership change, with who joined and left | nothing |
+//! | [`release_node`] | exactly once per selection, when its [`SelectionGuard`](crate::SelectionGuard) drops | nothing |
+//! | [`is_local`] | every routed call: `true` runs the call on this node without selecting | `false` |
+//! | [`children`] | when the balancer starts: actors the balancer supervisor runs beside it | none |
+//!
+//! Members come sorted by node name, one per node, so index-based algorithms see the same list
+//! on every node. Selection must not block, do I/O, or panic; it runs on the caller's task.
+//!
+//! [`init`]: SelectionAlgorithm::init
+//! [`choose_from_nodes`]: SelectionAlgorithm::choose_from_nodes
+//! [`choose_nodes`]: SelectionAlgorithm::choose_nodes
+//! [`on_node_change`]: SelectionAlgorithm::on_node_change
+//! [`release_node`]: SelectionAlgorithm::release_node
+//! [`is_local`]: SelectionAlgorithm::is_local
+//! [`children`]: SelectionAlgorithm::children
+
+mod random;
+mod round_robin;
+
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use ractor::{ActorCell, SpawnErr};
+
+pub use random::Random;
+pub use round_robin::RoundRobin;
+
+use crate::balancer::Member;
+use crate::Error;
+
+/// What a selection is for: the balancer and the call's routing key, if any.
+#[derive(Debug, Clone, Copy)]
+pub struct SelectionRequest<'a> {
+    /// The balancer's name.
+    pub balancer: &'a str,
+    /// The call's key (e.g. for HashRing), as bytes.
+    pub key: Option<&'a [u8]>,
+}
+
+/// A membership change, delivered to [`SelectionAlgorithm::on_node_change`].
+#[derive(Debug)]
+pub struct NodeChange<'a> {
+    /// The balancer's name.
+    pub balancer: &'a str,
+    /// Nodes that became members.
+    pub joined: &'a [Arc<str>],
+    /// Nodes that stopped being members.
+    pub left: &'a [Arc<str>],
+    /// All members after the change, sorted by node name.
+    pub members: &'a [Member],
+}
+
+/// Spawns one child actor linked to the balancer's supervisor (given as the argument).
+pub type SpawnChild = Arc<dyn Fn(ActorCell) -> BoxFuture<'static, Result<ActorCell, SpawnErr>> + Send + Sync>;
+
+/// An actor an algorithm needs beside the balancer (e.g. LeastCpu's poller). The balancer's
+/// supervisor starts it before the LoadBalancer and restarts it alone, with backoff, when it
+/// fails; a child's failure never stops the balancer.
+#[derive(Clone)]
+pub struct AlgorithmChild {
+    /// A name for logs.
+    pub name: String,
+    /// Starts the child linked to the given supervisor.
+    pub spawn: SpawnChild,
+}
+
+impl std::fmt::Debug for AlgorithmChild {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AlgorithmChild").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+/// A way to pick members. See the [module docs](self) for when each method is called.
+pub trait SelectionAlgorithm: Send + Sync + 'static {
+    /// A short name for logs and metrics, e.g. `"round_robin"`.
+    fn name(&self) -> &'static str;
+
+    /// Prepares the algorithm for `balancer` at start.
+    ///
+    /// Errors: return [`Error::InvalidConfig`] naming the option when an option is invalid;
+    /// the balancer then does not start.
+    fn init(&self, balancer: &str) -> Result<(), Error> {
+        let _ = balancer;
+        Ok(())
+    }
+
+    /// Picks one of `members` (never empty) and returns its index.
+    ///
+    /// Errors: a typed error when no member can be picked (e.g. all weigh 0).
+    fn choose_from_nodes(&self, members: &[Member], request: &SelectionRequest<'_>) -> Result<usize, Error>;
+
+    /// Picks `min(count, members.len())` distinct members; indices into `members`, the
+    /// preferred one first. Default: distinct members uniformly at random.
+    ///
+    /// Errors: as [`choose_from_nodes`](Self::choose_from_nodes).
+    fn choose_nodes(
+        &self,
+        members: &[Member],
+        count: usize,
+        request: &SelectionRequest<'_>,
+    ) -> Result<Vec<usize>, Error> {
+        let _ = request;
+        Ok(random_distinct(members.len(), count))
+    }
+
+    /// Learns of a membership change (the initial snapshot arrives as everything joining).
+    fn on_node_change(&self, change: &NodeChange<'_>) {
+        let _ = change;
+    }
+
+    /// Releases what a selection of `member` took (e.g. an in-flight count). Called exactly
+    /// once per selection by the guard, however the call ends.
+    fn release_node(&self, member: &Member) {
+        let _ = member;
+    }
+
+    /// `true` makes every routed call run on the calling node without selection (CallDirect).
+    fn is_local(&self) -> bool {
+        false
+    }
+
+    /// Actors to run beside the balancer (see [`AlgorithmChild`]).
+    fn children(&self, balancer: &str) -> Vec<AlgorithmChild> {
+        let _ = balancer;
+        Vec::new()
+    }
+}
+
+/// `min(count, len)` distinct indices below `len`, uniformly at random (partial Fisher–Yates).
+pub(crate) fn random_distinct(len: usize, count: usize) -> Vec<usize> {
+    use rand::Rng;
+    let mut indices: Vec<usize> = (0..len).collect();
+    let take = count.min(len);
+    let mut rng = rand::rng();
+    for i in 0..take {
+        let j = rng.random_range(i..len);
+        indices.swap(i, j);
+    }
+    indices.truncate(take);
+    indices
+}
+
+/// The built-in algorithm called `name` (`"random"`, `"round_robin"`), with default options.
+/// Used by the `rpclb` binary and admin control.
+///
+/// Errors: [`Error::InvalidConfig`] (`algorithm`) for an unknown name.
+pub fn by_name(name: &str) -> Result<Arc<dyn SelectionAlgorithm>, Error> {
+    match name {
+        "random" => Ok(Arc::new(Random::new())),
+        "round_robin" => Ok(Arc::new(RoundRobin::new())),
+        other => Err(Error::InvalidConfig {
+            option: "algorithm",
+            reason: format!("unknown algorithm {other:?}; known: {}", BUILT_IN.join(", ")),
+        }),
+    }
+}
+
+/// Names of the built-in algorithms [`by_name`] knows.
+pub const BUILT_IN: &[&str] = &["random", "round_robin"];
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,139 @@
+//! Balanced `call` and `cast`: select a member, send, and — only when the send failed before
+//! anything left this node (a member that just went away) — select once more. A call that was
+//! sent is never sent again.
+
+use std::future::{Future, IntoFuture};
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Balancer, SelectionGuard};
+use crate::call::{self, Sent};
+use crate::function::RemoteFunction;
+use crate::{Error, Unavailable};
+
+/// A balanced call of `F`, built by [`Balancer::call`]. Await it.
+#[must_use = "a call does nothing until awaited"]
+pub struct BalancedCall<F: RemoteFunction> {
+    balancer: Balancer,
+    args: F::Args,
+    key: Option<Vec<u8>>,
+    timeout: Option<Duration>,
+    function: PhantomData<fn() -> F>,
+}
+
+impl<F: RemoteFunction> BalancedCall<F> {
+    pub(crate) fn new(balancer: Balancer, args: F::Args) -> Self {
+        Self { balancer, args, key: None, timeout: None, function: PhantomData }
+    }
+
+    /// The routing key, as bytes (used by key-aware algorithms such as HashRing).
+    pub fn key(mut self, key: impl AsRef<[u8]>) -> Self {
+        self.key = Some(key.as_ref().to_vec());
+        self
+    }
+
+    /// How long to wait for the reply (default: the balancer's, else the node's
+    /// `call_timeout`).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+}
+
+impl<F: RemoteFunction> IntoFuture for BalancedCall<F> {
+    type Output = Result<F::Reply, Error>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let shared = Arc::clone(self.balancer.shared());
+            let node = &shared.node;
+            let timeout = self.timeout.or(shared.config.call_timeout).unwrap_or(node.call_timeout);
+            if shared.config.algorithm.is_local() {
+                return call::call::<F>(node, &node.name.clone(), self.args, timeout).await;
+            }
+            let key = self.key.as_deref();
+            let mut encoded = None;
+            let mut exclude: Option<Arc<str>> = None;
+            loop {
+                let member = shared.choose(key, exclude.as_deref())?;
+                let guard = SelectionGuard::new(Arc::clone(&shared), member);
+                let member = guard.member();
+                if member.is_local() {
+                    if let Some(function) = node.registry.get_typed::<F>() {
+                        return call::call_local(node, function, self.args, timeout).await;
+                    }
+                }
+                let bytes = match encoded.take() {
+                    Some(bytes) => bytes,
+                    None => call::encode::<F>(node, Some(&shared.name), &self.args, timeout)?,
+                };
+                match call::send_encoded::<F>(member.actor(), member.node(), bytes, timeout).await {
+                    Sent::Replied(result) => return result,
+                    Sent::NotSent(bytes) if exclude.is_none() => {
+                        // The member went away before the call left: pick another, once.
+                        exclude = Some(Arc::clone(member.node_arc()));
+                        encoded = Some(bytes);
+                    }
+                    Sent::NotSent(_) => {
+                        return Err(Error::ServiceUnavailable {
+                            node: member.node().to_string(),
+                            reason: Unavailable::Disconnected,
+                        })
+                    }
+                }
+            }
+        })
+    }
+}
+
+/// A balanced cast of `F`, built by [`Balancer::cast`]. Await it.
+#[must_use = "a cast does nothing until awaited"]
+pub struct BalancedCast<F: RemoteFunction> {
+    balancer: Balancer,
+    args: F::Args,
+    key: Option<Vec<u8>>,
+    function: PhantomData<fn() -> F>,
+}
+
+impl<F: RemoteFunction> BalancedCast<F> {
+    pub(crate) fn new(balancer: Balancer, args: F::Args) -> Self {
+        Self { balancer, args, key: None, function: PhantomData }
+    }
+
+    /// The routing key, as bytes.
+    pub fn key(mut self, key: impl AsRef<[u8]>) -> Self {
+        self.key = Some(key.as_ref().to_vec());
+        self
+    }
+}
+
+impl<F: RemoteFunction> IntoFuture for BalancedCast<F> {
+    type Output = Result<(), Error>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let shared = Arc::clone(self.balancer.shared());
+            let node = &shared.node;
+            if shared.config.algorithm.is_local() {
+                return call::cast::<F>(node, &node.name.clone(), &self.args);
+            }
+            let key = self.key.as_deref();
+            let mut exclude: Option<Arc<str>> = None;
+            loop {
+                let member = shared.choose(key, exclude.as_deref())?;
+                let guard = SelectionGuard::new(Arc::clone(&shared), member);
+                let member = guard.member();
+                match call::cast_endpoint::<F>(node, member.actor(), member.node(), Some(&shared.name), &self.args) {
+                    Err(Error::ServiceUnavailable { reason: Unavailable::Disconnected, .. }) if exclude.is_none() => {
+                        exclude = Some(Arc::clone(member.node_arc()));
+                    }
+                    other => return other,
+                }
+            }
+        })
+    }
+}

@@ -1,0 +1,141 @@
+//! `BalancerConfig`: a balancer's name, algorithm and which nodes are its members.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::algorithm::{Random, SelectionAlgorithm};
+use crate::Error;
+
+/// Settings of one balancer on one node. The same name started on many nodes forms one
+/// logical balancer; each node that matches `node_match_list` is also a member.
+///
+/// ```
+/// use rpc_load_balancer::{BalancerConfig, RoundRobin};
+///
+/// let config = BalancerConfig::new("reports")
+///     .algorithm(RoundRobin::new())
+///     .node_match_list(["worker"]); // only nodes whose name contains "worker" serve
+/// assert_eq!(config.name(), "reports");
+/// ```
+#[derive(Clone)]
+pub struct BalancerConfig {
+    pub(crate) name: String,
+    pub(crate) algorithm: Arc<dyn SelectionAlgorithm>,
+    pub(crate) node_match_list: Option<Vec<String>>,
+    pub(crate) call_timeout: Option<Duration>,
+}
+
+impl std::fmt::Debug for BalancerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BalancerConfig")
+            .field("name", &self.name)
+            .field("algorithm", &self.algorithm.name())
+            .field("node_match_list", &self.node_match_list)
+            .field("call_timeout", &self.call_timeout)
+            .finish()
+    }
+}
+
+impl BalancerConfig {
+    /// A balancer called `name` (its pg group), with [`Random`] selection, every node a
+    /// member, and the node's `call_timeout`.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            algorithm: Arc::new(Random::new()),
+            node_match_list: None,
+            call_timeout: None,
+        }
+    }
+
+    /// The selection algorithm (default [`Random`]).
+    pub fn algorithm(mut self, algorithm: impl SelectionAlgorithm) -> Self {
+        self.algorithm = Arc::new(algorithm);
+        self
+    }
+
+    /// The selection algorithm, shared.
+    pub fn algorithm_arc(mut self, algorithm: Arc<dyn SelectionAlgorithm>) -> Self {
+        self.algorithm = algorithm;
+        self
+    }
+
+    /// This node is a member only if its full name contains one of `patterns` (substrings).
+    /// An empty list makes this node a caller only. Default: every node is a member.
+    pub fn node_match_list<I, S>(mut self, patterns: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.node_match_list = Some(patterns.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Timeout of this balancer's calls that don't set their own (default: the node's
+    /// `call_timeout`, 10 s); must be > 0.
+    pub fn call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = Some(timeout);
+        self
+    }
+
+    /// The balancer's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether the node named `node` is a member under `node_match_list`.
+    pub fn matches(&self, node: &str) -> bool {
+        match &self.node_match_list {
+            None => true,
+            Some(patterns) => patterns.iter().any(|p| node.contains(p.as_str())),
+        }
+    }
+
+    /// Checks the options; the first bad one is named in the error.
+    pub(crate) fn validate(&self) -> Result<(), Error> {
+        let invalid = |option, reason: String| Err(Error::InvalidConfig { option, reason });
+        if self.name.is_empty() || self.name.starts_with('@') || self.name.contains(['/', ' ']) {
+            return invalid(
+                "name",
+                format!("{:?} must be non-empty, not start with '@', without '/' or spaces", self.name),
+            );
+        }
+        if let Some(patterns) = &self.node_match_list {
+            if patterns.iter().any(String::is_empty) {
+                return invalid("node_match_list", "an empty pattern would match every node".into());
+            }
+        }
+        if self.call_timeout.is_some_and(|t| t.is_zero()) {
+            return invalid("call_timeout", "must be greater than 0".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matching_and_validation() {
+        let all = BalancerConfig::new("b");
+        assert!(all.matches("anything@h"));
+        let some = BalancerConfig::new("b").node_match_list(["work"]);
+        assert!(some.matches("worker_1@h") && !some.matches("api@h"));
+        let none = BalancerConfig::new("b").node_match_list(Vec::<String>::new());
+        assert!(!none.matches("worker_1@h"));
+        assert!(all.validate().is_ok());
+        for (config, option) in [
+            (BalancerConfig::new(""), "name"),
+            (BalancerConfig::new("@endpoints"), "name"),
+            (BalancerConfig::new("a/b"), "name"),
+            (BalancerConfig::new("b").node_match_list([""]), "node_match_list"),
+            (BalancerConfig::new("b").call_timeout(Duration::ZERO), "call_timeout"),
+        ] {
+            match config.validate() {
+                Err(Error::InvalidConfig { option: named, .. }) => assert_eq!(named, option),
+                other => panic!("{option}: {other:?}"),
+            }
+        }
+    }
+}

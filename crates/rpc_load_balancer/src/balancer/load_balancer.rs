@@ -1,0 +1,90 @@
+//! The LoadBalancer actor: this node's member of a balancer. It joins the balancer's pg group
+//! (when this node matches `node_match_list`), watches the group, publishes the members
+//! snapshot, and serves the calls routed to this node through the balancer.
+//!
+//! It is named `rpc_load_balancer/<balancer>/<node>`, so any node learns the member's node from
+//! the name alone. `pre_start` joins and publishes before anyone can talk to it, so when
+//! `Balancer::start` returns, this node is selectable. After a crash the supervisor starts a
+//! new one, which joins again and rebuilds the snapshot from pg.
+
+use std::sync::Arc;
+
+use ractor::pg::GroupChangeMessage;
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+
+use super::shared::BalancerShared;
+use crate::endpoint::{serve_call, serve_control};
+use crate::wire::reply::{self, ReplyStatus};
+use crate::wire::{RpcMessage, SCOPE};
+
+pub(crate) struct LoadBalancer;
+
+impl Actor for LoadBalancer {
+    type Msg = RpcMessage;
+    type State = Arc<BalancerShared>;
+    type Arguments = Arc<BalancerShared>;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<RpcMessage>,
+        shared: Arc<BalancerShared>,
+    ) -> Result<Arc<BalancerShared>, ActorProcessingErr> {
+        ractor::pg::monitor_scope(SCOPE.to_string(), myself.get_cell());
+        if shared.member {
+            ractor::pg::join_scoped(SCOPE.to_string(), shared.name.clone(), vec![myself.get_cell()]);
+        }
+        shared.refresh();
+        Ok(shared)
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<RpcMessage>,
+        message: RpcMessage,
+        shared: &mut Arc<BalancerShared>,
+    ) -> Result<(), ActorProcessingErr> {
+        let node = Arc::clone(&shared.node);
+        match message {
+            RpcMessage::Call(bytes, reply_port) => {
+                tokio::spawn(async move {
+                    let _ = reply_port.send(serve_call(&node, &bytes).await);
+                });
+            }
+            RpcMessage::Cast(bytes) => {
+                tokio::spawn(async move {
+                    let reply = serve_call(&node, &bytes).await;
+                    if let Ok((status, _)) = reply::decode(&reply) {
+                        if status != ReplyStatus::Ok {
+                            tracing::warn!(?status, "cast failed on this node");
+                        }
+                    }
+                });
+            }
+            RpcMessage::Control(bytes, reply_port) => {
+                tokio::spawn(async move {
+                    let _ = reply_port.send(serve_control(&node, &bytes).await);
+                });
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<RpcMessage>,
+        message: SupervisionEvent,
+        shared: &mut Arc<BalancerShared>,
+    ) -> Result<(), ActorProcessingErr> {
+        if let SupervisionEvent::ProcessGroupChanged(change) = message {
+            let ours = match &change {
+                GroupChangeMessage::Join(scope, group, _) | GroupChangeMessage::Leave(scope, group, _) => {
+                    scope == SCOPE && *group == shared.name
+                }
+            };
+            if ours {
+                shared.refresh();
+            }
+        }
+        Ok(())
+    }
+}

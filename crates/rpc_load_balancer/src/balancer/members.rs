@@ -1,0 +1,112 @@
+//! The members snapshot: the nodes a balancer can route to, deduplicated by node and sorted by
+//! node name, so every caller on every node indexes the same list. Built by the LoadBalancer
+//! actor on each membership change and read lock-free by callers.
+
+use std::sync::Arc;
+
+use ractor::{ActorCell, ActorRef};
+
+use crate::wire::RpcMessage;
+
+/// Prefix of a member actor's registered name: `rpc_load_balancer/<balancer>/<node>`.
+pub(crate) fn member_name(balancer: &str, node: &str) -> String {
+    format!("rpc_load_balancer/{balancer}/{node}")
+}
+
+/// One member of a balancer: a node and the actor that serves the balancer there.
+#[derive(Clone)]
+pub struct Member {
+    node: Arc<str>,
+    actor: ActorRef<RpcMessage>,
+    local: bool,
+}
+
+impl Member {
+    /// The member's node, full name (`name@host`).
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The node name as a shared string (cheap to clone; no allocation).
+    pub fn node_arc(&self) -> &Arc<str> {
+        &self.node
+    }
+
+    /// Whether the member is this node (calls to it run in-process).
+    pub fn is_local(&self) -> bool {
+        self.local
+    }
+
+    pub(crate) fn actor(&self) -> &ActorRef<RpcMessage> {
+        &self.actor
+    }
+
+    /// A member from a pg cell of `balancer`'s group, if its name is a member name.
+    pub(crate) fn from_cell(balancer: &str, cell: &ActorCell) -> Option<Member> {
+        let name = cell.get_name()?;
+        let node = name.strip_prefix("rpc_load_balancer/")?.strip_prefix(balancer)?.strip_prefix('/')?;
+        if node.is_empty() {
+            return None;
+        }
+        Some(Member { node: Arc::from(node), actor: ActorRef::from(cell.clone()), local: cell.get_id().is_local() })
+    }
+
+    #[cfg(test)]
+    pub(crate) fn for_test(node: &str, actor: ActorRef<RpcMessage>) -> Member {
+        Member { node: Arc::from(node), actor, local: false }
+    }
+}
+
+impl std::fmt::Debug for Member {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Member").field("node", &self.node).field("local", &self.local).finish()
+    }
+}
+
+/// A balancer's members at one moment: sorted by node name, one entry per node.
+#[derive(Debug, Clone, Default)]
+pub struct Members {
+    version: u64,
+    members: Vec<Member>,
+}
+
+impl Members {
+    /// Builds a snapshot from pg cells: keeps member actors, one per node (a local one wins,
+    /// else the first), sorted by node name.
+    pub(crate) fn from_cells(balancer: &str, version: u64, cells: &[ActorCell]) -> Members {
+        let mut members: Vec<Member> = cells.iter().filter_map(|c| Member::from_cell(balancer, c)).collect();
+        members.sort_by(|a, b| a.node.cmp(&b.node).then(b.local.cmp(&a.local)));
+        members.dedup_by(|later, first| later.node == first.node);
+        Members { version, members }
+    }
+
+    /// The members, sorted by node name.
+    pub fn as_slice(&self) -> &[Member] {
+        &self.members
+    }
+
+    /// Node names of the members, sorted.
+    pub fn nodes(&self) -> Vec<String> {
+        self.members.iter().map(|m| m.node.to_string()).collect()
+    }
+
+    /// Number of members.
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// Increases by one with every snapshot the balancer publishes.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Whether `node` is a member.
+    pub fn contains(&self, node: &str) -> bool {
+        self.members.iter().any(|m| &*m.node == node)
+    }
+}

@@ -1,0 +1,249 @@
+//! Balancers: call a remote function on "some member of balancer X".
+//!
+//! A balancer is identified by its name. Started on many nodes, those instances form one
+//! logical balancer: every node that runs it can select and call; every node that also matches
+//! its `node_match_list` is a **member** (a target). Members are found through a `ractor::pg`
+//! group (scope `rpc_load_balancer`, group = the balancer's name), kept as a sorted,
+//! deduplicated snapshot that callers read without locks.
+//!
+//! Per balancer and node there are two actors: a [`BalancerSupervisor`](supervisor) and, under
+//! it, the LoadBalancer, which joins the group, watches it and serves routed calls. Start one
+//! with [`Balancer::start`] or, inside a supervision tree, [`Balancer::spawn_linked`].
+//!
+//! ```
+//! use rpc_load_balancer::{Balancer, BalancerConfig, FunctionError, Node, NodeConfig, RemoteFunction, RoundRobin};
+//!
+//! struct Hello;
+//! impl RemoteFunction for Hello {
+//!     const NAME: &'static str = "hello";
+//!     type Args = ();
+//!     type Reply = String;
+//!     async fn call(&self, _: ()) -> Result<String, FunctionError> {
+//!         Ok("hi".into())
+//!     }
+//! }
+//!
+//! # #[tokio::main] async fn main() -> Result<(), rpc_load_balancer::Error> {
+//! let node = Node::start(NodeConfig::new("docs", "127.0.0.1:0").cookie("secret")).await?;
+//! node.register(Hello)?; // register before joining, so members never miss a function
+//! let greeters = Balancer::start(BalancerConfig::new("greeters").algorithm(RoundRobin::new())).await?;
+//! assert_eq!(greeters.members().nodes(), vec![node.name().to_string()]);
+//! let reply = greeters.call::<Hello>(()).await?; // on some member: here, this node
+//! assert_eq!(reply, "hi");
+//! assert!(Balancer::lookup("greeters").is_ok());
+//! greeters.stop().await;
+//! node.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+mod call;
+mod config;
+mod load_balancer;
+mod members;
+mod shared;
+pub(crate) mod supervisor;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{Actor, ActorCell, ActorRef};
+use tokio::sync::watch;
+
+pub use call::{BalancedCall, BalancedCast};
+pub use config::BalancerConfig;
+pub use members::{Member, Members};
+pub use supervisor::SupervisorMsg;
+
+pub(crate) use members::member_name;
+use shared::BalancerShared;
+use supervisor::BalancerSupervisor;
+
+use crate::function::RemoteFunction;
+use crate::node::shared::NodeShared;
+use crate::{Error, Node};
+
+/// A handle to a balancer started on this node. Cheap to clone.
+#[derive(Clone)]
+pub struct Balancer {
+    shared: Arc<BalancerShared>,
+    supervisor: ActorRef<SupervisorMsg>,
+}
+
+impl std::fmt::Debug for Balancer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Balancer")
+            .field("name", &self.shared.name)
+            .field("algorithm", &self.shared.config.algorithm.name())
+            .field("member", &self.shared.member)
+            .finish()
+    }
+}
+
+impl Balancer {
+    /// Starts the balancer on this process's node (see [`Node::current`]), standalone.
+    /// Returns once this node is selectable (if it is a member).
+    ///
+    /// Errors: [`Error::NodeNotRunning`]; [`Error::InvalidConfig`] naming the option;
+    /// [`Error::BalancerAlreadyStarted`]; [`Error::Startup`] if its actors cannot start.
+    pub async fn start(config: BalancerConfig) -> Result<Balancer, Error> {
+        let node = Node::current().ok_or(Error::NodeNotRunning)?;
+        Self::start_on(node.shared(), config, None).await
+    }
+
+    /// Starts the balancer linked to `supervisor` (an actor of the app's supervision tree),
+    /// which receives its supervisor's supervision events. Stopping that parent kills the
+    /// balancer without draining: call [`Balancer::stop`] from the parent's `post_stop` to stop
+    /// it gracefully.
+    ///
+    /// Errors: as [`Balancer::start`].
+    pub async fn spawn_linked(config: BalancerConfig, supervisor: ActorCell) -> Result<Balancer, Error> {
+        let node = Node::current().ok_or(Error::NodeNotRunning)?;
+        Self::start_on(node.shared(), config, Some(supervisor)).await
+    }
+
+    pub(crate) async fn start_on(
+        node: Arc<NodeShared>,
+        config: BalancerConfig,
+        parent: Option<ActorCell>,
+    ) -> Result<Balancer, Error> {
+        config.validate()?;
+        config.algorithm.init(&config.name)?;
+        let name = config.name.clone();
+        node.reserve_balancer(&name)?;
+        let shared = Arc::new(BalancerShared::new(config, Arc::clone(&node)));
+        let actor_name = Some(format!("rpc_load_balancer/@balancer/{name}"));
+        let spawned = match parent {
+            Some(parent) => Actor::spawn_linked(actor_name, BalancerSupervisor, Arc::clone(&shared), parent).await,
+            None => Actor::spawn(actor_name, BalancerSupervisor, Arc::clone(&shared)).await,
+        };
+        match spawned {
+            Ok((supervisor, _)) => {
+                let balancer = Balancer { shared, supervisor };
+                node.register_balancer(balancer.clone());
+                tracing::info!(balancer = %name, member = balancer.shared.member, "balancer started");
+                Ok(balancer)
+            }
+            Err(error) => {
+                node.release_balancer(&name);
+                Err(Error::Startup { reason: format!("balancer {name}: {error}") })
+            }
+        }
+    }
+
+    /// The balancer started on this node under `name`.
+    ///
+    /// Errors: [`Error::NodeNotRunning`]; [`Error::UnknownBalancer`] if none runs here.
+    pub fn lookup(name: &str) -> Result<Balancer, Error> {
+        let node = Node::current().ok_or(Error::NodeNotRunning)?;
+        node.shared().balancer(name)
+    }
+
+    /// The balancer's name.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// Whether this node is a member (matches `node_match_list`).
+    pub fn is_member(&self) -> bool {
+        self.shared.member
+    }
+
+    /// The balancer's supervisor actor, for linking and monitoring.
+    pub fn actor(&self) -> &ActorRef<SupervisorMsg> {
+        &self.supervisor
+    }
+
+    /// Whether the balancer's actors are still running.
+    pub fn is_running(&self) -> bool {
+        matches!(self.supervisor.get_status(), ractor::ActorStatus::Running | ractor::ActorStatus::Starting)
+    }
+
+    /// The current members (sorted by node name, one per node).
+    pub fn members(&self) -> Arc<Members> {
+        self.shared.members()
+    }
+
+    /// A watch of the members snapshot: changes on every join and leave.
+    pub fn watch_members(&self) -> watch::Receiver<Arc<Members>> {
+        self.shared.watch()
+    }
+
+    /// Selects a member without calling it (the original's `select_node`), optionally for a
+    /// routing `key`. The returned guard releases the selection when dropped (counting
+    /// algorithms count the member busy until then).
+    ///
+    /// Errors: [`Error::NoMembers`]; an algorithm's own selection error.
+    pub fn select_node(&self, key: Option<&[u8]>) -> Result<SelectionGuard, Error> {
+        let member = self.shared.choose(key, None)?;
+        Ok(SelectionGuard::new(Arc::clone(&self.shared), member))
+    }
+
+    /// A call of `F` with `args` on a member chosen by the algorithm; set `.key(..)` and
+    /// `.timeout(..)` on the returned [`BalancedCall`], then await it. A member on this node is
+    /// served in-process (no serialization) with the same errors and timeout.
+    ///
+    /// Errors when awaited: [`Error::NoMembers`] when the pool is empty; then as
+    /// [`Node::call`].
+    pub fn call<F: RemoteFunction>(&self, args: F::Args) -> BalancedCall<F> {
+        BalancedCall::new(self.clone(), args)
+    }
+
+    /// A cast of `F` with `args` to a member chosen by the algorithm; await the returned
+    /// [`BalancedCast`] (it resolves once the cast is handed over).
+    ///
+    /// Errors when awaited: [`Error::NoMembers`]; then as [`Node::cast`].
+    pub fn cast<F: RemoteFunction>(&self, args: F::Args) -> BalancedCast<F> {
+        BalancedCast::new(self.clone(), args)
+    }
+
+    /// Leaves the group and stops the balancer's actors; later [`Balancer::lookup`] of the
+    /// name fails and the name may be started again. Idempotent.
+    pub async fn stop(&self) {
+        if self.shared.stopping.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.shared.node.release_balancer(&self.shared.name);
+        let _ = self.supervisor.stop_and_wait(Some("balancer stopped".into()), Some(Duration::from_secs(5))).await;
+        tracing::info!(balancer = %self.shared.name, "balancer stopped");
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<BalancerShared> {
+        &self.shared
+    }
+}
+
+/// One selected member. Dropping the guard releases the selection in the algorithm, exactly
+/// once, whatever happened to the call (success, error, timeout, panic, cancellation).
+pub struct SelectionGuard {
+    shared: Arc<BalancerShared>,
+    member: Member,
+}
+
+impl SelectionGuard {
+    pub(crate) fn new(shared: Arc<BalancerShared>, member: Member) -> Self {
+        Self { shared, member }
+    }
+
+    /// The selected member's node (full name).
+    pub fn node(&self) -> &str {
+        self.member.node()
+    }
+
+    /// The selected member.
+    pub fn member(&self) -> &Member {
+        &self.member
+    }
+}
+
+impl std::fmt::Debug for SelectionGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SelectionGuard").field("node", &self.member.node()).finish()
+    }
+}
+
+impl Drop for SelectionGuard {
+    fn drop(&mut self) {
+        self.shared.config.algorithm.release_node(&self.member);
+    }
+}

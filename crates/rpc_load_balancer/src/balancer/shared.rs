@@ -1,0 +1,116 @@
+//! State of one balancer shared by its handle, its actors and its callers: the members
+//! snapshot (read lock-free), the algorithm and the node.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use tokio::sync::watch;
+
+use super::members::{Member, Members};
+use super::BalancerConfig;
+use crate::algorithm::{NodeChange, SelectionRequest};
+use crate::node::shared::NodeShared;
+use crate::wire::SCOPE;
+use crate::Error;
+
+pub(crate) struct BalancerShared {
+    pub(crate) name: String,
+    pub(crate) config: BalancerConfig,
+    pub(crate) node: Arc<NodeShared>,
+    /// Whether this node joins the group (it matches `node_match_list`).
+    pub(crate) member: bool,
+    members: ArcSwap<Members>,
+    members_watch: watch::Sender<Arc<Members>>,
+    version: AtomicU64,
+    pub(crate) stopping: AtomicBool,
+}
+
+impl BalancerShared {
+    pub(crate) fn new(config: BalancerConfig, node: Arc<NodeShared>) -> Self {
+        let member = config.matches(&node.name);
+        Self {
+            name: config.name.clone(),
+            member,
+            config,
+            node,
+            members: ArcSwap::default(),
+            members_watch: watch::channel(Arc::new(Members::default())).0,
+            version: AtomicU64::new(0),
+            stopping: AtomicBool::new(false),
+        }
+    }
+
+    /// The current members.
+    pub(crate) fn members(&self) -> Arc<Members> {
+        self.members.load_full()
+    }
+
+    pub(crate) fn watch(&self) -> watch::Receiver<Arc<Members>> {
+        self.members_watch.subscribe()
+    }
+
+    /// Rebuilds the snapshot from pg (the truth), tells the algorithm what changed, and
+    /// publishes it. Called by the LoadBalancer actor only (one writer).
+    pub(crate) fn refresh(&self) {
+        let cells = ractor::pg::get_scoped_members(&SCOPE.to_string(), &self.name);
+        let version = self.version.fetch_add(1, Ordering::Relaxed) + 1;
+        let next = Members::from_cells(&self.name, version, &cells);
+        let previous = self.members.load();
+        let before: HashSet<&str> = previous.as_slice().iter().map(Member::node).collect();
+        let after: HashSet<&str> = next.as_slice().iter().map(Member::node).collect();
+        let joined: Vec<Arc<str>> = next
+            .as_slice()
+            .iter()
+            .filter(|m| !before.contains(m.node()))
+            .map(|m| Arc::clone(m.node_arc()))
+            .collect();
+        let left: Vec<Arc<str>> = previous
+            .as_slice()
+            .iter()
+            .filter(|m| !after.contains(m.node()))
+            .map(|m| Arc::clone(m.node_arc()))
+            .collect();
+        if joined.is_empty() && left.is_empty() && version > 1 {
+            return;
+        }
+        self.config.algorithm.on_node_change(&NodeChange {
+            balancer: &self.name,
+            joined: &joined,
+            left: &left,
+            members: next.as_slice(),
+        });
+        tracing::debug!(balancer = %self.name, members = next.len(), ?joined, ?left, "members changed");
+        let next = Arc::new(next);
+        self.members.store(Arc::clone(&next));
+        self.members_watch.send_replace(next);
+    }
+
+    /// Picks a member for a call, skipping `exclude` (a member a send just failed to reach).
+    pub(crate) fn choose(&self, key: Option<&[u8]>, exclude: Option<&str>) -> Result<Member, Error> {
+        let snapshot = self.members.load();
+        let request = SelectionRequest { balancer: &self.name, key };
+        let pick = |list: &[Member]| -> Result<Member, Error> {
+            if list.is_empty() {
+                return Err(Error::NoMembers { balancer: self.name.clone() });
+            }
+            let index = self.config.algorithm.choose_from_nodes(list, &request)?;
+            list.get(index).cloned().ok_or_else(|| Error::InvalidConfig {
+                option: "algorithm",
+                reason: format!(
+                    "{} chose member {index} of {}",
+                    self.config.algorithm.name(),
+                    list.len()
+                ),
+            })
+        };
+        match exclude {
+            Some(node) if snapshot.contains(node) => {
+                let rest: Vec<Member> = snapshot.as_slice().iter().filter(|m| m.node() != node).cloned().collect();
+                pick(&rest)
+            }
+            _ => pick(snapshot.as_slice()),
+        }
+    }
+}

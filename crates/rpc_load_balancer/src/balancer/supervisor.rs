@@ -1,0 +1,178 @@
+//! The BalancerSupervisor actor: runs a balancer's LoadBalancer and its algorithm's children,
+//! and restarts them.
+//!
+//! ractor has supervision events but no restart strategies, so the policy is here:
+//! * the LoadBalancer is restarted at once when it stops without being asked to (crash or
+//!   kill); more than [`MAX_RESTARTS`] restarts within [`RESTART_WINDOW`] stop the balancer,
+//!   as an OTP supervisor's intensity limit would;
+//! * an algorithm child is restarted alone, after a backoff that doubles from 100 ms up to
+//!   5 s; its failures never touch the LoadBalancer.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
+
+use super::load_balancer::LoadBalancer;
+use super::members::member_name;
+use super::shared::BalancerShared;
+use crate::algorithm::AlgorithmChild;
+use crate::wire::RpcMessage;
+
+/// Restarts of the LoadBalancer allowed within [`RESTART_WINDOW`].
+pub(crate) const MAX_RESTARTS: usize = 10;
+/// The window of [`MAX_RESTARTS`].
+pub(crate) const RESTART_WINDOW: Duration = Duration::from_secs(10);
+
+/// Messages of the [`BalancerSupervisor`].
+#[derive(ractor_cluster::RactorMessage)]
+pub enum SupervisorMsg {
+    /// Start the LoadBalancer again (after a failed restart attempt).
+    RestartLoadBalancer,
+    /// Start algorithm child `index` again.
+    RestartChild(usize),
+}
+
+impl std::fmt::Debug for SupervisorMsg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::RestartLoadBalancer => f.write_str("RestartLoadBalancer"),
+            Self::RestartChild(i) => write!(f, "RestartChild({i})"),
+        }
+    }
+}
+
+pub(crate) struct BalancerSupervisor;
+
+struct Child {
+    spec: AlgorithmChild,
+    cell: Option<ActorCell>,
+    backoff: Duration,
+}
+
+pub(crate) struct SupervisorState {
+    shared: Arc<BalancerShared>,
+    load_balancer: Option<ActorRef<RpcMessage>>,
+    restarts: VecDeque<Instant>,
+    children: Vec<Child>,
+}
+
+async fn spawn_load_balancer(
+    shared: &Arc<BalancerShared>,
+    supervisor: ActorCell,
+) -> Result<ActorRef<RpcMessage>, ractor::SpawnErr> {
+    let name = member_name(&shared.name, &shared.node.name);
+    let (actor, _) = Actor::spawn_linked(Some(name), LoadBalancer, Arc::clone(shared), supervisor).await?;
+    Ok(actor)
+}
+
+impl Actor for BalancerSupervisor {
+    type Msg = SupervisorMsg;
+    type State = SupervisorState;
+    type Arguments = Arc<BalancerShared>;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        shared: Arc<BalancerShared>,
+    ) -> Result<SupervisorState, ActorProcessingErr> {
+        let mut children = Vec::new();
+        for (index, spec) in shared.config.algorithm.children(&shared.name).into_iter().enumerate() {
+            let cell = match (spec.spawn)(myself.get_cell()).await {
+                Ok(cell) => Some(cell),
+                Err(error) => {
+                    tracing::warn!(balancer = %shared.name, child = %spec.name, %error, "algorithm child failed to start");
+                    myself.send_after(Duration::from_millis(100), move || SupervisorMsg::RestartChild(index));
+                    None
+                }
+            };
+            children.push(Child { spec, cell, backoff: Duration::from_millis(100) });
+        }
+        let load_balancer = spawn_load_balancer(&shared, myself.get_cell()).await?;
+        Ok(SupervisorState { shared, load_balancer: Some(load_balancer), restarts: VecDeque::new(), children })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        message: SupervisorMsg,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            SupervisorMsg::RestartLoadBalancer => state.restart_load_balancer(&myself).await,
+            SupervisorMsg::RestartChild(index) => state.restart_child(&myself, index).await,
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        message: SupervisionEvent,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        let (cell, why) = match &message {
+            SupervisionEvent::ActorTerminated(cell, _, reason) => (cell, reason.clone().unwrap_or_default()),
+            SupervisionEvent::ActorFailed(cell, error) => (cell, error.to_string()),
+            _ => return Ok(()),
+        };
+        if state.shared.stopping.load(std::sync::atomic::Ordering::Acquire) {
+            return Ok(());
+        }
+        let id = cell.get_id();
+        if state.load_balancer.as_ref().is_some_and(|lb| lb.get_id() == id) {
+            tracing::warn!(balancer = %state.shared.name, reason = %why, "load balancer stopped; restarting");
+            state.load_balancer = None;
+            let now = Instant::now();
+            state.restarts.retain(|at| now.duration_since(*at) < RESTART_WINDOW);
+            if state.restarts.len() >= MAX_RESTARTS {
+                tracing::error!(balancer = %state.shared.name, "too many restarts; stopping the balancer");
+                myself.stop(Some("load balancer restart limit reached".into()));
+                return Ok(());
+            }
+            state.restarts.push_back(now);
+            state.restart_load_balancer(&myself).await;
+        } else if let Some(index) = state.children.iter().position(|c| c.cell.as_ref().is_some_and(|c| c.get_id() == id)) {
+            let child = &mut state.children[index];
+            tracing::warn!(balancer = %state.shared.name, child = %child.spec.name, reason = %why, "algorithm child stopped; restarting after backoff");
+            child.cell = None;
+            let delay = child.backoff;
+            child.backoff = (child.backoff * 2).min(Duration::from_secs(5));
+            myself.send_after(delay, move || SupervisorMsg::RestartChild(index));
+        }
+        Ok(())
+    }
+}
+
+impl SupervisorState {
+    async fn restart_load_balancer(&mut self, myself: &ActorRef<SupervisorMsg>) {
+        if self.load_balancer.is_some() {
+            return;
+        }
+        match spawn_load_balancer(&self.shared, myself.get_cell()).await {
+            Ok(actor) => self.load_balancer = Some(actor),
+            Err(error) => {
+                // The old actor's name may not be free yet: try again shortly.
+                tracing::debug!(balancer = %self.shared.name, %error, "load balancer restart failed; retrying");
+                myself.send_after(Duration::from_millis(10), || SupervisorMsg::RestartLoadBalancer);
+            }
+        }
+    }
+
+    async fn restart_child(&mut self, myself: &ActorRef<SupervisorMsg>, index: usize) {
+        let Some(child) = self.children.get_mut(index) else { return };
+        if child.cell.is_some() || self.shared.stopping.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
+        match (child.spec.spawn)(myself.get_cell()).await {
+            Ok(cell) => child.cell = Some(cell),
+            Err(error) => {
+                tracing::warn!(balancer = %self.shared.name, child = %child.spec.name, %error, "algorithm child restart failed");
+                let delay = child.backoff;
+                child.backoff = (child.backoff * 2).min(Duration::from_secs(5));
+                myself.send_after(delay, move || SupervisorMsg::RestartChild(index));
+            }
+        }
+    }
+}
