@@ -25,8 +25,15 @@ pub enum Command {
     /// once serving, then `{"event":"node_up"|"node_down","node":..}` and finally
     /// `{"event":"stopped","node":..}`. Logs go to stderr (RUST_LOG).
     Node(NodeArgs),
-    /// Join a cluster as a client node, make one call, print the reply.
+    /// Start a cluster of `rpclb node` children on 127.0.0.1, route calls through a balancer
+    /// with each algorithm, print a table per algorithm, stop the children.
+    Demo(DemoArgs),
+    /// Join a cluster as a client node, make one call (to a node or through a balancer), print
+    /// the reply.
     Call(CallArgs),
+    /// Join a cluster as a client node and stream calls through a balancer; print calls per
+    /// node, errors by kind and latency percentiles.
+    Load(LoadArgs),
     /// Join a cluster as a client node and send one control request (ping, nodes, functions,
     /// stats) to a node.
     Control(ControlArgs),
@@ -63,6 +70,13 @@ pub struct NodeArgs {
     /// Cap on one encoded call or reply, in bytes.
     #[arg(long, default_value_t = rpc_load_balancer::DEFAULT_MAX_PAYLOAD_BYTES)]
     pub max_payload_bytes: usize,
+    /// Start a balancer of this name on the node (repeat for several), after registering the
+    /// demo functions.
+    #[arg(long = "balancer")]
+    pub balancers: Vec<String>,
+    /// The algorithm of the balancers started with --balancer.
+    #[arg(long, default_value = "random")]
+    pub algorithm: String,
     /// Exit when stdin reaches end of file (a test harness holds the pipe; when the harness
     /// dies the node exits too).
     #[arg(long)]
@@ -78,8 +92,15 @@ pub struct CallArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
     /// Full name of the node to call (e.g. a@127.0.0.1).
+    #[arg(
+        long,
+        required_unless_present = "balancer",
+        conflicts_with = "balancer"
+    )]
+    pub node: Option<String>,
+    /// Call through this balancer instead (this client is not a member).
     #[arg(long)]
-    pub node: String,
+    pub balancer: Option<String>,
     /// Call timeout in ms.
     #[arg(long, default_value_t = 10_000)]
     pub timeout_ms: u64,
@@ -108,4 +129,68 @@ pub struct ControlArgs {
     pub json: bool,
     /// ping, nodes, functions or stats.
     pub request: String,
+}
+
+/// Options of a load run, shared by `rpclb load` and `rpclb demo`.
+#[derive(Debug, Clone, Args)]
+pub struct LoadShape {
+    /// Concurrent callers.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub concurrency: u32,
+    /// Timeout of each call, in ms.
+    #[arg(long, default_value_t = 10_000)]
+    pub timeout_ms: u64,
+    /// Print one JSON object on stdout instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `rpclb demo`.
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// Number of `rpclb node` children.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=32))]
+    pub nodes: u32,
+    /// Calls per algorithm.
+    #[arg(long, default_value_t = 20_000)]
+    pub calls: u64,
+    /// An algorithm's name, or `all`.
+    #[arg(long, default_value = "all")]
+    pub algorithm: String,
+    #[command(flatten)]
+    pub shape: LoadShape,
+}
+
+/// `rpclb load`.
+#[derive(Debug, Clone, Args)]
+pub struct LoadArgs {
+    /// Address (host:port) of any node of the cluster.
+    #[arg(long)]
+    pub peer: String,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// The balancer to call through (this client is not a member).
+    #[arg(long)]
+    pub balancer: String,
+    /// Selection algorithm on this client.
+    #[arg(long, default_value = "random")]
+    pub algorithm: String,
+    /// Demo function: whoami, echo, sleep or burn.
+    #[arg(long, default_value = "whoami")]
+    pub function: String,
+    /// The function's argument (text for echo, ms for sleep and burn).
+    #[arg(long)]
+    pub arg: Option<String>,
+    /// Number of calls.
+    #[arg(
+        long,
+        conflicts_with = "duration",
+        required_unless_present = "duration"
+    )]
+    pub calls: Option<u64>,
+    /// Run for this many seconds instead.
+    #[arg(long)]
+    pub duration: Option<f64>,
+    #[command(flatten)]
+    pub shape: LoadShape,
 }

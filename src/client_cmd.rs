@@ -1,30 +1,75 @@
-//! `rpclb call` and `rpclb control`: join the cluster as a short-lived client node, send one
-//! request, print the answer.
+//! `rpclb call`, `rpclb control` and `rpclb load`: join the cluster as a short-lived client
+//! node, send requests, print the answers.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rpc_load_balancer::{ControlReply, ControlRequest, Error, Node, NodeConfig};
-use serde_json::json;
+use rpc_load_balancer::{
+    Balancer, BalancerConfig, ControlReply, ControlRequest, Error, Node, NodeConfig, RemoteFunction,
+};
+use serde_json::{json, Value};
 
-use crate::cli::{CallArgs, ClusterArgs, ControlArgs};
+use crate::cli::{CallArgs, ClusterArgs, ControlArgs, LoadArgs};
 use crate::functions::{Blob, Burn, CallWhoami, Echo, Fail, Panic, Sleep, Whoami};
-use crate::CmdResult;
+use crate::{load, CmdResult};
 
-/// Starts a client node, connects to `peer` and waits (≤ 5 s) until `target` is connected.
-async fn join(cluster: &ClusterArgs, peer: &str, target: &str) -> Result<Node, Error> {
+/// Starts a client node and connects it to `peer`.
+///
+/// Errors: the node's start or connect error.
+pub async fn join_cluster(cluster: &ClusterArgs, peer: &str) -> Result<Node, Error> {
     let name = format!("rpclb-client-{}", std::process::id());
     let node = Node::start(NodeConfig::new(name, "127.0.0.1:0").cookie(&cluster.cookie)).await?;
-    node.connect(peer).await?;
-    let mut nodes = node.watch_nodes();
-    let seen = tokio::time::timeout(
-        Duration::from_secs(5),
-        nodes.wait_for(|n| n.iter().any(|m| m == target)),
-    )
-    .await;
-    if !matches!(seen, Ok(Ok(_))) {
-        tracing::warn!(%target, "target node not connected after 5 s; calling anyway");
+    if let Err(error) = node.connect(peer).await {
+        node.shutdown().await;
+        return Err(error);
     }
     Ok(node)
+}
+
+/// Starts a client-only balancer `name` with `algorithm` and waits (≤ 5 s) for a member.
+///
+/// Errors: an unknown algorithm, or the balancer's start error.
+pub async fn client_balancer(name: &str, algorithm: &str) -> Result<Balancer, Error> {
+    let config = BalancerConfig::new(name)
+        .algorithm_arc(rpc_load_balancer::algorithm::by_name(algorithm)?)
+        .node_match_list(Vec::<String>::new());
+    let balancer = Balancer::start(config).await?;
+    if load::wait_for_members(&balancer, 1, Duration::from_secs(5))
+        .await
+        .is_err()
+    {
+        tracing::warn!(balancer = %name, "no member after 5 s; calling anyway");
+    }
+    Ok(balancer)
+}
+
+/// Where a call goes.
+enum Target<'a> {
+    Node(&'a Node, &'a str),
+    Balancer(&'a Balancer),
+}
+
+impl Target<'_> {
+    /// Calls `F`; the reply and the node that served it.
+    async fn call<F: RemoteFunction>(
+        &self,
+        args: F::Args,
+        timeout: Duration,
+    ) -> Result<(F::Reply, String), Error> {
+        match self {
+            Target::Node(node, name) => node
+                .call::<F>(*name, args)
+                .timeout(timeout)
+                .await
+                .map(|r| (r, name.to_string())),
+            Target::Balancer(balancer) => balancer
+                .call::<F>(args)
+                .timeout(timeout)
+                .with_node()
+                .await
+                .map(|(r, node): (F::Reply, Arc<str>)| (r, node.to_string())),
+        }
+    }
 }
 
 fn number(function: &str, arg: Option<&str>) -> Result<u64, String> {
@@ -33,33 +78,38 @@ fn number(function: &str, arg: Option<&str>) -> Result<u64, String> {
         .map_err(|e| format!("{function}: {arg:?} is not a number: {e}"))
 }
 
-fn text(arg: Option<&str>) -> String {
-    arg.unwrap_or_default().to_string()
-}
-
-/// Runs one demo-function call; the reply rendered as JSON.
+/// Runs one demo-function call; `Err` is a usage error, `Ok(Err)` the call's error.
 async fn call_demo(
-    node: &Node,
+    target: &Target<'_>,
     args: &CallArgs,
-) -> Result<Result<serde_json::Value, Error>, String> {
-    let target = args.node.as_str();
+) -> Result<Result<(Value, String), Error>, String> {
     let timeout = Duration::from_millis(args.timeout_ms);
     let arg = args.arg.as_deref();
+    let text = || arg.unwrap_or_default().to_string();
+    fn to_json<T: serde::Serialize>(
+        outcome: Result<(T, String), Error>,
+    ) -> Result<(Value, String), Error> {
+        outcome.map(|(reply, node)| (json!(reply), node))
+    }
     Ok(match args.function.as_str() {
-        "echo" => node.call::<Echo>(target, text(arg)).timeout(timeout).await.map(|r| json!(r)),
-        "sleep" => node.call::<Sleep>(target, number("sleep", arg)?).timeout(timeout).await.map(|r| json!(r)),
-        "burn" => node.call::<Burn>(target, number("burn", arg)?).timeout(timeout).await.map(|r| json!(r)),
-        "whoami" => node.call::<Whoami>(target, ()).timeout(timeout).await.map(|r| json!(r)),
-        "fail" => node.call::<Fail>(target, text(arg)).timeout(timeout).await.map(|r| json!(r)),
-        "panic" => node.call::<Panic>(target, text(arg)).timeout(timeout).await.map(|r| json!(r)),
-        "call_whoami" => node.call::<CallWhoami>(target, text(arg)).timeout(timeout).await.map(|r| json!(r)),
-        "blob" => node.call::<Blob>(target, number("blob", arg)?).timeout(timeout).await.map(|r| json!(r.len())),
-        other => return Err(format!("unknown demo function {other:?} (echo, sleep, burn, whoami, fail, panic, blob, call_whoami)")),
+        "echo" => to_json(target.call::<Echo>(text(), timeout).await),
+        "sleep" => to_json(target.call::<Sleep>(number("sleep", arg)?, timeout).await),
+        "burn" => to_json(target.call::<Burn>(number("burn", arg)?, timeout).await),
+        "whoami" => to_json(target.call::<Whoami>((), timeout).await),
+        "fail" => to_json(target.call::<Fail>(text(), timeout).await),
+        "panic" => to_json(target.call::<Panic>(text(), timeout).await),
+        "blob" => to_json(target.call::<Blob>(number("blob", arg)?, timeout).await.map(|(r, n)| (r.len(), n))),
+        "call_whoami" => to_json(target.call::<CallWhoami>(text(), timeout).await),
+        other => {
+            return Err(format!(
+                "unknown demo function {other:?} (echo, sleep, burn, whoami, fail, panic, blob, call_whoami)"
+            ))
+        }
     })
 }
 
 /// The JSON form of an error: `{"kind","code","message","node"}`.
-pub fn error_json(error: &Error) -> serde_json::Value {
+pub fn error_json(error: &Error) -> Value {
     json!({
         "kind": error.kind(),
         "code": error.code().as_str(),
@@ -71,9 +121,28 @@ pub fn error_json(error: &Error) -> serde_json::Value {
 /// `rpclb call`: exit status 0 with the reply, 1 with the error kind on failure, 2 on usage
 /// errors.
 pub async fn call(args: CallArgs) -> CmdResult<i32> {
-    let node = join(&args.cluster, &args.peer, &args.node).await?;
+    let node = join_cluster(&args.cluster, &args.peer).await?;
+    let balancer = match &args.balancer {
+        Some(name) => Some(client_balancer(name, "random").await?),
+        None => None,
+    };
+    let target = match (&balancer, &args.node) {
+        (Some(balancer), _) => Target::Balancer(balancer),
+        (None, Some(name)) => {
+            let mut nodes = node.watch_nodes();
+            let _ =
+                tokio::time::timeout(Duration::from_secs(5), nodes.wait_for(|n| n.contains(name)))
+                    .await;
+            Target::Node(&node, name)
+        }
+        (None, None) => {
+            eprintln!("error: give --node NAME or --balancer NAME");
+            node.shutdown().await;
+            return Ok(2);
+        }
+    };
     let started = Instant::now();
-    let outcome = call_demo(&node, &args).await;
+    let outcome = call_demo(&target, &args).await;
     let latency_us = started.elapsed().as_micros() as u64;
     node.shutdown().await;
     match outcome {
@@ -81,12 +150,10 @@ pub async fn call(args: CallArgs) -> CmdResult<i32> {
             eprintln!("error: {usage}");
             Ok(2)
         }
-        Ok(Ok(reply)) => {
+        Ok(Ok((reply, served_by))) => {
             if args.json {
-                println!(
-                    "{}",
-                    json!({"ok": true, "node": args.node, "reply": reply, "latency_us": latency_us})
-                );
+                let line = json!({"ok": true, "node": served_by, "balancer": args.balancer, "reply": reply, "latency_us": latency_us});
+                println!("{line}");
             } else {
                 println!(
                     "{}",
@@ -100,10 +167,9 @@ pub async fn call(args: CallArgs) -> CmdResult<i32> {
         }
         Ok(Err(error)) => {
             if args.json {
-                println!(
-                    "{}",
-                    json!({"ok": false, "node": args.node, "error": error_json(&error), "latency_us": latency_us})
-                );
+                let node = error.node().or(args.node.as_deref());
+                let line = json!({"ok": false, "node": node, "balancer": args.balancer, "error": error_json(&error), "latency_us": latency_us});
+                println!("{line}");
             }
             eprintln!("error: {}: {error}", error.kind());
             Ok(1)
@@ -123,7 +189,13 @@ pub async fn control(args: ControlArgs) -> CmdResult<i32> {
             return Ok(2);
         }
     };
-    let node = join(&args.cluster, &args.peer, &args.node).await?;
+    let node = join_cluster(&args.cluster, &args.peer).await?;
+    let mut nodes = node.watch_nodes();
+    let _ = tokio::time::timeout(
+        Duration::from_secs(5),
+        nodes.wait_for(|n| n.contains(&args.node)),
+    )
+    .await;
     let outcome = node.control(&args.node, request).await;
     node.shutdown().await;
     match outcome {
@@ -160,4 +232,53 @@ pub async fn control(args: ControlArgs) -> CmdResult<i32> {
             Ok(1)
         }
     }
+}
+
+/// `rpclb load`: exit status 0 when every call succeeded, 1 otherwise, 2 on usage errors.
+pub async fn load(args: LoadArgs) -> CmdResult<i32> {
+    let call = match load::DemoCall::parse(&args.function, args.arg.as_deref()) {
+        Ok(call) => call,
+        Err(usage) => {
+            eprintln!("error: {usage}");
+            return Ok(2);
+        }
+    };
+    let amount = match (args.calls, args.duration) {
+        (Some(calls), _) => load::Amount::Calls(calls),
+        (None, Some(secs)) if secs.is_finite() && secs > 0.0 => {
+            load::Amount::Duration(Duration::from_secs_f64(secs))
+        }
+        _ => {
+            eprintln!("error: give --calls N or --duration SECS (> 0)");
+            return Ok(2);
+        }
+    };
+    let node = join_cluster(&args.cluster, &args.peer).await?;
+    let balancer = match client_balancer(&args.balancer, &args.algorithm).await {
+        Ok(balancer) => balancer,
+        Err(error) => {
+            node.shutdown().await;
+            return Err(error.into());
+        }
+    };
+    let timeout = Duration::from_millis(args.shape.timeout_ms);
+    let report = load::run(
+        &balancer,
+        &call,
+        amount,
+        args.shape.concurrency,
+        timeout,
+        !args.shape.json,
+    )
+    .await;
+    node.shutdown().await;
+    if args.shape.json {
+        let mut value = report.to_json();
+        value["balancer"] = json!(args.balancer);
+        value["concurrency"] = json!(args.shape.concurrency);
+        println!("{value}");
+    } else {
+        println!("{}", report.to_table());
+    }
+    Ok(if report.error_count() > 0 { 1 } else { 0 })
 }

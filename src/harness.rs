@@ -116,7 +116,7 @@ impl NodeSpec {
             .stderr(Stdio::inherit())
             .kill_on_drop(true);
         if std::env::var_os("RUST_LOG").is_none() {
-            command.env("RUST_LOG", "warn");
+            command.env("RUST_LOG", crate::DEFAULT_LOG_FILTER);
         }
         let mut child = command.spawn().map_err(|source| HarnessError::Spawn {
             bin: bin.display().to_string(),

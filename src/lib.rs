@@ -4,9 +4,15 @@
 
 pub mod cli;
 pub mod client_cmd;
+pub mod demo_cmd;
 pub mod functions;
 pub mod harness;
+pub mod load;
 pub mod node_cmd;
 
 /// Result of a command body: any error, boxed.
 pub type CmdResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// The log filter when `RUST_LOG` is unset: warnings, without ractor_cluster's per-actor
+/// session notices (each remote actor's exit is logged at WARN there).
+pub const DEFAULT_LOG_FILTER: &str = "warn,ractor_cluster::node::node_session=error";

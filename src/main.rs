@@ -8,7 +8,8 @@ fn main() {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
+            EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| EnvFilter::new(rpclb::DEFAULT_LOG_FILTER)),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -26,7 +27,9 @@ fn main() {
     let outcome = runtime.block_on(async move {
         match cli.command {
             Command::Node(args) => rpclb::node_cmd::run(args).await.map(|()| 0),
+            Command::Demo(args) => rpclb::demo_cmd::run(args).await,
             Command::Call(args) => rpclb::client_cmd::call(args).await,
+            Command::Load(args) => rpclb::client_cmd::load(args).await,
             Command::Control(args) => rpclb::client_cmd::control(args).await,
         }
     });

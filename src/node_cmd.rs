@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use rpc_load_balancer::{Node, NodeConfig, NodeEvent};
+use rpc_load_balancer::{Balancer, BalancerConfig, Node, NodeConfig, NodeEvent};
 use serde_json::json;
 use tokio::io::AsyncReadExt;
 
@@ -25,12 +25,18 @@ pub async fn run(args: NodeArgs) -> CmdResult {
     }
     let node = Node::start(config).await?;
     functions::register_all(&node, Duration::from_millis(args.delay_ms))?;
+    let algorithm = rpc_load_balancer::algorithm::by_name(&args.algorithm)?;
+    for name in &args.balancers {
+        let config = BalancerConfig::new(name).algorithm_arc(std::sync::Arc::clone(&algorithm));
+        Balancer::start(config).await?;
+    }
     let mut events = node.events();
     emit(json!({
         "event": "ready",
         "node": node.name(),
         "listen": node.listen_addr(),
         "pid": std::process::id(),
+        "balancers": args.balancers,
     }));
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;

@@ -92,7 +92,7 @@ pub(crate) async fn call_endpoint<F: RemoteFunction>(
     let bytes = encode::<F>(shared, balancer, &args, timeout)?;
     drop(args);
     let span = tracing::debug_span!("rpc_load_balancer.call", function = F::NAME, node);
-    let outcome = send_call(&endpoint, RpcMessage::Call, bytes, timeout)
+    let outcome = send_call(endpoint, RpcMessage::Call, bytes, timeout)
         .instrument(span)
         .await;
     let reply = outcome_to_reply(node, timeout, outcome)?;
@@ -141,7 +141,10 @@ pub(crate) async fn call_local<F: RemoteFunction>(
     match tokio::time::timeout(timeout, task).await {
         Err(_elapsed) => {
             abort.abort();
-            Err(Error::RequestTimeout { node: node(), timeout })
+            Err(Error::RequestTimeout {
+                node: node(),
+                timeout,
+            })
         }
         Ok(Err(join_error)) if join_error.is_panic() => {
             let message = crate::endpoint::panic_message(join_error.into_panic().as_ref());
@@ -221,11 +224,14 @@ pub(crate) async fn send_encoded<F: RemoteFunction>(
     timeout: Duration,
 ) -> Sent<F::Reply> {
     let span = tracing::debug_span!("rpc_load_balancer.call", function = F::NAME, node);
-    let outcome = send_call(actor, RpcMessage::Call, bytes, timeout).instrument(span).await;
+    let outcome = send_call(actor, RpcMessage::Call, bytes, timeout)
+        .instrument(span)
+        .await;
     match outcome {
         Err(MessagingErr::SendErr(RpcMessage::Call(bytes, _))) => Sent::NotSent(bytes),
         outcome => Sent::Replied(
-            outcome_to_reply(node, timeout, outcome).and_then(|reply| decode_reply::<F::Reply>(node, F::NAME, &reply)),
+            outcome_to_reply(node, timeout, outcome)
+                .and_then(|reply| decode_reply::<F::Reply>(node, F::NAME, &reply)),
         ),
     }
 }

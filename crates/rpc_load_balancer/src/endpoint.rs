@@ -157,7 +157,10 @@ pub(crate) async fn serve_control(shared: &Arc<NodeShared>, bytes: &[u8]) -> Vec
 }
 
 /// Carries out one control request.
-async fn admin(shared: &Arc<NodeShared>, request: ControlRequest) -> Result<ControlReply, crate::Error> {
+async fn admin(
+    shared: &Arc<NodeShared>,
+    request: ControlRequest,
+) -> Result<ControlReply, crate::Error> {
     Ok(match request {
         ControlRequest::Ping => ControlReply::Pong {
             node: shared.name.clone(),
@@ -169,12 +172,19 @@ async fn admin(shared: &Arc<NodeShared>, request: ControlRequest) -> Result<Cont
             served_in_flight: shared.served.in_flight.load(Ordering::Relaxed),
             served_total: shared.served.total.load(Ordering::Relaxed),
         },
-        ControlRequest::ConnectionOf(name) => ControlReply::ConnectionOf(shared.connection_of(&name)),
+        ControlRequest::ConnectionOf(name) => {
+            ControlReply::ConnectionOf(shared.connection_of(&name))
+        }
         ControlRequest::Members(name) => {
             ControlReply::Members(shared.balancer(&name).ok().map(|b| b.members().nodes()))
         }
-        ControlRequest::StartBalancer { name, algorithm, node_match_list } => {
-            let mut config = BalancerConfig::new(name).algorithm_arc(crate::algorithm::by_name(&algorithm)?);
+        ControlRequest::StartBalancer {
+            name,
+            algorithm,
+            node_match_list,
+        } => {
+            let mut config =
+                BalancerConfig::new(name).algorithm_arc(crate::algorithm::by_name(&algorithm)?);
             if let Some(patterns) = node_match_list {
                 config = config.node_match_list(patterns);
             }

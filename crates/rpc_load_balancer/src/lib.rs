@@ -58,7 +58,9 @@ mod node;
 mod wire;
 
 pub use algorithm::{Random, RoundRobin, SelectionAlgorithm, SelectionRequest};
-pub use balancer::{BalancedCall, BalancedCast, Balancer, BalancerConfig, Member, Members, SelectionGuard};
+pub use balancer::{
+    BalancedCall, BalancedCast, Balancer, BalancerConfig, Member, Members, SelectionGuard,
+};
 pub use call::Call;
 pub use control::{ControlReply, ControlRequest};
 pub use error::{Error, ErrorCode, PayloadDirection, RemoteFailure, Unavailable};

@@ -61,7 +61,8 @@ pub struct NodeChange<'a> {
 }
 
 /// Spawns one child actor linked to the balancer's supervisor (given as the argument).
-pub type SpawnChild = Arc<dyn Fn(ActorCell) -> BoxFuture<'static, Result<ActorCell, SpawnErr>> + Send + Sync>;
+pub type SpawnChild =
+    Arc<dyn Fn(ActorCell) -> BoxFuture<'static, Result<ActorCell, SpawnErr>> + Send + Sync>;
 
 /// An actor an algorithm needs beside the balancer (e.g. LeastCpu's poller). The balancer's
 /// supervisor starts it before the LoadBalancer and restarts it alone, with backoff, when it
@@ -76,7 +77,9 @@ pub struct AlgorithmChild {
 
 impl std::fmt::Debug for AlgorithmChild {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AlgorithmChild").field("name", &self.name).finish_non_exhaustive()
+        f.debug_struct("AlgorithmChild")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
     }
 }
 
@@ -97,7 +100,11 @@ pub trait SelectionAlgorithm: Send + Sync + 'static {
     /// Picks one of `members` (never empty) and returns its index.
     ///
     /// Errors: a typed error when no member can be picked (e.g. all weigh 0).
-    fn choose_from_nodes(&self, members: &[Member], request: &SelectionRequest<'_>) -> Result<usize, Error>;
+    fn choose_from_nodes(
+        &self,
+        members: &[Member],
+        request: &SelectionRequest<'_>,
+    ) -> Result<usize, Error>;
 
     /// Picks `min(count, members.len())` distinct members; indices into `members`, the
     /// preferred one first. Default: distinct members uniformly at random.
@@ -160,7 +167,10 @@ pub fn by_name(name: &str) -> Result<Arc<dyn SelectionAlgorithm>, Error> {
         "round_robin" => Ok(Arc::new(RoundRobin::new())),
         other => Err(Error::InvalidConfig {
             option: "algorithm",
-            reason: format!("unknown algorithm {other:?}; known: {}", BUILT_IN.join(", ")),
+            reason: format!(
+                "unknown algorithm {other:?}; known: {}",
+                BUILT_IN.join(", ")
+            ),
         }),
     }
 }

@@ -26,7 +26,9 @@ impl Random {
 
     /// A reproducible sequence from `seed` (SplitMix64 over a shared counter).
     pub fn seeded(seed: u64) -> Self {
-        Self { seed: Some(AtomicU64::new(seed)) }
+        Self {
+            seed: Some(AtomicU64::new(seed)),
+        }
     }
 
     fn below(&self, n: usize) -> usize {
@@ -54,7 +56,11 @@ impl SelectionAlgorithm for Random {
         "random"
     }
 
-    fn choose_from_nodes(&self, members: &[Member], _request: &SelectionRequest<'_>) -> Result<usize, Error> {
+    fn choose_from_nodes(
+        &self,
+        members: &[Member],
+        _request: &SelectionRequest<'_>,
+    ) -> Result<usize, Error> {
         Ok(self.below(members.len()))
     }
 }

@@ -26,7 +26,9 @@ impl RoundRobin {
 
     /// Round robin whose first pick is position `offset` (modulo the member count); for tests.
     pub fn starting_at(offset: usize) -> Self {
-        Self { next: AtomicUsize::new(offset) }
+        Self {
+            next: AtomicUsize::new(offset),
+        }
     }
 }
 
@@ -41,7 +43,11 @@ impl SelectionAlgorithm for RoundRobin {
         "round_robin"
     }
 
-    fn choose_from_nodes(&self, members: &[Member], _request: &SelectionRequest<'_>) -> Result<usize, Error> {
+    fn choose_from_nodes(
+        &self,
+        members: &[Member],
+        _request: &SelectionRequest<'_>,
+    ) -> Result<usize, Error> {
         // Wrapping at usize::MAX skews one cycle by at most one position.
         Ok(self.next.fetch_add(1, Ordering::Relaxed) % members.len())
     }

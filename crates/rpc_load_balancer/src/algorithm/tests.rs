@@ -18,17 +18,24 @@ impl Actor for Idle {
 
 async fn members(nodes: &[&str]) -> Vec<Member> {
     let (actor, _) = Actor::spawn(None, Idle, ()).await.unwrap();
-    nodes.iter().map(|n| Member::for_test(n, actor.clone())).collect()
+    nodes
+        .iter()
+        .map(|n| Member::for_test(n, actor.clone()))
+        .collect()
 }
 
-const REQUEST: SelectionRequest<'static> = SelectionRequest { balancer: "b", key: None };
+const REQUEST: SelectionRequest<'static> = SelectionRequest {
+    balancer: "b",
+    key: None,
+};
 
 #[tokio::test]
 async fn round_robin_cycles_members_in_order() {
     let list = members(&["a", "b", "c"]).await;
     let rr = RoundRobin::starting_at(0);
-    let picks: Vec<&str> =
-        (0..7).map(|_| list[rr.choose_from_nodes(&list, &REQUEST).unwrap()].node()).collect();
+    let picks: Vec<&str> = (0..7)
+        .map(|_| list[rr.choose_from_nodes(&list, &REQUEST).unwrap()].node())
+        .collect();
     assert_eq!(picks, ["a", "b", "c", "a", "b", "c", "a"]);
     let one = &list[..1];
     assert_eq!(rr.choose_from_nodes(one, &REQUEST).unwrap(), 0);
@@ -37,9 +44,17 @@ async fn round_robin_cycles_members_in_order() {
 #[tokio::test]
 async fn round_robin_starts_at_random_offsets() {
     let list = members(&["a", "b", "c", "d", "e", "f", "g", "h"]).await;
-    let firsts: std::collections::HashSet<usize> =
-        (0..50).map(|_| RoundRobin::new().choose_from_nodes(&list, &REQUEST).unwrap()).collect();
-    assert!(firsts.len() > 1, "every selector started at the same member");
+    let firsts: std::collections::HashSet<usize> = (0..50)
+        .map(|_| {
+            RoundRobin::new()
+                .choose_from_nodes(&list, &REQUEST)
+                .unwrap()
+        })
+        .collect();
+    assert!(
+        firsts.len() > 1,
+        "every selector started at the same member"
+    );
 }
 
 #[tokio::test]
@@ -56,12 +71,18 @@ async fn seeded_random_is_reproducible_and_uniform_enough() {
     let list = members(&["a", "b", "c", "d"]).await;
     let one = Random::seeded(7);
     let two = Random::seeded(7);
-    let a: Vec<usize> = (0..100).map(|_| one.choose_from_nodes(&list, &REQUEST).unwrap()).collect();
-    let b: Vec<usize> = (0..100).map(|_| two.choose_from_nodes(&list, &REQUEST).unwrap()).collect();
+    let a: Vec<usize> = (0..100)
+        .map(|_| one.choose_from_nodes(&list, &REQUEST).unwrap())
+        .collect();
+    let b: Vec<usize> = (0..100)
+        .map(|_| two.choose_from_nodes(&list, &REQUEST).unwrap())
+        .collect();
     assert_eq!(a, b);
     let mut counts: HashMap<usize, usize> = HashMap::new();
     for _ in 0..8000 {
-        *counts.entry(one.choose_from_nodes(&list, &REQUEST).unwrap()).or_default() += 1;
+        *counts
+            .entry(one.choose_from_nodes(&list, &REQUEST).unwrap())
+            .or_default() += 1;
     }
     for i in 0..4 {
         let share = counts[&i] as f64 / 8000.0;
@@ -89,7 +110,10 @@ fn built_in_algorithms_by_name() {
         assert_eq!(by_name(name).unwrap().name(), *name);
     }
     match by_name("fastest") {
-        Err(Error::InvalidConfig { option: "algorithm", reason }) => assert!(reason.contains("round_robin")),
+        Err(Error::InvalidConfig {
+            option: "algorithm",
+            reason,
+        }) => assert!(reason.contains("round_robin")),
         other => panic!("{:?}", other.map(|a| a.name())),
     }
 }

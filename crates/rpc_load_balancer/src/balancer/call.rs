@@ -25,7 +25,13 @@ pub struct BalancedCall<F: RemoteFunction> {
 
 impl<F: RemoteFunction> BalancedCall<F> {
     pub(crate) fn new(balancer: Balancer, args: F::Args) -> Self {
-        Self { balancer, args, key: None, timeout: None, function: PhantomData }
+        Self {
+            balancer,
+            args,
+            key: None,
+            timeout: None,
+            function: PhantomData,
+        }
     }
 
     /// The routing key, as bytes (used by key-aware algorithms such as HashRing).
@@ -47,12 +53,31 @@ impl<F: RemoteFunction> IntoFuture for BalancedCall<F> {
     type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(async move {
+        Box::pin(async move { self.run().await.map(|(reply, _node)| reply) })
+    }
+}
+
+impl<F: RemoteFunction> BalancedCall<F> {
+    /// Runs the call and also returns the node that served it.
+    ///
+    /// Errors: as awaiting the call.
+    pub async fn with_node(self) -> Result<(F::Reply, Arc<str>), Error> {
+        self.run().await
+    }
+
+    async fn run(self) -> Result<(F::Reply, Arc<str>), Error> {
+        {
             let shared = Arc::clone(self.balancer.shared());
             let node = &shared.node;
-            let timeout = self.timeout.or(shared.config.call_timeout).unwrap_or(node.call_timeout);
+            let timeout = self
+                .timeout
+                .or(shared.config.call_timeout)
+                .unwrap_or(node.call_timeout);
             if shared.config.algorithm.is_local() {
-                return call::call::<F>(node, &node.name.clone(), self.args, timeout).await;
+                let here: Arc<str> = Arc::from(node.name.as_str());
+                return call::call::<F>(node, &here, self.args, timeout)
+                    .await
+                    .map(|r| (r, here));
             }
             let key = self.key.as_deref();
             let mut encoded = None;
@@ -63,7 +88,8 @@ impl<F: RemoteFunction> IntoFuture for BalancedCall<F> {
                 let member = guard.member();
                 if member.is_local() {
                     if let Some(function) = node.registry.get_typed::<F>() {
-                        return call::call_local(node, function, self.args, timeout).await;
+                        let served = call::call_local(node, function, self.args, timeout).await;
+                        return served.map(|reply| (reply, Arc::clone(member.node_arc())));
                     }
                 }
                 let bytes = match encoded.take() {
@@ -71,7 +97,9 @@ impl<F: RemoteFunction> IntoFuture for BalancedCall<F> {
                     None => call::encode::<F>(node, Some(&shared.name), &self.args, timeout)?,
                 };
                 match call::send_encoded::<F>(member.actor(), member.node(), bytes, timeout).await {
-                    Sent::Replied(result) => return result,
+                    Sent::Replied(result) => {
+                        return result.map(|reply| (reply, Arc::clone(member.node_arc())))
+                    }
                     Sent::NotSent(bytes) if exclude.is_none() => {
                         // The member went away before the call left: pick another, once.
                         exclude = Some(Arc::clone(member.node_arc()));
@@ -85,7 +113,7 @@ impl<F: RemoteFunction> IntoFuture for BalancedCall<F> {
                     }
                 }
             }
-        })
+        }
     }
 }
 
@@ -100,7 +128,12 @@ pub struct BalancedCast<F: RemoteFunction> {
 
 impl<F: RemoteFunction> BalancedCast<F> {
     pub(crate) fn new(balancer: Balancer, args: F::Args) -> Self {
-        Self { balancer, args, key: None, function: PhantomData }
+        Self {
+            balancer,
+            args,
+            key: None,
+            function: PhantomData,
+        }
     }
 
     /// The routing key, as bytes.
@@ -127,8 +160,17 @@ impl<F: RemoteFunction> IntoFuture for BalancedCast<F> {
                 let member = shared.choose(key, exclude.as_deref())?;
                 let guard = SelectionGuard::new(Arc::clone(&shared), member);
                 let member = guard.member();
-                match call::cast_endpoint::<F>(node, member.actor(), member.node(), Some(&shared.name), &self.args) {
-                    Err(Error::ServiceUnavailable { reason: Unavailable::Disconnected, .. }) if exclude.is_none() => {
+                match call::cast_endpoint::<F>(
+                    node,
+                    member.actor(),
+                    member.node(),
+                    Some(&shared.name),
+                    &self.args,
+                ) {
+                    Err(Error::ServiceUnavailable {
+                        reason: Unavailable::Disconnected,
+                        ..
+                    }) if exclude.is_none() => {
                         exclude = Some(Arc::clone(member.node_arc()));
                     }
                     other => return other,

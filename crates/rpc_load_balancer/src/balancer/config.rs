@@ -97,12 +97,18 @@ impl BalancerConfig {
         if self.name.is_empty() || self.name.starts_with('@') || self.name.contains(['/', ' ']) {
             return invalid(
                 "name",
-                format!("{:?} must be non-empty, not start with '@', without '/' or spaces", self.name),
+                format!(
+                    "{:?} must be non-empty, not start with '@', without '/' or spaces",
+                    self.name
+                ),
             );
         }
         if let Some(patterns) = &self.node_match_list {
             if patterns.iter().any(String::is_empty) {
-                return invalid("node_match_list", "an empty pattern would match every node".into());
+                return invalid(
+                    "node_match_list",
+                    "an empty pattern would match every node".into(),
+                );
             }
         }
         if self.call_timeout.is_some_and(|t| t.is_zero()) {
@@ -129,8 +135,14 @@ mod tests {
             (BalancerConfig::new(""), "name"),
             (BalancerConfig::new("@endpoints"), "name"),
             (BalancerConfig::new("a/b"), "name"),
-            (BalancerConfig::new("b").node_match_list([""]), "node_match_list"),
-            (BalancerConfig::new("b").call_timeout(Duration::ZERO), "call_timeout"),
+            (
+                BalancerConfig::new("b").node_match_list([""]),
+                "node_match_list",
+            ),
+            (
+                BalancerConfig::new("b").call_timeout(Duration::ZERO),
+                "call_timeout",
+            ),
         ] {
             match config.validate() {
                 Err(Error::InvalidConfig { option: named, .. }) => assert_eq!(named, option),

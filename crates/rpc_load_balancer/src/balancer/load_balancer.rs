@@ -31,7 +31,11 @@ impl Actor for LoadBalancer {
     ) -> Result<Arc<BalancerShared>, ActorProcessingErr> {
         ractor::pg::monitor_scope(SCOPE.to_string(), myself.get_cell());
         if shared.member {
-            ractor::pg::join_scoped(SCOPE.to_string(), shared.name.clone(), vec![myself.get_cell()]);
+            ractor::pg::join_scoped(
+                SCOPE.to_string(),
+                shared.name.clone(),
+                vec![myself.get_cell()],
+            );
         }
         shared.refresh();
         Ok(shared)
@@ -77,7 +81,8 @@ impl Actor for LoadBalancer {
     ) -> Result<(), ActorProcessingErr> {
         if let SupervisionEvent::ProcessGroupChanged(change) = message {
             let ours = match &change {
-                GroupChangeMessage::Join(scope, group, _) | GroupChangeMessage::Leave(scope, group, _) => {
+                GroupChangeMessage::Join(scope, group, _)
+                | GroupChangeMessage::Leave(scope, group, _) => {
                     scope == SCOPE && *group == shared.name
                 }
             };

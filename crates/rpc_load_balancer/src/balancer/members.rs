@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use ractor::{ActorCell, ActorRef};
+use ractor::{ActorCell, ActorId, ActorRef};
 
 use crate::wire::RpcMessage;
 
@@ -37,6 +37,12 @@ impl Member {
         self.local
     }
 
+    /// The id of the actor serving the balancer on that node (it changes when that actor is
+    /// restarted).
+    pub fn id(&self) -> ActorId {
+        self.actor.get_id()
+    }
+
     pub(crate) fn actor(&self) -> &ActorRef<RpcMessage> {
         &self.actor
     }
@@ -44,22 +50,36 @@ impl Member {
     /// A member from a pg cell of `balancer`'s group, if its name is a member name.
     pub(crate) fn from_cell(balancer: &str, cell: &ActorCell) -> Option<Member> {
         let name = cell.get_name()?;
-        let node = name.strip_prefix("rpc_load_balancer/")?.strip_prefix(balancer)?.strip_prefix('/')?;
+        let node = name
+            .strip_prefix("rpc_load_balancer/")?
+            .strip_prefix(balancer)?
+            .strip_prefix('/')?;
         if node.is_empty() {
             return None;
         }
-        Some(Member { node: Arc::from(node), actor: ActorRef::from(cell.clone()), local: cell.get_id().is_local() })
+        Some(Member {
+            node: Arc::from(node),
+            actor: ActorRef::from(cell.clone()),
+            local: cell.get_id().is_local(),
+        })
     }
 
     #[cfg(test)]
     pub(crate) fn for_test(node: &str, actor: ActorRef<RpcMessage>) -> Member {
-        Member { node: Arc::from(node), actor, local: false }
+        Member {
+            node: Arc::from(node),
+            actor,
+            local: false,
+        }
     }
 }
 
 impl std::fmt::Debug for Member {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Member").field("node", &self.node).field("local", &self.local).finish()
+        f.debug_struct("Member")
+            .field("node", &self.node)
+            .field("local", &self.local)
+            .finish()
     }
 }
 
@@ -74,7 +94,10 @@ impl Members {
     /// Builds a snapshot from pg cells: keeps member actors, one per node (a local one wins,
     /// else the first), sorted by node name.
     pub(crate) fn from_cells(balancer: &str, version: u64, cells: &[ActorCell]) -> Members {
-        let mut members: Vec<Member> = cells.iter().filter_map(|c| Member::from_cell(balancer, c)).collect();
+        let mut members: Vec<Member> = cells
+            .iter()
+            .filter_map(|c| Member::from_cell(balancer, c))
+            .collect();
         members.sort_by(|a, b| a.node.cmp(&b.node).then(b.local.cmp(&a.local)));
         members.dedup_by(|later, first| later.node == first.node);
         Members { version, members }
@@ -103,6 +126,11 @@ impl Members {
     /// Increases by one with every snapshot the balancer publishes.
     pub fn version(&self) -> u64 {
         self.version
+    }
+
+    /// The member on `node`, if any.
+    pub fn get(&self, node: &str) -> Option<&Member> {
+        self.members.iter().find(|m| &*m.node == node)
     }
 
     /// Whether `node` is a member.

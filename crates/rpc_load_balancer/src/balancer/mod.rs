@@ -6,7 +6,7 @@
 //! group (scope `rpc_load_balancer`, group = the balancer's name), kept as a sorted,
 //! deduplicated snapshot that callers read without locks.
 //!
-//! Per balancer and node there are two actors: a [`BalancerSupervisor`](supervisor) and, under
+//! Per balancer and node there are two actors: a BalancerSupervisor and, under
 //! it, the LoadBalancer, which joins the group, watches it and serves routed calls. Start one
 //! with [`Balancer::start`] or, inside a supervision tree, [`Balancer::spawn_linked`].
 //!
@@ -97,7 +97,10 @@ impl Balancer {
     /// it gracefully.
     ///
     /// Errors: as [`Balancer::start`].
-    pub async fn spawn_linked(config: BalancerConfig, supervisor: ActorCell) -> Result<Balancer, Error> {
+    pub async fn spawn_linked(
+        config: BalancerConfig,
+        supervisor: ActorCell,
+    ) -> Result<Balancer, Error> {
         let node = Node::current().ok_or(Error::NodeNotRunning)?;
         Self::start_on(node.shared(), config, Some(supervisor)).await
     }
@@ -114,7 +117,10 @@ impl Balancer {
         let shared = Arc::new(BalancerShared::new(config, Arc::clone(&node)));
         let actor_name = Some(format!("rpc_load_balancer/@balancer/{name}"));
         let spawned = match parent {
-            Some(parent) => Actor::spawn_linked(actor_name, BalancerSupervisor, Arc::clone(&shared), parent).await,
+            Some(parent) => {
+                Actor::spawn_linked(actor_name, BalancerSupervisor, Arc::clone(&shared), parent)
+                    .await
+            }
             None => Actor::spawn(actor_name, BalancerSupervisor, Arc::clone(&shared)).await,
         };
         match spawned {
@@ -126,7 +132,9 @@ impl Balancer {
             }
             Err(error) => {
                 node.release_balancer(&name);
-                Err(Error::Startup { reason: format!("balancer {name}: {error}") })
+                Err(Error::Startup {
+                    reason: format!("balancer {name}: {error}"),
+                })
             }
         }
     }
@@ -144,6 +152,11 @@ impl Balancer {
         &self.shared.name
     }
 
+    /// The name of the balancer's selection algorithm.
+    pub fn algorithm_name(&self) -> &'static str {
+        self.shared.config.algorithm.name()
+    }
+
     /// Whether this node is a member (matches `node_match_list`).
     pub fn is_member(&self) -> bool {
         self.shared.member
@@ -156,7 +169,10 @@ impl Balancer {
 
     /// Whether the balancer's actors are still running.
     pub fn is_running(&self) -> bool {
-        matches!(self.supervisor.get_status(), ractor::ActorStatus::Running | ractor::ActorStatus::Starting)
+        matches!(
+            self.supervisor.get_status(),
+            ractor::ActorStatus::Running | ractor::ActorStatus::Starting
+        )
     }
 
     /// The current members (sorted by node name, one per node).
@@ -204,7 +220,13 @@ impl Balancer {
             return;
         }
         self.shared.node.release_balancer(&self.shared.name);
-        let _ = self.supervisor.stop_and_wait(Some("balancer stopped".into()), Some(Duration::from_secs(5))).await;
+        let _ = self
+            .supervisor
+            .stop_and_wait(
+                Some("balancer stopped".into()),
+                Some(Duration::from_secs(5)),
+            )
+            .await;
         tracing::info!(balancer = %self.shared.name, "balancer stopped");
     }
 
@@ -238,7 +260,9 @@ impl SelectionGuard {
 
 impl std::fmt::Debug for SelectionGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SelectionGuard").field("node", &self.member.node()).finish()
+        f.debug_struct("SelectionGuard")
+            .field("node", &self.member.node())
+            .finish()
     }
 }
 

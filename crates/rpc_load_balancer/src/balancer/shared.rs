@@ -72,15 +72,23 @@ impl BalancerShared {
             .filter(|m| !after.contains(m.node()))
             .map(|m| Arc::clone(m.node_arc()))
             .collect();
-        if joined.is_empty() && left.is_empty() && version > 1 {
+        let same_actors = previous.len() == next.len()
+            && previous
+                .as_slice()
+                .iter()
+                .zip(next.as_slice())
+                .all(|(a, b)| a.id() == b.id());
+        if same_actors && version > 1 {
             return;
         }
-        self.config.algorithm.on_node_change(&NodeChange {
-            balancer: &self.name,
-            joined: &joined,
-            left: &left,
-            members: next.as_slice(),
-        });
+        if !joined.is_empty() || !left.is_empty() || version == 1 {
+            self.config.algorithm.on_node_change(&NodeChange {
+                balancer: &self.name,
+                joined: &joined,
+                left: &left,
+                members: next.as_slice(),
+            });
+        }
         tracing::debug!(balancer = %self.name, members = next.len(), ?joined, ?left, "members changed");
         let next = Arc::new(next);
         self.members.store(Arc::clone(&next));
@@ -88,26 +96,42 @@ impl BalancerShared {
     }
 
     /// Picks a member for a call, skipping `exclude` (a member a send just failed to reach).
-    pub(crate) fn choose(&self, key: Option<&[u8]>, exclude: Option<&str>) -> Result<Member, Error> {
+    pub(crate) fn choose(
+        &self,
+        key: Option<&[u8]>,
+        exclude: Option<&str>,
+    ) -> Result<Member, Error> {
         let snapshot = self.members.load();
-        let request = SelectionRequest { balancer: &self.name, key };
+        let request = SelectionRequest {
+            balancer: &self.name,
+            key,
+        };
         let pick = |list: &[Member]| -> Result<Member, Error> {
             if list.is_empty() {
-                return Err(Error::NoMembers { balancer: self.name.clone() });
+                return Err(Error::NoMembers {
+                    balancer: self.name.clone(),
+                });
             }
             let index = self.config.algorithm.choose_from_nodes(list, &request)?;
-            list.get(index).cloned().ok_or_else(|| Error::InvalidConfig {
-                option: "algorithm",
-                reason: format!(
-                    "{} chose member {index} of {}",
-                    self.config.algorithm.name(),
-                    list.len()
-                ),
-            })
+            list.get(index)
+                .cloned()
+                .ok_or_else(|| Error::InvalidConfig {
+                    option: "algorithm",
+                    reason: format!(
+                        "{} chose member {index} of {}",
+                        self.config.algorithm.name(),
+                        list.len()
+                    ),
+                })
         };
         match exclude {
             Some(node) if snapshot.contains(node) => {
-                let rest: Vec<Member> = snapshot.as_slice().iter().filter(|m| m.node() != node).cloned().collect();
+                let rest: Vec<Member> = snapshot
+                    .as_slice()
+                    .iter()
+                    .filter(|m| m.node() != node)
+                    .cloned()
+                    .collect();
                 pick(&rest)
             }
             _ => pick(snapshot.as_slice()),

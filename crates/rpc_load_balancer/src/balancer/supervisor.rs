@@ -25,7 +25,7 @@ pub(crate) const MAX_RESTARTS: usize = 10;
 /// The window of [`MAX_RESTARTS`].
 pub(crate) const RESTART_WINDOW: Duration = Duration::from_secs(10);
 
-/// Messages of the [`BalancerSupervisor`].
+/// Messages of a balancer's supervisor actor (see [`Balancer::actor`](crate::Balancer::actor)).
 #[derive(ractor_cluster::RactorMessage)]
 pub enum SupervisorMsg {
     /// Start the LoadBalancer again (after a failed restart attempt).
@@ -63,7 +63,8 @@ async fn spawn_load_balancer(
     supervisor: ActorCell,
 ) -> Result<ActorRef<RpcMessage>, ractor::SpawnErr> {
     let name = member_name(&shared.name, &shared.node.name);
-    let (actor, _) = Actor::spawn_linked(Some(name), LoadBalancer, Arc::clone(shared), supervisor).await?;
+    let (actor, _) =
+        Actor::spawn_linked(Some(name), LoadBalancer, Arc::clone(shared), supervisor).await?;
     Ok(actor)
 }
 
@@ -78,19 +79,36 @@ impl Actor for BalancerSupervisor {
         shared: Arc<BalancerShared>,
     ) -> Result<SupervisorState, ActorProcessingErr> {
         let mut children = Vec::new();
-        for (index, spec) in shared.config.algorithm.children(&shared.name).into_iter().enumerate() {
+        for (index, spec) in shared
+            .config
+            .algorithm
+            .children(&shared.name)
+            .into_iter()
+            .enumerate()
+        {
             let cell = match (spec.spawn)(myself.get_cell()).await {
                 Ok(cell) => Some(cell),
                 Err(error) => {
                     tracing::warn!(balancer = %shared.name, child = %spec.name, %error, "algorithm child failed to start");
-                    myself.send_after(Duration::from_millis(100), move || SupervisorMsg::RestartChild(index));
+                    myself.send_after(Duration::from_millis(100), move || {
+                        SupervisorMsg::RestartChild(index)
+                    });
                     None
                 }
             };
-            children.push(Child { spec, cell, backoff: Duration::from_millis(100) });
+            children.push(Child {
+                spec,
+                cell,
+                backoff: Duration::from_millis(100),
+            });
         }
         let load_balancer = spawn_load_balancer(&shared, myself.get_cell()).await?;
-        Ok(SupervisorState { shared, load_balancer: Some(load_balancer), restarts: VecDeque::new(), children })
+        Ok(SupervisorState {
+            shared,
+            load_balancer: Some(load_balancer),
+            restarts: VecDeque::new(),
+            children,
+        })
     }
 
     async fn handle(
@@ -113,19 +131,31 @@ impl Actor for BalancerSupervisor {
         state: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
         let (cell, why) = match &message {
-            SupervisionEvent::ActorTerminated(cell, _, reason) => (cell, reason.clone().unwrap_or_default()),
+            SupervisionEvent::ActorTerminated(cell, _, reason) => {
+                (cell, reason.clone().unwrap_or_default())
+            }
             SupervisionEvent::ActorFailed(cell, error) => (cell, error.to_string()),
             _ => return Ok(()),
         };
-        if state.shared.stopping.load(std::sync::atomic::Ordering::Acquire) {
+        if state
+            .shared
+            .stopping
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
             return Ok(());
         }
         let id = cell.get_id();
-        if state.load_balancer.as_ref().is_some_and(|lb| lb.get_id() == id) {
+        if state
+            .load_balancer
+            .as_ref()
+            .is_some_and(|lb| lb.get_id() == id)
+        {
             tracing::warn!(balancer = %state.shared.name, reason = %why, "load balancer stopped; restarting");
             state.load_balancer = None;
             let now = Instant::now();
-            state.restarts.retain(|at| now.duration_since(*at) < RESTART_WINDOW);
+            state
+                .restarts
+                .retain(|at| now.duration_since(*at) < RESTART_WINDOW);
             if state.restarts.len() >= MAX_RESTARTS {
                 tracing::error!(balancer = %state.shared.name, "too many restarts; stopping the balancer");
                 myself.stop(Some("load balancer restart limit reached".into()));
@@ -133,7 +163,11 @@ impl Actor for BalancerSupervisor {
             }
             state.restarts.push_back(now);
             state.restart_load_balancer(&myself).await;
-        } else if let Some(index) = state.children.iter().position(|c| c.cell.as_ref().is_some_and(|c| c.get_id() == id)) {
+        } else if let Some(index) = state
+            .children
+            .iter()
+            .position(|c| c.cell.as_ref().is_some_and(|c| c.get_id() == id))
+        {
             let child = &mut state.children[index];
             tracing::warn!(balancer = %state.shared.name, child = %child.spec.name, reason = %why, "algorithm child stopped; restarting after backoff");
             child.cell = None;
@@ -155,14 +189,23 @@ impl SupervisorState {
             Err(error) => {
                 // The old actor's name may not be free yet: try again shortly.
                 tracing::debug!(balancer = %self.shared.name, %error, "load balancer restart failed; retrying");
-                myself.send_after(Duration::from_millis(10), || SupervisorMsg::RestartLoadBalancer);
+                myself.send_after(Duration::from_millis(10), || {
+                    SupervisorMsg::RestartLoadBalancer
+                });
             }
         }
     }
 
     async fn restart_child(&mut self, myself: &ActorRef<SupervisorMsg>, index: usize) {
-        let Some(child) = self.children.get_mut(index) else { return };
-        if child.cell.is_some() || self.shared.stopping.load(std::sync::atomic::Ordering::Acquire) {
+        let Some(child) = self.children.get_mut(index) else {
+            return;
+        };
+        if child.cell.is_some()
+            || self
+                .shared
+                .stopping
+                .load(std::sync::atomic::Ordering::Acquire)
+        {
             return;
         }
         match (child.spec.spawn)(myself.get_cell()).await {

@@ -76,7 +76,10 @@ impl Registry {
     /// type under the same name is served through its encoded form instead).
     pub(crate) fn get_typed<F: RemoteFunction>(&self) -> Option<Arc<F>> {
         let function = self.get(F::NAME)?;
-        function.as_any().downcast_ref::<Erased<F>>().map(|erased| Arc::clone(&erased.0))
+        function
+            .as_any()
+            .downcast_ref::<Erased<F>>()
+            .map(|erased| Arc::clone(&erased.0))
     }
 
     /// Names of all registered functions, sorted.

@@ -193,7 +193,9 @@ impl NodeShared {
     }
 
     fn balancers(&self) -> std::sync::MutexGuard<'_, HashMap<String, Option<Balancer>>> {
-        self.balancers.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.balancers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Claims `name` for a balancer being started.
@@ -209,11 +211,14 @@ impl NodeShared {
                 return Ok(());
             }
         }
-        Err(Error::BalancerAlreadyStarted { balancer: name.to_string() })
+        Err(Error::BalancerAlreadyStarted {
+            balancer: name.to_string(),
+        })
     }
 
     pub(crate) fn register_balancer(&self, balancer: Balancer) {
-        self.balancers().insert(balancer.name().to_string(), Some(balancer));
+        self.balancers()
+            .insert(balancer.name().to_string(), Some(balancer));
     }
 
     pub(crate) fn release_balancer(&self, name: &str) {
@@ -226,7 +231,9 @@ impl NodeShared {
     pub(crate) fn balancer(&self, name: &str) -> Result<Balancer, Error> {
         match self.balancers().get(name) {
             Some(Some(balancer)) if balancer.is_running() => Ok(balancer.clone()),
-            _ => Err(Error::UnknownBalancer { balancer: name.to_string() }),
+            _ => Err(Error::UnknownBalancer {
+                balancer: name.to_string(),
+            }),
         }
     }
 

@@ -1,0 +1,138 @@
+//! The `rpclb` commands a new user runs: `demo`, `call` and `load`.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use rpclb::harness::Cluster;
+use serde_json::Value;
+use tokio::process::Command;
+
+use crate::BIN;
+
+/// Runs `rpclb ARGS` to completion (≤ `bound`); its exit code and stdout.
+async fn rpclb(args: &[&str], bound: Duration) -> (i32, String) {
+    let child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let output = tokio::time::timeout(bound, child.wait_with_output())
+        .await
+        .expect("rpclb finished in time")
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_runs_every_algorithm_across_every_node() {
+    let (code, stdout) = rpclb(
+        &["demo", "--calls", "3000", "--json"],
+        Duration::from_secs(120),
+    )
+    .await;
+    assert_eq!(code, 0, "{stdout}");
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let nodes: Vec<&str> = report["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert_eq!(nodes.len(), 3);
+    let runs = report["algorithms"].as_array().unwrap();
+    assert_eq!(runs.len(), rpc_load_balancer::algorithm::BUILT_IN.len());
+    for run in runs {
+        let name = run["algorithm"].as_str().unwrap();
+        assert_eq!(run["calls"], 3000, "{name}");
+        assert_eq!(run["ok"], 3000, "{name}: {run}");
+        for node in &nodes {
+            assert!(
+                run["per_node"][node].as_u64().unwrap_or(0) > 0,
+                "{name}: {node} got no calls: {run}"
+            );
+        }
+        assert!(
+            run["latency_us"]["p99"].as_u64().unwrap()
+                >= run["latency_us"]["p50"].as_u64().unwrap()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_and_load_work_against_a_running_cluster() {
+    let cluster = Cluster::start(BIN, 2, &["--balancer", "work"])
+        .await
+        .unwrap();
+    let peer = cluster.nodes[0].addr().to_string();
+    let cookie = cluster.cookie().to_string();
+    let names = cluster.names();
+
+    let (code, stdout) = rpclb(
+        &[
+            "call",
+            "--peer",
+            &peer,
+            "--cookie",
+            &cookie,
+            "--balancer",
+            "work",
+            "--json",
+            "whoami",
+        ],
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(code, 0, "{stdout}");
+    let reply: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(reply["ok"], true);
+    assert_eq!(reply["reply"], reply["node"]);
+    assert!(
+        names.contains(&reply["node"].as_str().unwrap().to_string()),
+        "{reply}"
+    );
+
+    let (code, stdout) = rpclb(
+        &[
+            "call", "--peer", &peer, "--cookie", &cookie, "--node", &names[1], "fail", "nope",
+        ],
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(code, 1, "a failed call exits 1: {stdout}");
+
+    let (code, stdout) = rpclb(
+        &[
+            "load",
+            "--peer",
+            &peer,
+            "--cookie",
+            &cookie,
+            "--balancer",
+            "work",
+            "--algorithm",
+            "round_robin",
+            "--calls",
+            "500",
+            "--concurrency",
+            "8",
+            "--json",
+        ],
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(code, 0, "{stdout}");
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(report["balancer"], "work");
+    assert_eq!(report["algorithm"], "round_robin");
+    assert_eq!(report["calls"], 500);
+    assert_eq!(report["ok"], 500);
+    for node in &names {
+        assert_eq!(report["per_node"][node], 250, "{report}");
+    }
+}
