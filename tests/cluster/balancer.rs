@@ -192,7 +192,7 @@ async fn joins_and_kills_reach_every_snapshot_and_no_later_call_fails() {
     for caller in callers {
         caller.await.unwrap();
     }
-    let outcomes = outcomes.lock().unwrap();
+    let outcomes = std::mem::take(&mut *outcomes.lock().unwrap());
     let later: Vec<_> = outcomes
         .iter()
         .filter(|(started, _)| *started > left_at)
