@@ -366,3 +366,41 @@ async fn spawn_linked_lookup_and_duplicates() {
     again.stop().await;
     me.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn balanced_casts_reach_the_members() {
+    let cluster = Cluster::start(BIN, 2, &["--balancer", "work"])
+        .await
+        .unwrap();
+    let me = cluster.join("tester", MESH_TIMEOUT).await.unwrap();
+    let balancer = client(
+        "work",
+        BalancerConfig::new("work").algorithm(RoundRobin::new()),
+        2,
+    )
+    .await;
+    let served = |me: Node| async move {
+        let mut total = 0;
+        for node in me.nodes() {
+            if let ControlReply::Stats { served_total, .. } =
+                me.control(&node, ControlRequest::Stats).await.unwrap()
+            {
+                total += served_total;
+            }
+        }
+        total
+    };
+    let before = served(me.clone()).await;
+    for _ in 0..20 {
+        balancer
+            .cast::<crate::Echo>("fire and forget".into())
+            .await
+            .unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while served(me.clone()).await < before + 20 {
+        assert!(Instant::now() < deadline, "casts were not all served");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    me.shutdown().await;
+}

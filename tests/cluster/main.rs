@@ -7,6 +7,7 @@ mod commands;
 mod errors;
 mod handshake;
 mod lifecycle;
+mod local;
 mod mesh;
 mod node_death;
 mod payload;

@@ -52,32 +52,37 @@ impl Actor for RpcEndpoint {
         message: RpcMessage,
         shared: &mut Arc<NodeShared>,
     ) -> Result<(), ActorProcessingErr> {
-        let shared = Arc::clone(shared);
-        match message {
-            RpcMessage::Call(bytes, reply_port) => {
-                tokio::spawn(async move {
-                    let reply = serve_call(&shared, &bytes).await;
-                    // The caller may have timed out and dropped its port; nothing to do then.
-                    let _ = reply_port.send(reply);
-                });
-            }
-            RpcMessage::Cast(bytes) => {
-                tokio::spawn(async move {
-                    let reply = serve_call(&shared, &bytes).await;
-                    if let Ok((status, _)) = reply::decode(&reply) {
-                        if status != ReplyStatus::Ok {
-                            tracing::warn!(?status, "cast failed on this node");
-                        }
-                    }
-                });
-            }
-            RpcMessage::Control(bytes, reply_port) => {
-                tokio::spawn(async move {
-                    let _ = reply_port.send(serve_control(&shared, &bytes).await);
-                });
-            }
-        }
+        dispatch(shared, message);
         Ok(())
+    }
+}
+
+/// Serves one message on its own task: the endpoint and every balancer member do this.
+pub(crate) fn dispatch(shared: &Arc<NodeShared>, message: RpcMessage) {
+    let shared = Arc::clone(shared);
+    match message {
+        RpcMessage::Call(bytes, reply_port) => {
+            tokio::spawn(async move {
+                let reply = serve_call(&shared, &bytes).await;
+                // The caller may have timed out and dropped its port; nothing to do then.
+                let _ = reply_port.send(reply);
+            });
+        }
+        RpcMessage::Cast(bytes) => {
+            tokio::spawn(async move {
+                let reply = serve_call(&shared, &bytes).await;
+                if let Ok((status, _)) = reply::decode(&reply) {
+                    if status != ReplyStatus::Ok {
+                        tracing::warn!(?status, "cast failed on this node");
+                    }
+                }
+            });
+        }
+        RpcMessage::Control(bytes, reply_port) => {
+            tokio::spawn(async move {
+                let _ = reply_port.send(serve_control(&shared, &bytes).await);
+            });
+        }
     }
 }
 

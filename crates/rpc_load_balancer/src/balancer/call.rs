@@ -73,6 +73,7 @@ impl<F: RemoteFunction> BalancedCall<F> {
                 .timeout
                 .or(shared.config.call_timeout)
                 .unwrap_or(node.call_timeout);
+            shared.check_running()?;
             if shared.config.algorithm.is_local() {
                 let here: Arc<str> = Arc::from(node.name.as_str());
                 return call::call::<F>(node, &here, self.args, timeout)
@@ -151,6 +152,7 @@ impl<F: RemoteFunction> IntoFuture for BalancedCast<F> {
         Box::pin(async move {
             let shared = Arc::clone(self.balancer.shared());
             let node = &shared.node;
+            shared.check_running()?;
             if shared.config.algorithm.is_local() {
                 return call::cast::<F>(node, &node.name.clone(), &self.args);
             }

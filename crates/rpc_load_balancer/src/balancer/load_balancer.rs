@@ -13,8 +13,7 @@ use ractor::pg::GroupChangeMessage;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 use super::shared::BalancerShared;
-use crate::endpoint::{serve_call, serve_control};
-use crate::wire::reply::{self, ReplyStatus};
+use crate::endpoint::dispatch;
 use crate::wire::{RpcMessage, SCOPE};
 
 pub(crate) struct LoadBalancer;
@@ -47,29 +46,7 @@ impl Actor for LoadBalancer {
         message: RpcMessage,
         shared: &mut Arc<BalancerShared>,
     ) -> Result<(), ActorProcessingErr> {
-        let node = Arc::clone(&shared.node);
-        match message {
-            RpcMessage::Call(bytes, reply_port) => {
-                tokio::spawn(async move {
-                    let _ = reply_port.send(serve_call(&node, &bytes).await);
-                });
-            }
-            RpcMessage::Cast(bytes) => {
-                tokio::spawn(async move {
-                    let reply = serve_call(&node, &bytes).await;
-                    if let Ok((status, _)) = reply::decode(&reply) {
-                        if status != ReplyStatus::Ok {
-                            tracing::warn!(?status, "cast failed on this node");
-                        }
-                    }
-                });
-            }
-            RpcMessage::Control(bytes, reply_port) => {
-                tokio::spawn(async move {
-                    let _ = reply_port.send(serve_control(&node, &bytes).await);
-                });
-            }
-        }
+        dispatch(&shared.node, message);
         Ok(())
     }
 

@@ -213,8 +213,9 @@ impl Balancer {
         BalancedCast::new(self.clone(), args)
     }
 
-    /// Leaves the group and stops the balancer's actors; later [`Balancer::lookup`] of the
-    /// name fails and the name may be started again. Idempotent.
+    /// Leaves the group and stops the balancer's actors. Afterwards calls through any handle of
+    /// it fail with [`Error::UnknownBalancer`], [`Balancer::lookup`] of the name fails, and the
+    /// name may be started again. Idempotent.
     pub async fn stop(&self) {
         if self.shared.stopping.swap(true, Ordering::AcqRel) {
             return;
@@ -227,6 +228,7 @@ impl Balancer {
                 Some(Duration::from_secs(5)),
             )
             .await;
+        self.shared.clear();
         tracing::info!(balancer = %self.shared.name, "balancer stopped");
     }
 

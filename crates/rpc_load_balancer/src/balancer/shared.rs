@@ -42,6 +42,23 @@ impl BalancerShared {
         }
     }
 
+    /// `Err(UnknownBalancer)` once the balancer is stopped: its handles no longer route.
+    pub(crate) fn check_running(&self) -> Result<(), Error> {
+        if self.stopping.load(Ordering::Acquire) {
+            return Err(Error::UnknownBalancer {
+                balancer: self.name.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Forgets the members (at stop).
+    pub(crate) fn clear(&self) {
+        let empty = Arc::new(Members::default());
+        self.members.store(Arc::clone(&empty));
+        self.members_watch.send_replace(empty);
+    }
+
     /// The current members.
     pub(crate) fn members(&self) -> Arc<Members> {
         self.members.load_full()
