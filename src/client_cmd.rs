@@ -26,7 +26,9 @@ pub async fn join_cluster(cluster: &ClusterArgs, peer: &str) -> Result<Node, Err
     Ok(node)
 }
 
-/// Starts a client-only balancer `name` with `algorithm` and waits (≤ 5 s) for a member.
+/// Starts a client-only balancer `name` with `algorithm` and waits (≤ 5 s) until it has
+/// members and its membership has been quiet for 300 ms (the rest of the cluster connects to
+/// a new node within milliseconds of the first peer).
 ///
 /// Errors: an unknown algorithm, or the balancer's start error.
 pub async fn client_balancer(name: &str, algorithm: &str) -> Result<Balancer, Error> {
@@ -34,11 +36,19 @@ pub async fn client_balancer(name: &str, algorithm: &str) -> Result<Balancer, Er
         .algorithm_arc(rpc_load_balancer::algorithm::by_name(algorithm)?)
         .node_match_list(Vec::<String>::new());
     let balancer = Balancer::start(config).await?;
-    if load::wait_for_members(&balancer, 1, Duration::from_secs(5))
-        .await
-        .is_err()
-    {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let first = load::wait_for_members(&balancer, 1, Duration::from_secs(5)).await;
+    if first.is_err() {
         tracing::warn!(balancer = %name, "no member after 5 s; calling anyway");
+        return Ok(balancer);
+    }
+    let mut members = balancer.watch_members();
+    members.mark_unchanged();
+    while tokio::time::Instant::now() < deadline {
+        let quiet = tokio::time::timeout(Duration::from_millis(300), members.changed()).await;
+        if !matches!(quiet, Ok(Ok(()))) {
+            break;
+        }
     }
     Ok(balancer)
 }

@@ -13,6 +13,7 @@ pub mod node_cmd;
 /// Result of a command body: any error, boxed.
 pub type CmdResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
-/// The log filter when `RUST_LOG` is unset: warnings, without ractor_cluster's per-actor
-/// session notices (each remote actor's exit is logged at WARN there).
-pub const DEFAULT_LOG_FILTER: &str = "warn,ractor_cluster::node::node_session=error";
+/// The log filter when `RUST_LOG` is unset: warnings, but only errors from ractor_cluster,
+/// which logs every closed session and remote actor exit at WARN (our own `node up`/`node
+/// down` and handshake logs say the same at INFO).
+pub const DEFAULT_LOG_FILTER: &str = "warn,ractor_cluster=error";

@@ -113,11 +113,15 @@ impl BalancerShared {
     }
 
     /// Picks a member for a call, skipping `exclude` (a member a send just failed to reach).
+    ///
+    /// Errors: [`Error::UnknownBalancer`] once the balancer is stopped; [`Error::NoMembers`];
+    /// the algorithm's own errors.
     pub(crate) fn choose(
         &self,
         key: Option<&[u8]>,
         exclude: Option<&str>,
     ) -> Result<Member, Error> {
+        self.check_running()?;
         let snapshot = self.members.load();
         let request = SelectionRequest {
             balancer: &self.name,
