@@ -108,6 +108,8 @@ pub struct LoadReport {
     pub per_node: BTreeMap<String, u64>,
     /// Failed calls per error kind.
     pub errors: BTreeMap<String, u64>,
+    /// The first error message seen of each kind.
+    pub error_samples: BTreeMap<String, String>,
     /// Latencies of all calls in µs, sorted.
     pub latencies_us: Vec<u64>,
     /// Wall time of the run.
@@ -129,7 +131,8 @@ impl LoadReport {
         self.latencies_us[rank.min(self.latencies_us.len() - 1)]
     }
 
-    /// The report as JSON: `algorithm`, `calls`, `ok`, `errors` {kind: n}, `per_node` {node: n},
+    /// The report as JSON: `algorithm`, `calls`, `ok`, `errors` {kind: n}, `error_samples`
+    /// {kind: first message}, `per_node` {node: n},
     /// `share` {node: fraction of successful calls}, `latency_us` {p50, p90, p99, max},
     /// `elapsed_ms`, `calls_per_sec`.
     pub fn to_json(&self) -> Value {
@@ -144,6 +147,7 @@ impl LoadReport {
             "calls": self.calls,
             "ok": ok,
             "errors": self.errors,
+            "error_samples": self.error_samples,
             "per_node": self.per_node,
             "share": share,
             "latency_us": {
@@ -179,6 +183,9 @@ impl LoadReport {
         }
         for (kind, count) in &self.errors {
             out.push_str(&format!("  error {kind:<26} {count:>8}\n"));
+            if let Some(sample) = self.error_samples.get(kind) {
+                out.push_str(&format!("    e.g. {sample}\n"));
+            }
         }
         out.push_str(&format!(
             "  latency p50 {} µs, p99 {} µs, max {} µs\n",
@@ -239,7 +246,12 @@ pub async fn run(
                 part.calls += 1;
                 match outcome {
                     Ok(node) => *part.per_node.entry(node.to_string()).or_default() += 1,
-                    Err(error) => *part.errors.entry(error.kind().to_string()).or_default() += 1,
+                    Err(error) => {
+                        *part.errors.entry(error.kind().to_string()).or_default() += 1;
+                        part.error_samples
+                            .entry(error.kind().to_string())
+                            .or_insert_with(|| error.to_string());
+                    }
                 }
                 if deadline.is_none() {
                     bar.inc(1);
@@ -263,6 +275,9 @@ pub async fn run(
             }
             for (kind, n) in part.errors {
                 *report.errors.entry(kind).or_default() += n;
+            }
+            for (kind, message) in part.error_samples {
+                report.error_samples.entry(kind).or_insert(message);
             }
         }
     }

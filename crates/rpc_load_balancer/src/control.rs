@@ -22,6 +22,9 @@ pub enum ControlRequest {
     /// [`ControlReply::ConnectionOf`]. A joining node uses it to check that its name is not
     /// already taken.
     ConnectionOf(String),
+    /// The target's connected peers with the addresses they advertise:
+    /// [`ControlReply::Peers`]. Used to complete the mesh.
+    Peers,
     /// The members of the named balancer as the target sees them: [`ControlReply::Members`].
     Members(String),
     /// Start a balancer on the target: [`ControlReply::Done`], or a remote error saying why not.
@@ -68,4 +71,6 @@ pub enum ControlReply {
     Members(Option<Vec<String>>),
     /// The request was carried out.
     Done,
+    /// `(full name, host:port)` of each connected peer, sorted by name.
+    Peers(Vec<(String, String)>),
 }

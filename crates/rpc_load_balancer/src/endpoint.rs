@@ -180,6 +180,7 @@ async fn admin(
         ControlRequest::ConnectionOf(name) => {
             ControlReply::ConnectionOf(shared.connection_of(&name))
         }
+        ControlRequest::Peers => ControlReply::Peers(shared.peer_addresses()),
         ControlRequest::Members(name) => {
             ControlReply::Members(shared.balancer(&name).ok().map(|b| b.members().nodes()))
         }

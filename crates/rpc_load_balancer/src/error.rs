@@ -228,8 +228,9 @@ pub enum Error {
     /// process is one node).
     #[error("a Node is already running in this process")]
     NodeAlreadyRunning,
-    /// The node could not start (bind failure, actor spawn failure).
-    #[error("node failed to start: {reason}")]
+    /// A node or balancer could not start (bind failure, actor spawn failure); the reason
+    /// names which.
+    #[error("failed to start: {reason}")]
     Startup {
         /// The underlying failure.
         reason: String,

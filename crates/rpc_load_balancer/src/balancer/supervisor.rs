@@ -58,14 +58,32 @@ pub(crate) struct SupervisorState {
     children: Vec<Child>,
 }
 
+/// Spawns the LoadBalancer under `supervisor`. Its name may still be held for a moment by a
+/// predecessor that is being killed (a crash, or a balancer of the same name stopped by its
+/// parent), so a taken name is retried for up to 500 ms.
 async fn spawn_load_balancer(
     shared: &Arc<BalancerShared>,
     supervisor: ActorCell,
 ) -> Result<ActorRef<RpcMessage>, ractor::SpawnErr> {
     let name = member_name(&shared.name, &shared.node.name);
-    let (actor, _) =
-        Actor::spawn_linked(Some(name), LoadBalancer, Arc::clone(shared), supervisor).await?;
-    Ok(actor)
+    let mut attempts = 0;
+    loop {
+        let spawned = Actor::spawn_linked(
+            Some(name.clone()),
+            LoadBalancer,
+            Arc::clone(shared),
+            supervisor.clone(),
+        )
+        .await;
+        match spawned {
+            Ok((actor, _)) => return Ok(actor),
+            Err(_) if attempts < 50 && ractor::registry::where_is(name.clone()).is_some() => {
+                attempts += 1;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(error) => return Err(error),
+        }
+    }
 }
 
 impl Actor for BalancerSupervisor {
@@ -109,6 +127,29 @@ impl Actor for BalancerSupervisor {
             restarts: VecDeque::new(),
             children,
         })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<SupervisorMsg>,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        // Stop the member first and wait for it: when `Balancer::stop` returns, this node has
+        // left the group and the member's name is free for a new start.
+        if let Some(load_balancer) = state.load_balancer.take() {
+            let _ = load_balancer
+                .stop_and_wait(
+                    Some("balancer stopped".into()),
+                    Some(Duration::from_secs(5)),
+                )
+                .await;
+        }
+        for child in &mut state.children {
+            if let Some(cell) = child.cell.take() {
+                cell.stop(Some("balancer stopped".into()));
+            }
+        }
+        Ok(())
     }
 
     async fn handle(

@@ -195,6 +195,8 @@ impl ClusterState {
                 self.publish();
                 if first {
                     tracing::info!(node = %name, "node up");
+                    let (shared, server) = (Arc::clone(&self.shared), self.server.clone());
+                    tokio::spawn(super::mesh::introduce(shared, server, name.clone()));
                     let _ = self
                         .shared
                         .events

@@ -83,6 +83,10 @@ pub(crate) async fn connect(
     if let Some(name) = shared.peer_at(|c| names(c, addr, &resolved)) {
         return Ok(name);
     }
+    if !shared.begin_dial(addr) {
+        return join_dial(shared, addr, &resolved, bound).await;
+    }
+    let _dialing = DialGuard { shared, addr };
     ractor_cluster::client_connect(server, addr)
         .await
         .map_err(|e| failed(format!("TCP connect failed: {e}")))?;
@@ -152,6 +156,50 @@ pub(crate) async fn connect(
         "no session became ready within {} ms ({seen})",
         bound.as_millis()
     )))
+}
+
+/// Ends a dial when dropped, however `connect` returns.
+struct DialGuard<'a> {
+    shared: &'a NodeShared,
+    addr: &'a str,
+}
+
+impl Drop for DialGuard<'_> {
+    fn drop(&mut self) {
+        self.shared.end_dial(self.addr);
+    }
+}
+
+/// Waits for a dial another task has in flight to `addr` (one dial per address at a time, so
+/// the peer never sees two sessions from us).
+async fn join_dial(
+    shared: &NodeShared,
+    addr: &str,
+    resolved: &[SocketAddr],
+    bound: Duration,
+) -> Result<String, Error> {
+    let deadline = Instant::now() + bound;
+    loop {
+        if let Some(name) = shared.peer_at(|c| names(c, addr, resolved)) {
+            return Ok(name);
+        }
+        if shared.begin_dial(addr) {
+            // The other dial has ended; connected now, or it failed.
+            shared.end_dial(addr);
+            if let Some(name) = shared.peer_at(|c| names(c, addr, resolved)) {
+                return Ok(name);
+            }
+            break;
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Err(Error::ConnectFailed {
+        addr: addr.to_string(),
+        reason: "a concurrent dial to the same address did not connect".to_string(),
+    })
 }
 
 /// Checks with the peer that it records *us* under our name, not another process with the

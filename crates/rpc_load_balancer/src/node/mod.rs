@@ -9,6 +9,7 @@
 mod cluster;
 mod config;
 mod connect;
+mod mesh;
 pub(crate) mod shared;
 
 use std::net::SocketAddr;
@@ -132,7 +133,7 @@ impl Node {
     /// Makes a node of a `NodeServer` the app already runs (`server`). `config.name` and the
     /// advertised host must be the `node_name` and `hostname` that server was built with (its
     /// full name is `node_name@hostname`); its listen address and cookie are the server's own
-    /// and are ignored here. Run the server in `NodeConnectionMode::Transitive`, or dial every
+    /// and are ignored here. Run the server in `NodeConnectionMode::Isolated`: the node dials the full mesh itself (pg groups are not relayed). Or dial every
     /// peer, since pg groups are not relayed. [`Node::shutdown`] leaves the server running.
     ///
     /// Errors: as [`Node::start`], without bind failures.
@@ -390,7 +391,7 @@ async fn spawn_server(
             let probe = std::net::TcpListener::bind((valid.bind_ip, 0))
                 .and_then(|l| l.local_addr())
                 .map_err(|e| Error::Startup {
-                    reason: format!("cannot bind {}: {e}", valid.bind_ip),
+                    reason: format!("node cannot bind {}: {e}", valid.bind_ip),
                 })?;
             probe.port()
         } else {
@@ -402,7 +403,8 @@ async fn spawn_server(
             config.name.clone(),
             valid.host.clone(),
             None,
-            Some(NodeConnectionMode::Transitive),
+            // Our own mesh dialling (mesh.rs) replaces ractor_cluster's transitive mode.
+            Some(NodeConnectionMode::Isolated),
         )
         .with_listen_addr(valid.bind_ip);
         match Actor::spawn(None, server, ()).await {
@@ -412,7 +414,7 @@ async fn spawn_server(
             }
             Err(e) => {
                 return Err(Error::Startup {
-                    reason: format!("cannot listen on {}:{port}: {e}", valid.bind_ip),
+                    reason: format!("node cannot listen on {}:{port}: {e}", valid.bind_ip),
                 })
             }
         }

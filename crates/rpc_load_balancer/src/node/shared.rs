@@ -1,7 +1,7 @@
 //! State shared by a node's actors and handles: the peer table (read lock-free on the call
 //! path), the function registry, counters and event channels.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -111,6 +111,8 @@ pub(crate) struct NodeShared {
     pub(crate) stopped: AtomicBool,
     /// Balancers started on this node; `None` while one is starting.
     balancers: Mutex<HashMap<String, Option<Balancer>>>,
+    /// Addresses a dial is in flight to (one at a time per address).
+    dialing: Mutex<HashSet<String>>,
 }
 
 impl NodeShared {
@@ -139,6 +141,7 @@ impl NodeShared {
             served: ServedStats::default(),
             stopped: AtomicBool::new(false),
             balancers: Mutex::new(HashMap::new()),
+            dialing: Mutex::new(HashSet::new()),
         }
     }
 
@@ -166,6 +169,34 @@ impl NodeShared {
             Some(_) => Err(unavailable(Unavailable::NoEndpoint)),
             None => Err(unavailable(Unavailable::UnknownNode)),
         }
+    }
+
+    /// `(name, advertised address)` of connected peers, sorted by name.
+    pub(crate) fn peer_addresses(&self) -> Vec<(String, String)> {
+        let mut peers: Vec<(String, String)> = self
+            .peers
+            .load()
+            .iter()
+            .map(|(name, peer)| (name.clone(), peer.connection_string.clone()))
+            .collect();
+        peers.sort();
+        peers
+    }
+
+    /// Marks `addr` as being dialled; `false` if a dial to it is already in flight.
+    pub(crate) fn begin_dial(&self, addr: &str) -> bool {
+        self.dialing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(addr.to_string())
+    }
+
+    /// Ends a dial started with [`begin_dial`](Self::begin_dial).
+    pub(crate) fn end_dial(&self, addr: &str) {
+        self.dialing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(addr);
     }
 
     /// Names of connected peers, sorted.
