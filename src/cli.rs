@@ -1,7 +1,14 @@
 //! Command-line definitions of `rpclb` (clap). Flags and `--json` fields are a public
 //! interface: add, never rename or remove.
 
-use clap::{Args, Parser, Subcommand};
+use clap::builder::PossibleValuesParser;
+use clap::{ArgGroup, Args, Parser, Subcommand};
+use rpc_load_balancer::algorithm::BUILT_IN;
+
+/// Names `--algorithm` accepts where `all` is allowed too.
+fn algorithms_or_all() -> Vec<&'static str> {
+    BUILT_IN.iter().copied().chain(["all"]).collect()
+}
 
 /// `rpclb`: run rpc_load_balancer cluster nodes and talk to them.
 #[derive(Debug, Parser)]
@@ -19,9 +26,10 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run a cluster node serving the demo functions until SIGTERM/SIGINT.
+    /// Run a cluster node serving the demo functions until SIGTERM, SIGINT or SIGHUP.
     ///
-    /// Prints one JSON object per line on stdout: `{"event":"ready","node":..,"listen":..,"pid":..}`
+    /// Prints one JSON object per line on stdout:
+    /// `{"event":"ready","node":..,"listen":..,"pid":..,"balancers":[..]}`
     /// once serving, then `{"event":"node_up"|"node_down","node":..}` and finally
     /// `{"event":"stopped","node":..}`. Logs go to stderr (RUST_LOG).
     Node(NodeArgs),
@@ -75,8 +83,12 @@ pub struct NodeArgs {
     #[arg(long = "balancer")]
     pub balancers: Vec<String>,
     /// The algorithm of the balancers started with --balancer.
-    #[arg(long, default_value = "random")]
+    #[arg(long, default_value = "random", value_parser = PossibleValuesParser::new(BUILT_IN))]
     pub algorithm: String,
+    /// Refuse remote admin requests (start/stop balancers, kill a LoadBalancer); by default
+    /// this node accepts them from any node holding the cookie.
+    #[arg(long)]
+    pub no_remote_admin: bool,
     /// Exit when stdin reaches end of file (a test harness holds the pipe; when the harness
     /// dies the node exits too).
     #[arg(long)]
@@ -85,6 +97,7 @@ pub struct NodeArgs {
 
 /// `rpclb call`.
 #[derive(Debug, Clone, Args)]
+#[command(group(ArgGroup::new("target").required(true).args(["node", "balancer"])))]
 pub struct CallArgs {
     /// Address (host:port) of any node of the cluster.
     #[arg(long)]
@@ -92,24 +105,21 @@ pub struct CallArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
     /// Full name of the node to call (e.g. a@127.0.0.1).
-    #[arg(
-        long,
-        required_unless_present = "balancer",
-        conflicts_with = "balancer"
-    )]
+    #[arg(long)]
     pub node: Option<String>,
     /// Call through this balancer instead (this client is not a member).
     #[arg(long)]
     pub balancer: Option<String>,
-    /// Call timeout in ms.
-    #[arg(long, default_value_t = 10_000)]
+    /// Call timeout in ms (≥ 1).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout_ms: u64,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
-    /// Demo function: echo, sleep, burn, whoami, fail, panic or blob.
+    /// Demo function: echo, sleep, burn, whoami, fail, panic, blob or call_whoami.
     pub function: String,
-    /// The function's argument (text for echo/fail/panic, a number for sleep/burn/blob).
+    /// The function's argument (text for echo/fail/panic, ms for sleep/burn, bytes for blob,
+    /// a full node name for call_whoami).
     pub arg: Option<String>,
 }
 
@@ -137,8 +147,8 @@ pub struct LoadShape {
     /// Concurrent callers.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub concurrency: u32,
-    /// Timeout of each call, in ms.
-    #[arg(long, default_value_t = 10_000)]
+    /// Timeout of each call, in ms (≥ 1).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout_ms: u64,
     /// Print one JSON object on stdout instead of tables.
     #[arg(long)]
@@ -151,11 +161,11 @@ pub struct DemoArgs {
     /// Number of `rpclb node` children.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=32))]
     pub nodes: u32,
-    /// Calls per algorithm.
-    #[arg(long, default_value_t = 20_000)]
+    /// Calls per algorithm (≥ 1).
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub calls: u64,
     /// An algorithm's name, or `all`.
-    #[arg(long, default_value = "all")]
+    #[arg(long, default_value = "all", value_parser = PossibleValuesParser::new(algorithms_or_all()))]
     pub algorithm: String,
     #[command(flatten)]
     pub shape: LoadShape,
@@ -163,6 +173,7 @@ pub struct DemoArgs {
 
 /// `rpclb load`.
 #[derive(Debug, Clone, Args)]
+#[command(group(ArgGroup::new("amount").required(true).args(["calls", "duration"])))]
 pub struct LoadArgs {
     /// Address (host:port) of any node of the cluster.
     #[arg(long)]
@@ -173,22 +184,18 @@ pub struct LoadArgs {
     #[arg(long)]
     pub balancer: String,
     /// Selection algorithm on this client.
-    #[arg(long, default_value = "random")]
+    #[arg(long, default_value = "random", value_parser = PossibleValuesParser::new(BUILT_IN))]
     pub algorithm: String,
     /// Demo function: whoami, echo, sleep or burn.
-    #[arg(long, default_value = "whoami")]
+    #[arg(long, default_value = "whoami", value_parser = PossibleValuesParser::new(["whoami", "echo", "sleep", "burn"]))]
     pub function: String,
     /// The function's argument (text for echo, ms for sleep and burn).
     #[arg(long)]
     pub arg: Option<String>,
-    /// Number of calls.
-    #[arg(
-        long,
-        conflicts_with = "duration",
-        required_unless_present = "duration"
-    )]
+    /// Number of calls (≥ 1).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub calls: Option<u64>,
-    /// Run for this many seconds instead.
+    /// Run for this many seconds instead (> 0).
     #[arg(long)]
     pub duration: Option<f64>,
     #[command(flatten)]

@@ -53,6 +53,21 @@ pub async fn client_balancer(name: &str, algorithm: &str) -> Result<Balancer, Er
     Ok(balancer)
 }
 
+/// Waits until `target` is connected, or the node list has been quiet for 300 ms (the mesh
+/// is complete and `target` is not in it), at most 5 s.
+async fn wait_for_node(node: &Node, target: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let mut nodes = node.watch_nodes();
+    while !nodes.borrow_and_update().iter().any(|n| n == target)
+        && tokio::time::Instant::now() < deadline
+    {
+        let quiet = tokio::time::timeout(Duration::from_millis(300), nodes.changed()).await;
+        if !matches!(quiet, Ok(Ok(()))) {
+            break;
+        }
+    }
+}
+
 /// Where a call goes.
 enum Target<'a> {
     Node(&'a Node, &'a str),
@@ -139,10 +154,7 @@ pub async fn call(args: CallArgs) -> CmdResult<i32> {
     let target = match (&balancer, &args.node) {
         (Some(balancer), _) => Target::Balancer(balancer),
         (None, Some(name)) => {
-            let mut nodes = node.watch_nodes();
-            let _ =
-                tokio::time::timeout(Duration::from_secs(5), nodes.wait_for(|n| n.contains(name)))
-                    .await;
+            wait_for_node(&node, name).await;
             Target::Node(&node, name)
         }
         (None, None) => {
@@ -165,13 +177,12 @@ pub async fn call(args: CallArgs) -> CmdResult<i32> {
                 let line = json!({"ok": true, "node": served_by, "balancer": args.balancer, "reply": reply, "latency_us": latency_us});
                 println!("{line}");
             } else {
-                println!(
-                    "{}",
-                    reply
-                        .as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| reply.to_string())
-                );
+                let text = match &reply {
+                    Value::String(text) => text.clone(),
+                    Value::Null => "ok".to_string(),
+                    other => other.to_string(),
+                };
+                println!("{text}");
             }
             Ok(0)
         }
@@ -200,12 +211,7 @@ pub async fn control(args: ControlArgs) -> CmdResult<i32> {
         }
     };
     let node = join_cluster(&args.cluster, &args.peer).await?;
-    let mut nodes = node.watch_nodes();
-    let _ = tokio::time::timeout(
-        Duration::from_secs(5),
-        nodes.wait_for(|n| n.contains(&args.node)),
-    )
-    .await;
+    wait_for_node(&node, &args.node).await;
     let outcome = node.control(&args.node, request).await;
     node.shutdown().await;
     match outcome {

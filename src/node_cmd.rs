@@ -17,6 +17,7 @@ fn emit(value: serde_json::Value) {
 /// Runs the node until SIGTERM, SIGINT or (with `--exit-with-stdin`) end of stdin.
 pub async fn run(args: NodeArgs) -> CmdResult {
     let mut config = NodeConfig::new(&args.name, &args.listen)
+        .remote_admin(!args.no_remote_admin)
         .cookie(&args.cluster.cookie)
         .peers(args.peers.clone())
         .max_payload_bytes(args.max_payload_bytes);
@@ -39,7 +40,9 @@ pub async fn run(args: NodeArgs) -> CmdResult {
         "balancers": args.balancers,
     }));
 
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut hangup = signal(SignalKind::hangup())?;
     let stdin_closed = async {
         if !args.exit_with_stdin {
             return std::future::pending::<()>().await;
@@ -63,6 +66,7 @@ pub async fn run(args: NodeArgs) -> CmdResult {
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
             },
             _ = term.recv() => break,
+            _ = hangup.recv() => break,
             _ = tokio::signal::ctrl_c() => break,
             _ = &mut stdin_closed => break,
         }

@@ -102,10 +102,20 @@ async fn failures_are_typed_and_the_node_keeps_serving() {
         other => panic!("unknown node gave {other:?}"),
     }
     assert!(matches!(
-        me.cast::<Echo>("ghost@127.0.0.1", "x".into()),
+        me.cast::<Echo>("ghost@127.0.0.1", "x".into()).await,
         Err(Error::ServiceUnavailable { .. })
     ));
-    me.cast::<Echo>(&target, "cast".into()).unwrap();
+    me.cast::<Echo>(&target, "cast".into()).await.unwrap();
+    match me
+        .call::<Echo>(target.clone(), "x".into())
+        .timeout(Duration::ZERO)
+        .await
+    {
+        Err(Error::InvalidConfig {
+            option: "timeout", ..
+        }) => {}
+        other => panic!("zero timeout gave {other:?}"),
+    }
     me.shutdown().await;
 }
 

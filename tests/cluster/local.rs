@@ -83,6 +83,28 @@ async fn a_local_member_keeps_the_remote_error_contract() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     balancer.cast::<Echo>("cast".into()).await.unwrap();
+    match balancer
+        .call::<Echo>("x".into())
+        .timeout(Duration::ZERO)
+        .await
+    {
+        Err(Error::InvalidConfig {
+            option: "timeout", ..
+        }) => {}
+        other => panic!("zero timeout gave {other:?}"),
+    }
+    let members = balancer
+        .wait_for_members(1, Duration::from_millis(100))
+        .await
+        .unwrap();
+    assert_eq!(members.len(), 1);
+    match balancer
+        .wait_for_members(2, Duration::from_millis(100))
+        .await
+    {
+        Err(Error::NoMembers { .. }) => {}
+        other => panic!("waiting for a second member gave {other:?}"),
+    }
 
     balancer.stop().await;
     assert!(matches!(
@@ -95,6 +117,13 @@ async fn a_local_member_keeps_the_remote_error_contract() {
     }
     node.shutdown().await;
     assert!(Node::current().is_none());
+    match node.call::<Echo>(node.name(), "x".into()).await {
+        Err(Error::ServiceUnavailable {
+            reason: rpc_load_balancer::Unavailable::NodeStopped,
+            ..
+        }) => {}
+        other => panic!("a call after shutdown gave {other:?}"),
+    }
     assert!(matches!(
         Balancer::start(BalancerConfig::new("late")).await,
         Err(Error::NodeNotRunning)

@@ -27,7 +27,7 @@ async fn oversized_argument_and_reply_fail_and_the_session_survives() {
         other => panic!("oversized argument gave {:?}", other.map(|s| s.len())),
     }
     assert!(matches!(
-        me.cast::<Echo>(&target, "x".repeat(over)),
+        me.cast::<Echo>(&target, "x".repeat(over)).await,
         Err(Error::PayloadTooLarge { .. })
     ));
     assert_eq!(

@@ -44,7 +44,7 @@ impl<F: RemoteFunction> Call<F> {
 
     /// How long to wait for the reply; default `NodeConfig::call_timeout` (10 s). Past it the
     /// call returns [`Error::RequestTimeout`] (the serving node stops the call at that deadline
-    /// too).
+    /// too). Zero is refused with [`Error::InvalidConfig`] (`timeout`).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
@@ -71,7 +71,9 @@ pub(crate) async fn call<F: RemoteFunction>(
     args: F::Args,
     timeout: Duration,
 ) -> Result<F::Reply, Error> {
+    check_timeout(timeout)?;
     if node == shared.name {
+        shared.check_running(node)?;
         if let Some(function) = shared.registry.get_typed::<F>() {
             return call_local(shared, function, args, timeout).await;
         }
@@ -253,6 +255,17 @@ async fn send_call(
         Ok(outcome) => outcome,
         Err(_elapsed) => Ok(CallResult::Timeout),
     }
+}
+
+/// `Err(InvalidConfig)` for a zero timeout: a call that may not wait cannot succeed.
+pub(crate) fn check_timeout(timeout: Duration) -> Result<(), Error> {
+    if timeout.is_zero() {
+        return Err(Error::InvalidConfig {
+            option: "timeout",
+            reason: "must be greater than 0".into(),
+        });
+    }
+    Ok(())
 }
 
 /// `Err(PayloadTooLarge)` when `size` is over `limit`.

@@ -184,6 +184,16 @@ async fn admin(
         ControlRequest::Members(name) => {
             ControlReply::Members(shared.balancer(&name).ok().map(|b| b.members().nodes()))
         }
+        ControlRequest::StartBalancer { .. }
+        | ControlRequest::StopBalancer(_)
+        | ControlRequest::KillLoadBalancer(_)
+            if !shared.remote_admin =>
+        {
+            return Err(crate::Error::InvalidConfig {
+                option: "remote_admin",
+                reason: format!("{} does not allow remote admin requests", shared.name),
+            })
+        }
         ControlRequest::StartBalancer {
             name,
             algorithm,

@@ -41,7 +41,7 @@ impl<F: RemoteFunction> BalancedCall<F> {
     }
 
     /// How long to wait for the reply (default: the balancer's, else the node's
-    /// `call_timeout`).
+    /// `call_timeout`). Zero is refused with [`Error::InvalidConfig`] (`timeout`).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
@@ -74,6 +74,7 @@ impl<F: RemoteFunction> BalancedCall<F> {
                 .or(shared.config.call_timeout)
                 .unwrap_or(node.call_timeout);
             shared.check_running()?;
+            call::check_timeout(timeout)?;
             if shared.config.algorithm.is_local() {
                 let here: Arc<str> = Arc::from(node.name.as_str());
                 return call::call::<F>(node, &here, self.args, timeout)

@@ -94,11 +94,15 @@ impl BalancerConfig {
     /// Checks the options; the first bad one is named in the error.
     pub(crate) fn validate(&self) -> Result<(), Error> {
         let invalid = |option, reason: String| Err(Error::InvalidConfig { option, reason });
-        if self.name.is_empty() || self.name.starts_with('@') || self.name.contains(['/', ' ']) {
+        let bad_char = self
+            .name
+            .chars()
+            .any(|c| c == '/' || c.is_whitespace() || c.is_control());
+        if self.name.is_empty() || self.name.len() > 255 || self.name.starts_with('@') || bad_char {
             return invalid(
                 "name",
                 format!(
-                    "{:?} must be non-empty, not start with '@', without '/' or spaces",
+                    "{:?} must be 1-255 bytes, not start with '@', without '/', whitespace or control characters",
                     self.name
                 ),
             );
@@ -135,6 +139,8 @@ mod tests {
             (BalancerConfig::new(""), "name"),
             (BalancerConfig::new("@endpoints"), "name"),
             (BalancerConfig::new("a/b"), "name"),
+            (BalancerConfig::new("a\nb"), "name"),
+            (BalancerConfig::new("x".repeat(256)), "name"),
             (
                 BalancerConfig::new("b").node_match_list([""]),
                 "node_match_list",

@@ -185,6 +185,27 @@ impl Balancer {
         self.shared.watch()
     }
 
+    /// Waits until the balancer has at least `count` members, at most `timeout`. Useful on a
+    /// caller that has just joined: members appear as sessions to them come up.
+    ///
+    /// Errors: [`Error::NoMembers`] if fewer are there at the deadline; [`Error::UnknownBalancer`]
+    /// if the balancer is stopped.
+    pub async fn wait_for_members(
+        &self,
+        count: usize,
+        timeout: Duration,
+    ) -> Result<Arc<Members>, Error> {
+        self.shared.check_running()?;
+        let mut members = self.watch_members();
+        let reached = tokio::time::timeout(timeout, members.wait_for(|m| m.len() >= count)).await;
+        match reached {
+            Ok(Ok(members)) => Ok(Arc::clone(&members)),
+            _ => Err(Error::NoMembers {
+                balancer: self.shared.name.clone(),
+            }),
+        }
+    }
+
     /// Selects a member without calling it (the original's `select_node`), optionally for a
     /// routing `key`. The returned guard releases the selection when dropped (counting
     /// algorithms count the member busy until then).

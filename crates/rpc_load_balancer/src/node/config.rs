@@ -38,6 +38,7 @@ pub struct NodeConfig {
     pub(crate) call_timeout: Duration,
     pub(crate) connect_timeout: Duration,
     pub(crate) dial_backoff_max: Duration,
+    pub(crate) remote_admin: bool,
 }
 
 impl NodeConfig {
@@ -59,6 +60,7 @@ impl NodeConfig {
             call_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(5),
             dial_backoff_max: Duration::from_secs(5),
+            remote_admin: false,
         }
     }
 
@@ -115,6 +117,15 @@ impl NodeConfig {
         self
     }
 
+    /// Whether other nodes may start and stop balancers here and kill their LoadBalancer actors
+    /// through [`ControlRequest`](crate::ControlRequest)s (default `false`; read-only requests
+    /// are always answered). Anyone holding the cookie can then change this node's
+    /// membership: enable it for operators' tools and tests.
+    pub fn remote_admin(mut self, enabled: bool) -> Self {
+        self.remote_admin = enabled;
+        self
+    }
+
     /// The node's full name, `name@host`, as other nodes see it.
     pub fn full_name(&self) -> String {
         format!("{}@{}", self.name, self.host())
@@ -126,7 +137,10 @@ impl NodeConfig {
             None => self
                 .listen
                 .parse::<SocketAddr>()
-                .map(|a| a.ip().to_string())
+                .map(|a| match a.ip() {
+                    std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+                    ip => ip.to_string(),
+                })
                 .unwrap_or_else(|_| self.listen.clone()),
         }
     }

@@ -84,8 +84,11 @@ pub(crate) async fn connect(
         return Ok(name);
     }
     if !shared.begin_dial(addr) {
-        return join_dial(shared, addr, &resolved, bound).await;
+        if let Some(outcome) = join_dial(shared, addr, &resolved, bound).await {
+            return outcome;
+        }
     }
+    // This task holds the address's dial slot now.
     let _dialing = DialGuard { shared, addr };
     ractor_cluster::client_connect(server, addr)
         .await
@@ -152,9 +155,10 @@ pub(crate) async fn connect(
         }
         (false, false) => "the handshake did not finish",
     };
+    let waited = bound.saturating_sub(deadline.saturating_duration_since(Instant::now()));
     Err(failed(format!(
-        "no session became ready within {} ms ({seen})",
-        bound.as_millis()
+        "no session became ready after {} ms: {seen}",
+        waited.as_millis()
     )))
 }
 
@@ -171,35 +175,38 @@ impl Drop for DialGuard<'_> {
 }
 
 /// Waits for a dial another task has in flight to `addr` (one dial per address at a time, so
-/// the peer never sees two sessions from us).
+/// the peer never sees two sessions from us). `Some(Ok(name))` once connected; `None` when
+/// the other dial ended without a session and this task now holds the dial slot (it should
+/// dial itself, to report its own error); `Some(Err)` if the other dial outlasts `bound`.
 async fn join_dial(
     shared: &NodeShared,
     addr: &str,
     resolved: &[SocketAddr],
     bound: Duration,
-) -> Result<String, Error> {
+) -> Option<Result<String, Error>> {
     let deadline = Instant::now() + bound;
     loop {
         if let Some(name) = shared.peer_at(|c| names(c, addr, resolved)) {
-            return Ok(name);
+            return Some(Ok(name));
         }
         if shared.begin_dial(addr) {
-            // The other dial has ended; connected now, or it failed.
-            shared.end_dial(addr);
             if let Some(name) = shared.peer_at(|c| names(c, addr, resolved)) {
-                return Ok(name);
+                shared.end_dial(addr);
+                return Some(Ok(name));
             }
-            break;
+            return None;
         }
         if Instant::now() >= deadline {
-            break;
+            return Some(Err(Error::ConnectFailed {
+                addr: addr.to_string(),
+                reason: format!(
+                    "another dial to this address did not finish within {} ms",
+                    bound.as_millis()
+                ),
+            }));
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    Err(Error::ConnectFailed {
-        addr: addr.to_string(),
-        reason: "a concurrent dial to the same address did not connect".to_string(),
-    })
 }
 
 /// Checks with the peer that it records *us* under our name, not another process with the
@@ -253,10 +260,12 @@ pub(crate) async fn keep_peer(
     let first = Duration::from_millis(100);
     let mut backoff = first;
     let mut events = shared.events.subscribe();
+    let mut failures = 0u32;
     while !shared.stopped.load(Ordering::Acquire) {
         match connect(&shared, &server, &addr, shared.connect_timeout).await {
             Ok(name) => {
                 backoff = first;
+                failures = 0;
                 // Sleep until that peer goes down (or the node stops).
                 loop {
                     match events.recv().await {
@@ -272,7 +281,14 @@ pub(crate) async fn keep_peer(
                 }
             }
             Err(error) => {
-                tracing::debug!(%addr, %error, retry_in_ms = backoff.as_millis() as u64, "peer not reachable");
+                // The first failure and every tenth after are worth a warning: a wrong cookie
+                // or a duplicate name never fixes itself.
+                if failures % 10 == 0 {
+                    tracing::warn!(%addr, %error, failures = failures + 1, "configured peer not reachable; retrying");
+                } else {
+                    tracing::debug!(%addr, %error, retry_in_ms = backoff.as_millis() as u64, "peer not reachable");
+                }
+                failures += 1;
                 let jitter = 0.8 + rand::random::<f64>() * 0.4;
                 tokio::time::sleep(backoff.mul_f64(jitter)).await;
                 backoff = (backoff * 2).min(shared.dial_backoff_max);

@@ -195,9 +195,16 @@ impl Node {
                 return Err(startup("cluster manager", &e));
             }
         };
+        let own = |addr: &String| {
+            Some(addr) == shared.connection_string.as_ref() || *addr == shared.listen_addr
+        };
+        if let Some(addr) = config.peers.iter().find(|addr| own(addr)) {
+            tracing::warn!(%addr, "not dialling this node's own address, listed among its peers");
+        }
         let dialers = config
             .peers
             .iter()
+            .filter(|addr| !own(addr))
             .map(|addr| {
                 tokio::spawn(connect::keep_peer(
                     Arc::clone(&shared),
@@ -279,7 +286,7 @@ impl Node {
     ///
     /// Errors: [`Error::ServiceUnavailable`] when the node is not connected (the original
     /// silently returned ok), [`Error::PayloadTooLarge`], [`Error::Codec`].
-    pub fn cast<F: RemoteFunction>(&self, node: &str, args: F::Args) -> Result<(), Error> {
+    pub async fn cast<F: RemoteFunction>(&self, node: &str, args: F::Args) -> Result<(), Error> {
         call::cast::<F>(&self.inner.shared, node, &args)
     }
 
@@ -395,6 +402,16 @@ async fn spawn_server(
                 })?;
             probe.port()
         } else {
+            // Bind once ourselves for a plain error message (ractor_cluster nests it in two
+            // "actor panicked during startup" layers); the port is released at once.
+            std::net::TcpListener::bind((valid.bind_ip, valid.port)).map_err(|e| {
+                Error::Startup {
+                    reason: format!(
+                        "node cannot listen on {}:{}: {e}",
+                        valid.bind_ip, valid.port
+                    ),
+                }
+            })?;
             valid.port
         };
         let server = NodeServer::new(

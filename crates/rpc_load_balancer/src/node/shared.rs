@@ -100,6 +100,7 @@ pub(crate) struct NodeShared {
     pub(crate) call_timeout: Duration,
     pub(crate) connect_timeout: Duration,
     pub(crate) dial_backoff_max: Duration,
+    pub(crate) remote_admin: bool,
     pub(crate) registry: Registry,
     pub(crate) peers: ArcSwap<HashMap<String, Peer>>,
     pub(crate) self_endpoint: OnceLock<ActorRef<RpcMessage>>,
@@ -130,6 +131,7 @@ impl NodeShared {
             call_timeout: config.call_timeout,
             connect_timeout: config.connect_timeout,
             dial_backoff_max: config.dial_backoff_max,
+            remote_admin: config.remote_admin,
             registry: Registry::default(),
             peers: ArcSwap::default(),
             self_endpoint: OnceLock::new(),
@@ -143,6 +145,17 @@ impl NodeShared {
             balancers: Mutex::new(HashMap::new()),
             dialing: Mutex::new(HashSet::new()),
         }
+    }
+
+    /// `Err(ServiceUnavailable { reason: NodeStopped })` once the node is shut down.
+    pub(crate) fn check_running(&self, node: &str) -> Result<(), Error> {
+        if self.stopped.load(Ordering::Acquire) {
+            return Err(Error::ServiceUnavailable {
+                node: node.to_string(),
+                reason: Unavailable::NodeStopped,
+            });
+        }
+        Ok(())
     }
 
     /// The endpoint to send a call for `node` to: our own for our name, else the peer's.
