@@ -283,7 +283,7 @@ pub(crate) async fn keep_peer(
             Err(error) => {
                 // The first failure and every tenth after are worth a warning: a wrong cookie
                 // or a duplicate name never fixes itself.
-                if failures % 10 == 0 {
+                if failures.is_multiple_of(10) {
                     tracing::warn!(%addr, %error, failures = failures + 1, "configured peer not reachable; retrying");
                 } else {
                     tracing::debug!(%addr, %error, retry_in_ms = backoff.as_millis() as u64, "peer not reachable");
