@@ -15,6 +15,7 @@ use crate::control::{ControlReply, ControlRequest};
 use crate::error::{PayloadDirection, RemoteFailure};
 use crate::function::RemoteFunction;
 use crate::node::shared::NodeShared;
+use crate::telemetry::RpcTelemetry;
 use crate::wire::header::{encode_call, CallHeader};
 use crate::wire::reply::{self, ReplyStatus};
 use crate::wire::{start_message, DecodeError, RpcMessage, WIRE_VERSION};
@@ -58,7 +59,14 @@ impl<F: RemoteFunction> IntoFuture for Call<F> {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             let timeout = self.timeout.unwrap_or(self.shared.call_timeout);
-            call::<F>(&self.shared, &self.node, self.args, timeout).await
+            let mut telemetry = RpcTelemetry::start("call", F::NAME, None);
+            telemetry.target(&Arc::from(self.node.as_str()));
+            let span = telemetry.span().clone();
+            let outcome = call::<F>(&self.shared, &self.node, self.args, timeout)
+                .instrument(span)
+                .await;
+            telemetry.finish(&outcome);
+            outcome
         })
     }
 }
@@ -93,10 +101,7 @@ pub(crate) async fn call_endpoint<F: RemoteFunction>(
 ) -> Result<F::Reply, Error> {
     let bytes = encode::<F>(shared, balancer, &args, timeout)?;
     drop(args);
-    let span = tracing::debug_span!("rpc_load_balancer.call", function = F::NAME, node);
-    let outcome = send_call(endpoint, RpcMessage::Call, bytes, timeout)
-        .instrument(span)
-        .await;
+    let outcome = send_call(endpoint, RpcMessage::Call, bytes, timeout).await;
     let reply = outcome_to_reply(node, timeout, outcome)?;
     decode_reply::<F::Reply>(node, F::NAME, &reply)
 }
@@ -225,10 +230,7 @@ pub(crate) async fn send_encoded<F: RemoteFunction>(
     bytes: Vec<u8>,
     timeout: Duration,
 ) -> Sent<F::Reply> {
-    let span = tracing::debug_span!("rpc_load_balancer.call", function = F::NAME, node);
-    let outcome = send_call(actor, RpcMessage::Call, bytes, timeout)
-        .instrument(span)
-        .await;
+    let outcome = send_call(actor, RpcMessage::Call, bytes, timeout).await;
     match outcome {
         Err(MessagingErr::SendErr(RpcMessage::Call(bytes, _))) => Sent::NotSent(bytes),
         outcome => Sent::Replied(

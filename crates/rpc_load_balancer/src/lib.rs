@@ -55,9 +55,10 @@ mod endpoint;
 mod error;
 pub mod function;
 mod node;
+pub mod telemetry;
 mod wire;
 
-pub use algorithm::{Random, RoundRobin, SelectionAlgorithm, SelectionRequest};
+pub use algorithm::{Explanation, Random, RoundRobin, SelectionAlgorithm, SelectionRequest};
 pub use balancer::{
     BalancedCall, BalancedCast, Balancer, BalancerConfig, Member, Members, SelectionGuard,
 };

@@ -9,6 +9,7 @@
 //! | [`choose_from_nodes`] | every selection, concurrently, with the current members (never empty) | — |
 //! | [`choose_nodes`] | replica selection (`count` distinct members) | `count` distinct members at random |
 //! | [`on_node_change`] | after every membership change, with who joined and left | nothing |
+//! | [`explain`] | only when DEBUG is on for `rpc_load_balancer::selection`: why a member was picked | the algorithm's name |
 //! | [`release_node`] | exactly once per selection, when its [`SelectionGuard`](crate::SelectionGuard) drops | nothing |
 //! | [`is_local`] | every routed call: `true` runs the call on this node without selecting | `false` |
 //! | [`children`] | when the balancer starts: actors the balancer supervisor runs beside it | none |
@@ -21,6 +22,7 @@
 //! [`choose_nodes`]: SelectionAlgorithm::choose_nodes
 //! [`on_node_change`]: SelectionAlgorithm::on_node_change
 //! [`release_node`]: SelectionAlgorithm::release_node
+//! [`explain`]: SelectionAlgorithm::explain
 //! [`is_local`]: SelectionAlgorithm::is_local
 //! [`children`]: SelectionAlgorithm::children
 
@@ -45,6 +47,16 @@ pub struct SelectionRequest<'a> {
     pub balancer: &'a str,
     /// The call's key (e.g. for HashRing), as bytes.
     pub key: Option<&'a [u8]>,
+}
+
+/// Why a member was picked: see [`SelectionAlgorithm::explain`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Explanation {
+    /// The rule that decided, e.g. `"uniform random"`.
+    pub rule: String,
+    /// Each candidate's node and score, where the algorithm scores (lower or higher is better
+    /// as the rule says).
+    pub scores: Vec<(String, f64)>,
 }
 
 /// A membership change, delivered to [`SelectionAlgorithm::on_node_change`].
@@ -129,6 +141,22 @@ pub trait SelectionAlgorithm: Send + Sync + 'static {
     /// once per selection by the guard, however the call ends.
     fn release_node(&self, member: &Member) {
         let _ = member;
+    }
+
+    /// Explains a pick for the DEBUG event `selection explained`: the rule that decided and
+    /// each candidate's score. Called only when that event is enabled, so it may allocate.
+    /// Default: the algorithm's name as the rule, no scores.
+    fn explain(
+        &self,
+        members: &[Member],
+        chosen: usize,
+        request: &SelectionRequest<'_>,
+    ) -> Explanation {
+        let _ = (members, chosen, request);
+        Explanation {
+            rule: self.name().to_string(),
+            scores: Vec::new(),
+        }
     }
 
     /// `true` makes every routed call run on the calling node without selection (CallDirect).

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use rand::Rng;
 
-use super::{SelectionAlgorithm, SelectionRequest};
+use super::{Explanation, SelectionAlgorithm, SelectionRequest};
 use crate::balancer::Member;
 use crate::Error;
 
@@ -54,6 +54,22 @@ pub(crate) fn splitmix64(mut z: u64) -> u64 {
 impl SelectionAlgorithm for Random {
     fn name(&self) -> &'static str {
         "random"
+    }
+
+    fn explain(
+        &self,
+        members: &[Member],
+        _chosen: usize,
+        _request: &SelectionRequest<'_>,
+    ) -> Explanation {
+        let rule = match self.seed {
+            Some(_) => format!("uniform random (seeded) among {}", members.len()),
+            None => format!("uniform random among {}", members.len()),
+        };
+        Explanation {
+            rule,
+            scores: Vec::new(),
+        }
     }
 
     fn choose_from_nodes(

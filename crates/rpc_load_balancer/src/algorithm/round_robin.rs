@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::{SelectionAlgorithm, SelectionRequest};
+use super::{Explanation, SelectionAlgorithm, SelectionRequest};
 use crate::balancer::Member;
 use crate::Error;
 
@@ -41,6 +41,21 @@ impl Default for RoundRobin {
 impl SelectionAlgorithm for RoundRobin {
     fn name(&self) -> &'static str {
         "round_robin"
+    }
+
+    fn explain(
+        &self,
+        members: &[Member],
+        chosen: usize,
+        _request: &SelectionRequest<'_>,
+    ) -> Explanation {
+        Explanation {
+            rule: format!(
+                "round robin: position {chosen} of {} in node-name order",
+                members.len()
+            ),
+            scores: Vec::new(),
+        }
     }
 
     fn choose_from_nodes(

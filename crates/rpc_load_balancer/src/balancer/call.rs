@@ -8,9 +8,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tracing::Instrument;
+
+use super::shared::BalancerShared;
 use super::{Balancer, SelectionGuard};
 use crate::call::{self, Sent};
 use crate::function::RemoteFunction;
+use crate::telemetry::RpcTelemetry;
 use crate::{Error, Unavailable};
 
 /// A balanced call of `F`, built by [`Balancer::call`]. Await it.
@@ -34,7 +38,7 @@ impl<F: RemoteFunction> BalancedCall<F> {
         }
     }
 
-    /// The routing key, as bytes (used by key-aware algorithms such as HashRing).
+    /// The routing key, as bytes (used by key-aware algorithms).
     pub fn key(mut self, key: impl AsRef<[u8]>) -> Self {
         self.key = Some(key.as_ref().to_vec());
         self
@@ -46,6 +50,74 @@ impl<F: RemoteFunction> BalancedCall<F> {
         self.timeout = Some(timeout);
         self
     }
+
+    /// Runs the call and also returns the node that served it.
+    ///
+    /// Errors: as awaiting the call.
+    pub async fn with_node(self) -> Result<(F::Reply, Arc<str>), Error> {
+        let shared = Arc::clone(self.balancer.shared());
+        let mut telemetry = RpcTelemetry::start("call", F::NAME, Some(shared.metrics.balancer()));
+        let span = telemetry.span().clone();
+        let outcome = self.route(&shared, &mut telemetry).instrument(span).await;
+        telemetry.finish(&outcome);
+        outcome
+    }
+
+    async fn route(
+        self,
+        shared: &Arc<BalancerShared>,
+        telemetry: &mut RpcTelemetry,
+    ) -> Result<(F::Reply, Arc<str>), Error> {
+        let node = &shared.node;
+        let timeout = self
+            .timeout
+            .or(shared.config.call_timeout)
+            .unwrap_or(node.call_timeout);
+        shared.check_running()?;
+        call::check_timeout(timeout)?;
+        if shared.config.algorithm.is_local() {
+            let here: Arc<str> = Arc::from(node.name.as_str());
+            telemetry.target(&here);
+            return call::call::<F>(node, &here, self.args, timeout)
+                .await
+                .map(|r| (r, here));
+        }
+        let key = self.key.as_deref();
+        let mut encoded = None;
+        let mut exclude: Option<Arc<str>> = None;
+        loop {
+            let member = shared.choose(key, exclude.as_deref())?;
+            let guard = SelectionGuard::new(Arc::clone(shared), member);
+            let member = guard.member();
+            telemetry.target(member.node_arc());
+            if member.is_local() {
+                if let Some(function) = node.registry.get_typed::<F>() {
+                    let served = call::call_local(node, function, self.args, timeout).await;
+                    return served.map(|reply| (reply, Arc::clone(member.node_arc())));
+                }
+            }
+            let bytes = match encoded.take() {
+                Some(bytes) => bytes,
+                None => call::encode::<F>(node, Some(&shared.name), &self.args, timeout)?,
+            };
+            match call::send_encoded::<F>(member.actor(), member.node(), bytes, timeout).await {
+                Sent::Replied(result) => {
+                    return result.map(|reply| (reply, Arc::clone(member.node_arc())))
+                }
+                Sent::NotSent(bytes) if exclude.is_none() => {
+                    // The member went away before the call left: pick another, once.
+                    exclude = Some(Arc::clone(member.node_arc()));
+                    encoded = Some(bytes);
+                }
+                Sent::NotSent(_) => {
+                    return Err(Error::ServiceUnavailable {
+                        node: member.node().to_string(),
+                        reason: Unavailable::Disconnected,
+                    })
+                }
+            }
+        }
+    }
 }
 
 impl<F: RemoteFunction> IntoFuture for BalancedCall<F> {
@@ -53,69 +125,7 @@ impl<F: RemoteFunction> IntoFuture for BalancedCall<F> {
     type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(async move { self.run().await.map(|(reply, _node)| reply) })
-    }
-}
-
-impl<F: RemoteFunction> BalancedCall<F> {
-    /// Runs the call and also returns the node that served it.
-    ///
-    /// Errors: as awaiting the call.
-    pub async fn with_node(self) -> Result<(F::Reply, Arc<str>), Error> {
-        self.run().await
-    }
-
-    async fn run(self) -> Result<(F::Reply, Arc<str>), Error> {
-        {
-            let shared = Arc::clone(self.balancer.shared());
-            let node = &shared.node;
-            let timeout = self
-                .timeout
-                .or(shared.config.call_timeout)
-                .unwrap_or(node.call_timeout);
-            shared.check_running()?;
-            call::check_timeout(timeout)?;
-            if shared.config.algorithm.is_local() {
-                let here: Arc<str> = Arc::from(node.name.as_str());
-                return call::call::<F>(node, &here, self.args, timeout)
-                    .await
-                    .map(|r| (r, here));
-            }
-            let key = self.key.as_deref();
-            let mut encoded = None;
-            let mut exclude: Option<Arc<str>> = None;
-            loop {
-                let member = shared.choose(key, exclude.as_deref())?;
-                let guard = SelectionGuard::new(Arc::clone(&shared), member);
-                let member = guard.member();
-                if member.is_local() {
-                    if let Some(function) = node.registry.get_typed::<F>() {
-                        let served = call::call_local(node, function, self.args, timeout).await;
-                        return served.map(|reply| (reply, Arc::clone(member.node_arc())));
-                    }
-                }
-                let bytes = match encoded.take() {
-                    Some(bytes) => bytes,
-                    None => call::encode::<F>(node, Some(&shared.name), &self.args, timeout)?,
-                };
-                match call::send_encoded::<F>(member.actor(), member.node(), bytes, timeout).await {
-                    Sent::Replied(result) => {
-                        return result.map(|reply| (reply, Arc::clone(member.node_arc())))
-                    }
-                    Sent::NotSent(bytes) if exclude.is_none() => {
-                        // The member went away before the call left: pick another, once.
-                        exclude = Some(Arc::clone(member.node_arc()));
-                        encoded = Some(bytes);
-                    }
-                    Sent::NotSent(_) => {
-                        return Err(Error::ServiceUnavailable {
-                            node: member.node().to_string(),
-                            reason: Unavailable::Disconnected,
-                        })
-                    }
-                }
-            }
-        }
+        Box::pin(async move { self.with_node().await.map(|(reply, _node)| reply) })
     }
 }
 
@@ -143,6 +153,44 @@ impl<F: RemoteFunction> BalancedCast<F> {
         self.key = Some(key.as_ref().to_vec());
         self
     }
+
+    async fn route(
+        self,
+        shared: &Arc<BalancerShared>,
+        telemetry: &mut RpcTelemetry,
+    ) -> Result<(), Error> {
+        let node = &shared.node;
+        shared.check_running()?;
+        if shared.config.algorithm.is_local() {
+            let here: Arc<str> = Arc::from(node.name.as_str());
+            telemetry.target(&here);
+            return call::cast::<F>(node, &here, &self.args);
+        }
+        let key = self.key.as_deref();
+        let mut exclude: Option<Arc<str>> = None;
+        loop {
+            let member = shared.choose(key, exclude.as_deref())?;
+            let guard = SelectionGuard::new(Arc::clone(shared), member);
+            let member = guard.member();
+            telemetry.target(member.node_arc());
+            let sent = call::cast_endpoint::<F>(
+                node,
+                member.actor(),
+                member.node(),
+                Some(&shared.name),
+                &self.args,
+            );
+            match sent {
+                Err(Error::ServiceUnavailable {
+                    reason: Unavailable::Disconnected,
+                    ..
+                }) if exclude.is_none() => {
+                    exclude = Some(Arc::clone(member.node_arc()));
+                }
+                other => return other,
+            }
+        }
+    }
 }
 
 impl<F: RemoteFunction> IntoFuture for BalancedCast<F> {
@@ -152,33 +200,12 @@ impl<F: RemoteFunction> IntoFuture for BalancedCast<F> {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             let shared = Arc::clone(self.balancer.shared());
-            let node = &shared.node;
-            shared.check_running()?;
-            if shared.config.algorithm.is_local() {
-                return call::cast::<F>(node, &node.name.clone(), &self.args);
-            }
-            let key = self.key.as_deref();
-            let mut exclude: Option<Arc<str>> = None;
-            loop {
-                let member = shared.choose(key, exclude.as_deref())?;
-                let guard = SelectionGuard::new(Arc::clone(&shared), member);
-                let member = guard.member();
-                match call::cast_endpoint::<F>(
-                    node,
-                    member.actor(),
-                    member.node(),
-                    Some(&shared.name),
-                    &self.args,
-                ) {
-                    Err(Error::ServiceUnavailable {
-                        reason: Unavailable::Disconnected,
-                        ..
-                    }) if exclude.is_none() => {
-                        exclude = Some(Arc::clone(member.node_arc()));
-                    }
-                    other => return other,
-                }
-            }
+            let mut telemetry =
+                RpcTelemetry::start("cast", F::NAME, Some(shared.metrics.balancer()));
+            let span = telemetry.span().clone();
+            let outcome = self.route(&shared, &mut telemetry).instrument(span).await;
+            telemetry.finish(&outcome);
+            outcome
         })
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use ractor::{ActorCell, ActorId, ActorRef};
 
+use crate::telemetry::SelectionMetrics;
 use crate::wire::RpcMessage;
 
 /// Prefix of a member actor's registered name: `rpc_load_balancer/<balancer>/<node>`.
@@ -19,6 +20,7 @@ pub struct Member {
     node: Arc<str>,
     actor: ActorRef<RpcMessage>,
     local: bool,
+    selected: metrics::Counter,
 }
 
 impl Member {
@@ -43,6 +45,11 @@ impl Member {
         self.actor.get_id()
     }
 
+    /// The member's `node.selected.count` handle.
+    pub(crate) fn selected_counter(&self) -> &metrics::Counter {
+        &self.selected
+    }
+
     pub(crate) fn actor(&self) -> &ActorRef<RpcMessage> {
         &self.actor
     }
@@ -61,6 +68,7 @@ impl Member {
             node: Arc::from(node),
             actor: ActorRef::from(cell.clone()),
             local: cell.get_id().is_local(),
+            selected: metrics::Counter::noop(),
         })
     }
 
@@ -70,6 +78,7 @@ impl Member {
             node: Arc::from(node),
             actor,
             local: false,
+            selected: metrics::Counter::noop(),
         }
     }
 }
@@ -92,14 +101,22 @@ pub struct Members {
 
 impl Members {
     /// Builds a snapshot from pg cells: keeps member actors, one per node (a local one wins,
-    /// else the first), sorted by node name.
-    pub(crate) fn from_cells(balancer: &str, version: u64, cells: &[ActorCell]) -> Members {
+    /// else the first), sorted by node name, each with its selection counter registered.
+    pub(crate) fn from_cells(
+        metrics: &SelectionMetrics,
+        version: u64,
+        cells: &[ActorCell],
+    ) -> Members {
+        let balancer = metrics.balancer();
         let mut members: Vec<Member> = cells
             .iter()
             .filter_map(|c| Member::from_cell(balancer, c))
             .collect();
         members.sort_by(|a, b| a.node.cmp(&b.node).then(b.local.cmp(&a.local)));
         members.dedup_by(|later, first| later.node == first.node);
+        for member in &mut members {
+            member.selected = metrics.member_counter(&member.node);
+        }
         Members { version, members }
     }
 

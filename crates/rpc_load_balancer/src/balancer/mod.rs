@@ -267,6 +267,7 @@ pub struct SelectionGuard {
 
 impl SelectionGuard {
     pub(crate) fn new(shared: Arc<BalancerShared>, member: Member) -> Self {
+        shared.metrics.enter();
         Self { shared, member }
     }
 
@@ -292,5 +293,6 @@ impl std::fmt::Debug for SelectionGuard {
 impl Drop for SelectionGuard {
     fn drop(&mut self) {
         self.shared.config.algorithm.release_node(&self.member);
+        self.shared.metrics.exit();
     }
 }

@@ -12,6 +12,7 @@ use super::members::{Member, Members};
 use super::BalancerConfig;
 use crate::algorithm::{NodeChange, SelectionRequest};
 use crate::node::shared::NodeShared;
+use crate::telemetry::SelectionMetrics;
 use crate::wire::SCOPE;
 use crate::Error;
 
@@ -25,12 +26,14 @@ pub(crate) struct BalancerShared {
     members_watch: watch::Sender<Arc<Members>>,
     version: AtomicU64,
     pub(crate) stopping: AtomicBool,
+    pub(crate) metrics: SelectionMetrics,
 }
 
 impl BalancerShared {
     pub(crate) fn new(config: BalancerConfig, node: Arc<NodeShared>) -> Self {
         let member = config.matches(&node.name);
         Self {
+            metrics: SelectionMetrics::new(config.algorithm.name(), &config.name),
             name: config.name.clone(),
             member,
             config,
@@ -73,7 +76,7 @@ impl BalancerShared {
     pub(crate) fn refresh(&self) {
         let cells = ractor::pg::get_scoped_members(&SCOPE.to_string(), &self.name);
         let version = self.version.fetch_add(1, Ordering::Relaxed) + 1;
-        let next = Members::from_cells(&self.name, version, &cells);
+        let next = Members::from_cells(&self.metrics, version, &cells);
         let previous = self.members.load();
         let before: HashSet<&str> = previous.as_slice().iter().map(Member::node).collect();
         let after: HashSet<&str> = next.as_slice().iter().map(Member::node).collect();
@@ -107,6 +110,7 @@ impl BalancerShared {
             });
         }
         tracing::debug!(balancer = %self.name, members = next.len(), ?joined, ?left, "members changed");
+        self.metrics.pool_changed(next.len());
         let next = Arc::new(next);
         self.members.store(Arc::clone(&next));
         self.members_watch.send_replace(next);
@@ -127,13 +131,18 @@ impl BalancerShared {
             balancer: &self.name,
             key,
         };
+        let algorithm = &*self.config.algorithm;
         let pick = |list: &[Member]| -> Result<Member, Error> {
             if list.is_empty() {
+                self.metrics.empty();
                 return Err(Error::NoMembers {
                     balancer: self.name.clone(),
                 });
             }
-            let index = self.config.algorithm.choose_from_nodes(list, &request)?;
+            let index = algorithm.choose_from_nodes(list, &request)?;
+            if index < list.len() {
+                self.metrics.selected(algorithm, list, index, &request);
+            }
             list.get(index)
                 .cloned()
                 .ok_or_else(|| Error::InvalidConfig {

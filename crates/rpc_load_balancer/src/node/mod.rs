@@ -287,7 +287,13 @@ impl Node {
     /// Errors: [`Error::ServiceUnavailable`] when the node is not connected (the original
     /// silently returned ok), [`Error::PayloadTooLarge`], [`Error::Codec`].
     pub async fn cast<F: RemoteFunction>(&self, node: &str, args: F::Args) -> Result<(), Error> {
-        call::cast::<F>(&self.inner.shared, node, &args)
+        let mut telemetry = crate::telemetry::RpcTelemetry::start("cast", F::NAME, None);
+        telemetry.target(&Arc::from(node));
+        let outcome = telemetry
+            .span()
+            .in_scope(|| call::cast::<F>(&self.inner.shared, node, &args));
+        telemetry.finish(&outcome);
+        outcome
     }
 
     /// Sends a control request to `node` and waits at most `call_timeout` for the answer.

@@ -1,0 +1,178 @@
+//! Observability: `tracing` spans and events, and `metrics` series named after the original's
+//! telemetry (reference: the Elixir library's `RpcLoadBalancer.Metrics`).
+//!
+//! **Spans and events** (the library installs no subscriber):
+//!
+//! | name | level | fields |
+//! |---|---|---|
+//! | span `rpc_load_balancer.rpc` | DEBUG | `type` (`call`/`cast`), `function`, `load_balancer` (empty for direct calls), `node` (the **target**), `status` (`ok` or the error code) |
+//! | event `node selected` (target `rpc_load_balancer::selection`) | TRACE | `load_balancer`, `algorithm`, `node`, `pool_size` |
+//! | event `no members` (target `rpc_load_balancer::selection`) | TRACE | `load_balancer`, `algorithm` |
+//! | event `selection explained` (target `rpc_load_balancer::selection`) | DEBUG | `load_balancer`, `algorithm`, `node`, `rule`, `scores` |
+//!
+//! The explaining event costs nothing unless DEBUG is enabled for
+//! `rpc_load_balancer::selection`: only then is
+//! [`SelectionAlgorithm::explain`](crate::SelectionAlgorithm::explain) called.
+//!
+//! **Metrics** (the library installs no recorder; install yours *before* starting balancers,
+//! since per-member handles are registered when a members snapshot is built): see
+//! [`describe`] for every series with its kind, labels, unit and histogram buckets. Names use
+//! dots; Prometheus exporters write them with `_`. Selection only increments handles created
+//! in advance, so it allocates nothing with no recorder or with a recorder whose handles are
+//! plain atomics. Stock recorders (metrics-util's, the Prometheus exporter's) may allocate
+//! when samples arrive; that cost is theirs.
+
+mod rpc;
+mod selection;
+
+pub(crate) use rpc::RpcTelemetry;
+pub(crate) use selection::SelectionMetrics;
+
+/// `rpc_load_balancer.rpc.request.start.count`: calls and casts started.
+pub const RPC_START: &str = "rpc_load_balancer.rpc.request.start.count";
+/// `rpc_load_balancer.rpc.request.stop.count`: calls and casts finished, by status.
+pub const RPC_STOP: &str = "rpc_load_balancer.rpc.request.stop.count";
+/// `rpc_load_balancer.rpc.duration.milliseconds`: how long calls and casts took.
+pub const RPC_DURATION: &str = "rpc_load_balancer.rpc.duration.milliseconds";
+/// `rpc_load_balancer.rpc.in_flight`: routed calls and casts selected and not yet finished.
+pub const RPC_IN_FLIGHT: &str = "rpc_load_balancer.rpc.in_flight";
+/// `rpc_load_balancer.node.selected.count`: selections of a member.
+pub const NODE_SELECTED: &str = "rpc_load_balancer.node.selected.count";
+/// `rpc_load_balancer.node.selected.empty.count`: selections on an empty pool.
+pub const NODE_SELECTED_EMPTY: &str = "rpc_load_balancer.node.selected.empty.count";
+/// `rpc_load_balancer.node.pool_size`: members per snapshot, recorded when it changes.
+pub const POOL_SIZE: &str = "rpc_load_balancer.node.pool_size";
+
+/// The original's duration buckets, in ms.
+pub const DURATION_BUCKETS_MS: &[f64] = &[
+    0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0,
+    10000.0, 30000.0, 60000.0,
+];
+/// The original's pool-size buckets, in members.
+pub const POOL_SIZE_BUCKETS: &[f64] = &[1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0, 250.0];
+
+/// The kind of a series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeriesKind {
+    /// A monotonic counter.
+    Counter,
+    /// A value that goes up and down.
+    Gauge,
+    /// A distribution of samples (bucketed by the exporter).
+    Histogram,
+}
+
+/// One metric series the library emits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeriesDescription {
+    /// The series name (dots; Prometheus writes `_`).
+    pub name: &'static str,
+    /// Counter, gauge or histogram.
+    pub kind: SeriesKind,
+    /// Label names, in a fixed order.
+    pub labels: &'static [&'static str],
+    /// The unit of the values.
+    pub unit: metrics::Unit,
+    /// What it counts or measures.
+    pub description: &'static str,
+    /// Histogram bucket bounds to configure in the exporter (`None` for counters and gauges).
+    pub buckets: Option<&'static [f64]>,
+}
+
+const RPC_LABELS: &[&str] = &["node", "function", "type", "load_balancer"];
+const RPC_STATUS_LABELS: &[&str] = &["node", "function", "type", "load_balancer", "status"];
+
+/// Every series the library emits: name, kind, labels, unit, description and, for histograms,
+/// the bucket bounds of the original (0.1 … 60,000 ms for durations; 1 … 250 for pool sizes).
+///
+/// Label values: `node` is the target node's full name (empty when none was selected),
+/// `function` the remote function's `NAME`, `type` `call` or `cast`, `load_balancer` the
+/// balancer's name (empty for direct calls), `status` `ok` or the error's
+/// [`code`](crate::Error::code), `algorithm` the algorithm's [`name`](crate::SelectionAlgorithm::name).
+pub fn describe() -> Vec<SeriesDescription> {
+    use metrics::Unit;
+    vec![
+        SeriesDescription {
+            name: RPC_START,
+            kind: SeriesKind::Counter,
+            labels: RPC_LABELS,
+            unit: Unit::Count,
+            description: "Calls and casts started (direct, balanced and local).",
+            buckets: None,
+        },
+        SeriesDescription {
+            name: RPC_STOP,
+            kind: SeriesKind::Counter,
+            labels: RPC_STATUS_LABELS,
+            unit: Unit::Count,
+            description: "Calls and casts finished, by status (ok or the error code).",
+            buckets: None,
+        },
+        SeriesDescription {
+            name: RPC_DURATION,
+            kind: SeriesKind::Histogram,
+            labels: RPC_STATUS_LABELS,
+            unit: Unit::Milliseconds,
+            description: "Duration of calls and casts, from the call to its outcome, in ms.",
+            buckets: Some(DURATION_BUCKETS_MS),
+        },
+        SeriesDescription {
+            name: RPC_IN_FLIGHT,
+            kind: SeriesKind::Gauge,
+            labels: &["load_balancer"],
+            unit: Unit::Count,
+            description: "Routed calls and casts selected and not yet finished, per balancer.",
+            buckets: None,
+        },
+        SeriesDescription {
+            name: NODE_SELECTED,
+            kind: SeriesKind::Counter,
+            labels: &["algorithm", "load_balancer", "node"],
+            unit: Unit::Count,
+            description: "Selections of a member.",
+            buckets: None,
+        },
+        SeriesDescription {
+            name: NODE_SELECTED_EMPTY,
+            kind: SeriesKind::Counter,
+            labels: &["algorithm", "load_balancer"],
+            unit: Unit::Count,
+            description: "Selections attempted while the balancer had no members.",
+            buckets: None,
+        },
+        SeriesDescription {
+            name: POOL_SIZE,
+            kind: SeriesKind::Histogram,
+            labels: &["algorithm", "load_balancer"],
+            unit: Unit::Count,
+            description: "Number of members, recorded whenever the members snapshot changes.",
+            buckets: Some(POOL_SIZE_BUCKETS),
+        },
+    ]
+}
+
+/// Registers the descriptions (unit and help text) of every series with the installed
+/// `metrics` recorder. Call it once after installing the recorder.
+pub fn register_descriptions() {
+    for series in describe() {
+        match series.kind {
+            SeriesKind::Counter => {
+                metrics::describe_counter!(series.name, series.unit, series.description)
+            }
+            SeriesKind::Gauge => {
+                metrics::describe_gauge!(series.name, series.unit, series.description)
+            }
+            SeriesKind::Histogram => {
+                metrics::describe_histogram!(series.name, series.unit, series.description)
+            }
+        }
+    }
+}
+
+/// The status label of an outcome: `ok` or the error's code.
+pub(crate) fn status_of<T>(outcome: &Result<T, crate::Error>) -> &'static str {
+    match outcome {
+        Ok(_) => "ok",
+        Err(error) => error.code().as_str(),
+    }
+}

@@ -1,0 +1,103 @@
+//! Selection instrumentation: handles registered when a balancer starts or its members
+//! snapshot is built, so a selection only increments them.
+
+use std::sync::Arc;
+
+use metrics::{Counter, Gauge, Histogram, SharedString};
+
+use super::{NODE_SELECTED, NODE_SELECTED_EMPTY, POOL_SIZE, RPC_IN_FLIGHT};
+use crate::algorithm::{SelectionAlgorithm, SelectionRequest};
+use crate::balancer::Member;
+
+/// Target of the selection events.
+pub(crate) const TARGET: &str = "rpc_load_balancer::selection";
+
+/// One balancer's selection metrics.
+pub(crate) struct SelectionMetrics {
+    algorithm: &'static str,
+    balancer: Arc<str>,
+    empty: Counter,
+    pool_size: Histogram,
+    in_flight: Gauge,
+}
+
+impl SelectionMetrics {
+    pub(crate) fn new(algorithm: &'static str, balancer: &str) -> Self {
+        let balancer: Arc<str> = Arc::from(balancer);
+        let label = || SharedString::from_shared(Arc::clone(&balancer));
+        Self {
+            algorithm,
+            empty: metrics::counter!(NODE_SELECTED_EMPTY, "algorithm" => algorithm, "load_balancer" => label()),
+            pool_size: metrics::histogram!(POOL_SIZE, "algorithm" => algorithm, "load_balancer" => label()),
+            in_flight: metrics::gauge!(RPC_IN_FLIGHT, "load_balancer" => label()),
+            balancer,
+        }
+    }
+
+    /// The balancer's name, shared.
+    pub(crate) fn balancer(&self) -> &Arc<str> {
+        &self.balancer
+    }
+
+    /// A member's selection counter (registered once per snapshot build).
+    pub(crate) fn member_counter(&self, node: &Arc<str>) -> Counter {
+        metrics::counter!(
+            NODE_SELECTED,
+            "algorithm" => self.algorithm,
+            "load_balancer" => SharedString::from_shared(Arc::clone(&self.balancer)),
+            "node" => SharedString::from_shared(Arc::clone(node)),
+        )
+    }
+
+    /// Records that `members[chosen]` was picked.
+    pub(crate) fn selected(
+        &self,
+        algorithm: &dyn SelectionAlgorithm,
+        members: &[Member],
+        chosen: usize,
+        request: &SelectionRequest<'_>,
+    ) {
+        let member = &members[chosen];
+        member.selected_counter().increment(1);
+        tracing::trace!(
+            target: TARGET,
+            load_balancer = &*self.balancer,
+            algorithm = self.algorithm,
+            node = member.node(),
+            pool_size = members.len(),
+            "node selected"
+        );
+        if tracing::enabled!(target: TARGET, tracing::Level::DEBUG) {
+            let explanation = algorithm.explain(members, chosen, request);
+            tracing::debug!(
+                target: TARGET,
+                load_balancer = &*self.balancer,
+                algorithm = self.algorithm,
+                node = member.node(),
+                rule = %explanation.rule,
+                scores = ?explanation.scores,
+                "selection explained"
+            );
+        }
+    }
+
+    /// Records a selection on an empty pool.
+    pub(crate) fn empty(&self) {
+        self.empty.increment(1);
+        tracing::trace!(target: TARGET, load_balancer = &*self.balancer, algorithm = self.algorithm, "no members");
+    }
+
+    /// Records a new snapshot's size.
+    pub(crate) fn pool_changed(&self, size: usize) {
+        self.pool_size.record(size as f64);
+    }
+
+    /// A routed call or cast started (selected) / ended.
+    pub(crate) fn enter(&self) {
+        self.in_flight.increment(1.0);
+    }
+
+    pub(crate) fn exit(&self) {
+        self.in_flight.decrement(1.0);
+    }
+}
