@@ -176,3 +176,89 @@ pub(crate) fn status_of<T>(outcome: &Result<T, crate::Error>) -> &'static str {
         Err(error) => error.code().as_str(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn series(name: &str) -> SeriesDescription {
+        describe()
+            .into_iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("{name} not described"))
+    }
+
+    #[test]
+    fn the_originals_six_series_plus_in_flight() {
+        let names: Vec<&str> = describe().iter().map(|s| s.name).collect();
+        assert_eq!(
+            names,
+            [
+                RPC_START,
+                RPC_STOP,
+                RPC_DURATION,
+                RPC_IN_FLIGHT,
+                NODE_SELECTED,
+                NODE_SELECTED_EMPTY,
+                POOL_SIZE
+            ]
+        );
+        // Names as the original wrote them.
+        assert_eq!(RPC_START, "rpc_load_balancer.rpc.request.start.count");
+        assert_eq!(RPC_STOP, "rpc_load_balancer.rpc.request.stop.count");
+        assert_eq!(RPC_DURATION, "rpc_load_balancer.rpc.duration.milliseconds");
+        assert_eq!(NODE_SELECTED, "rpc_load_balancer.node.selected.count");
+        assert_eq!(
+            NODE_SELECTED_EMPTY,
+            "rpc_load_balancer.node.selected.empty.count"
+        );
+        assert_eq!(POOL_SIZE, "rpc_load_balancer.node.pool_size");
+    }
+
+    #[test]
+    fn labels_units_and_buckets_follow_the_original() {
+        let start = series(RPC_START);
+        assert_eq!(start.kind, SeriesKind::Counter);
+        assert!(!start.labels.contains(&"status"), "start has no status");
+        assert!(start.labels.contains(&"load_balancer") && start.labels.contains(&"node"));
+        let stop = series(RPC_STOP);
+        assert!(stop.labels.contains(&"status") && stop.labels.contains(&"load_balancer"));
+        let duration = series(RPC_DURATION);
+        assert_eq!(
+            (duration.kind, duration.unit),
+            (SeriesKind::Histogram, metrics::Unit::Milliseconds)
+        );
+        assert_eq!(duration.labels, stop.labels);
+        let buckets = duration.buckets.unwrap();
+        assert_eq!(
+            (buckets[0], buckets[buckets.len() - 1], buckets.len()),
+            (0.1, 60000.0, 17)
+        );
+        assert_eq!(
+            series(NODE_SELECTED).labels,
+            ["algorithm", "load_balancer", "node"]
+        );
+        assert_eq!(
+            series(NODE_SELECTED_EMPTY).labels,
+            ["algorithm", "load_balancer"]
+        );
+        let pool = series(POOL_SIZE);
+        assert_eq!(
+            pool.buckets,
+            Some(&[1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0, 250.0][..])
+        );
+        assert!(describe()
+            .iter()
+            .all(|s| (s.kind == SeriesKind::Histogram) == s.buckets.is_some()));
+    }
+
+    #[test]
+    fn status_is_ok_or_the_error_code() {
+        assert_eq!(status_of::<()>(&Ok(())), "ok");
+        let timeout = crate::Error::RequestTimeout {
+            node: "a@h".into(),
+            timeout: std::time::Duration::from_millis(1),
+        };
+        assert_eq!(status_of::<()>(&Err(timeout)), "request_timeout");
+    }
+}
