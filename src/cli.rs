@@ -167,6 +167,10 @@ pub struct DemoArgs {
     /// An algorithm's name, or `all`.
     #[arg(long, default_value = "all", value_parser = PossibleValuesParser::new(algorithms_or_all()))]
     pub algorithm: String,
+    /// Record the library's metrics and print them (Prometheus text) at the end; with
+    /// --json they are the `metrics` field.
+    #[arg(long)]
+    pub metrics: bool,
     #[command(flatten)]
     pub shape: LoadShape,
 }

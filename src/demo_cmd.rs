@@ -17,6 +17,20 @@ use crate::CmdResult;
 /// The balancer the demo's nodes serve.
 pub const DEMO_BALANCER: &str = "demo";
 
+/// Installs a Prometheus recorder (no listener) with the library's buckets.
+fn install_recorder() -> CmdResult<metrics_exporter_prometheus::PrometheusHandle> {
+    let mut builder = metrics_exporter_prometheus::PrometheusBuilder::new();
+    for series in rpc_load_balancer::telemetry::describe() {
+        if let Some(buckets) = series.buckets {
+            let matcher = metrics_exporter_prometheus::Matcher::Full(series.name.to_string());
+            builder = builder.set_buckets_for_metric(matcher, buckets)?;
+        }
+    }
+    let handle = builder.install_recorder()?;
+    rpc_load_balancer::telemetry::register_descriptions();
+    Ok(handle)
+}
+
 /// Runs the demo; exit status 0 when every call succeeded.
 pub async fn run(args: DemoArgs) -> CmdResult<i32> {
     let algorithms: Vec<&str> = if args.algorithm == "all" {
@@ -30,6 +44,12 @@ pub async fn run(args: DemoArgs) -> CmdResult<i32> {
     if !args.shape.json {
         eprintln!("starting {count} nodes on 127.0.0.1 ...");
     }
+    // The recorder goes first: balancers register their handles with it as they start.
+    let recorder = if args.metrics {
+        Some(install_recorder()?)
+    } else {
+        None
+    };
     let cluster = Cluster::start(&bin, count, &["--balancer", DEMO_BALANCER]).await?;
     let node = cluster.join("rpclb-demo", Duration::from_secs(10)).await?;
     let timeout = Duration::from_millis(args.shape.timeout_ms);
@@ -58,14 +78,23 @@ pub async fn run(args: DemoArgs) -> CmdResult<i32> {
         }
         reports.push(report);
     }
+    let metrics = recorder.map(|handle| {
+        handle.run_upkeep();
+        handle.render()
+    });
     if args.shape.json {
-        let value = json!({
+        let mut value = json!({
             "nodes": cluster.names(),
             "calls": args.calls,
             "concurrency": args.shape.concurrency,
             "algorithms": reports.iter().map(|r| r.to_json()).collect::<Vec<_>>(),
         });
+        if let Some(metrics) = &metrics {
+            value["metrics"] = json!(metrics);
+        }
         println!("{value}");
+    } else if let Some(metrics) = &metrics {
+        println!("metrics recorded by this process (Prometheus text):\n{metrics}");
     }
     node.shutdown().await;
     drop(cluster); // kills the children

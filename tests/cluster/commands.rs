@@ -136,3 +136,33 @@ async fn call_and_load_work_against_a_running_cluster() {
         assert_eq!(report["per_node"][node], 250, "{report}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_prints_the_metrics_it_recorded() {
+    let args = [
+        "demo",
+        "--calls",
+        "300",
+        "--algorithm",
+        "round_robin",
+        "--metrics",
+        "--json",
+    ];
+    let (code, stdout) = rpclb(&args, Duration::from_secs(120)).await;
+    assert_eq!(code, 0, "{stdout}");
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let metrics = report["metrics"].as_str().expect("a metrics field");
+    let stops: u64 = metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("rpc_load_balancer_rpc_request_stop_count{")
+                && l.contains(r#"status="ok""#)
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(stops, 300, "{metrics}");
+    assert!(
+        metrics.contains(r#"le="60000""#),
+        "duration buckets from describe()"
+    );
+}

@@ -11,6 +11,7 @@ mod local;
 mod mesh;
 mod node_death;
 mod payload;
+mod prometheus;
 mod telemetry;
 
 use std::time::Duration;

@@ -86,8 +86,8 @@ impl<F: RemoteFunction> BalancedCall<F> {
         let mut encoded = None;
         let mut exclude: Option<Arc<str>> = None;
         loop {
-            let member = shared.choose(key, exclude.as_deref())?;
-            let guard = SelectionGuard::new(Arc::clone(shared), member);
+            let (members, index) = shared.choose(key, exclude.as_deref())?;
+            let guard = SelectionGuard::new(shared, members, index);
             let member = guard.member();
             telemetry.target(member.node_arc());
             if member.is_local() {
@@ -169,8 +169,8 @@ impl<F: RemoteFunction> BalancedCast<F> {
         let key = self.key.as_deref();
         let mut exclude: Option<Arc<str>> = None;
         loop {
-            let member = shared.choose(key, exclude.as_deref())?;
-            let guard = SelectionGuard::new(Arc::clone(shared), member);
+            let (members, index) = shared.choose(key, exclude.as_deref())?;
+            let guard = SelectionGuard::new(shared, members, index);
             let member = guard.member();
             telemetry.target(member.node_arc());
             let sent = call::cast_endpoint::<F>(

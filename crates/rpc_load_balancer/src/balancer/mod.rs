@@ -211,9 +211,9 @@ impl Balancer {
     /// algorithms count the member busy until then).
     ///
     /// Errors: [`Error::NoMembers`]; an algorithm's own selection error.
-    pub fn select_node(&self, key: Option<&[u8]>) -> Result<SelectionGuard, Error> {
-        let member = self.shared.choose(key, None)?;
-        Ok(SelectionGuard::new(Arc::clone(&self.shared), member))
+    pub fn select_node(&self, key: Option<&[u8]>) -> Result<SelectionGuard<'_>, Error> {
+        let (members, index) = self.shared.choose(key, None)?;
+        Ok(SelectionGuard::new(&self.shared, members, index))
     }
 
     /// A call of `F` with `args` on a member chosen by the algorithm; set `.key(..)` and
@@ -259,40 +259,46 @@ impl Balancer {
 }
 
 /// One selected member. Dropping the guard releases the selection in the algorithm, exactly
-/// once, whatever happened to the call (success, error, timeout, panic, cancellation).
-pub struct SelectionGuard {
-    shared: Arc<BalancerShared>,
-    member: Member,
+/// once, whatever happened to the call (success, error, timeout, panic, cancellation). It
+/// borrows the balancer and holds the members snapshot it was chosen from.
+pub struct SelectionGuard<'a> {
+    shared: &'a BalancerShared,
+    members: Arc<Members>,
+    index: usize,
 }
 
-impl SelectionGuard {
-    pub(crate) fn new(shared: Arc<BalancerShared>, member: Member) -> Self {
+impl<'a> SelectionGuard<'a> {
+    pub(crate) fn new(shared: &'a BalancerShared, members: Arc<Members>, index: usize) -> Self {
         shared.metrics.enter();
-        Self { shared, member }
+        Self {
+            shared,
+            members,
+            index,
+        }
     }
 
     /// The selected member's node (full name).
     pub fn node(&self) -> &str {
-        self.member.node()
+        self.member().node()
     }
 
     /// The selected member.
     pub fn member(&self) -> &Member {
-        &self.member
+        &self.members.as_slice()[self.index]
     }
 }
 
-impl std::fmt::Debug for SelectionGuard {
+impl std::fmt::Debug for SelectionGuard<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SelectionGuard")
-            .field("node", &self.member.node())
+            .field("node", &self.node())
             .finish()
     }
 }
 
-impl Drop for SelectionGuard {
+impl Drop for SelectionGuard<'_> {
     fn drop(&mut self) {
-        self.shared.config.algorithm.release_node(&self.member);
+        self.shared.config.algorithm.release_node(self.member());
         self.shared.metrics.exit();
     }
 }

@@ -116,7 +116,8 @@ impl BalancerShared {
         self.members_watch.send_replace(next);
     }
 
-    /// Picks a member for a call, skipping `exclude` (a member a send just failed to reach).
+    /// Picks a member for a call, skipping `exclude` (a member a send just failed to reach):
+    /// the snapshot it was picked from and its index there.
     ///
     /// Errors: [`Error::UnknownBalancer`] once the balancer is stopped; [`Error::NoMembers`];
     /// the algorithm's own errors.
@@ -124,15 +125,15 @@ impl BalancerShared {
         &self,
         key: Option<&[u8]>,
         exclude: Option<&str>,
-    ) -> Result<Member, Error> {
+    ) -> Result<(Arc<Members>, usize), Error> {
         self.check_running()?;
-        let snapshot = self.members.load();
+        let snapshot = self.members.load_full();
         let request = SelectionRequest {
             balancer: &self.name,
             key,
         };
         let algorithm = &*self.config.algorithm;
-        let pick = |list: &[Member]| -> Result<Member, Error> {
+        let pick = |list: &[Member]| -> Result<usize, Error> {
             if list.is_empty() {
                 self.metrics.empty();
                 return Err(Error::NoMembers {
@@ -140,31 +141,37 @@ impl BalancerShared {
                 });
             }
             let index = algorithm.choose_from_nodes(list, &request)?;
-            if index < list.len() {
-                self.metrics.selected(algorithm, list, index, &request);
-            }
-            list.get(index)
-                .cloned()
-                .ok_or_else(|| Error::InvalidConfig {
+            if index >= list.len() {
+                return Err(Error::InvalidConfig {
                     option: "algorithm",
                     reason: format!(
                         "{} chose member {index} of {}",
-                        self.config.algorithm.name(),
+                        algorithm.name(),
                         list.len()
                     ),
-                })
+                });
+            }
+            self.metrics.selected(algorithm, list, index, &request);
+            Ok(index)
         };
-        match exclude {
+        let index = match exclude {
             Some(node) if snapshot.contains(node) => {
+                // Rare (a send just failed): pick among the others, then find it again.
                 let rest: Vec<Member> = snapshot
                     .as_slice()
                     .iter()
                     .filter(|m| m.node() != node)
                     .cloned()
                     .collect();
-                pick(&rest)
+                let chosen = rest[pick(&rest)?].node().to_string();
+                snapshot
+                    .as_slice()
+                    .iter()
+                    .position(|m| m.node() == chosen)
+                    .unwrap_or(0)
             }
-            _ => pick(snapshot.as_slice()),
-        }
+            _ => pick(snapshot.as_slice())?,
+        };
+        Ok((snapshot, index))
     }
 }
