@@ -15,6 +15,9 @@ use rpc_load_balancer::{
     SelectionRequest, SCOPE,
 };
 
+/// Builds a fresh algorithm.
+type MakeAlgorithm = fn() -> Box<dyn SelectionAlgorithm>;
+
 /// Stands in for a member on another node.
 struct Idle;
 impl Actor for Idle {
@@ -37,9 +40,9 @@ fn selection(c: &mut Criterion) {
         ))
         .unwrap();
     let mut group = c.benchmark_group("selection_8_members");
-    let algorithms: Vec<(&str, Box<dyn Fn() -> Box<dyn SelectionAlgorithm>>)> = vec![
-        ("random", Box::new(|| Box::new(Random::new()))),
-        ("round_robin", Box::new(|| Box::new(RoundRobin::new()))),
+    let algorithms: Vec<(&str, MakeAlgorithm)> = vec![
+        ("random", || Box::new(Random::new())),
+        ("round_robin", || Box::new(RoundRobin::new())),
     ];
     for (name, make) in algorithms {
         let balancer_name = format!("bench-{name}");
@@ -79,6 +82,7 @@ fn selection(c: &mut Criterion) {
         });
     }
     group.finish();
+    runtime.block_on(node.shutdown());
 }
 
 criterion_group!(benches, selection);
