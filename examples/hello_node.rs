@@ -1,8 +1,9 @@
 //! The smallest useful program: start a node, serve a function, call it.
 //!
-//! Run one process alone (`cargo run --example hello_node`) and it calls itself. Run a second
-//! one pointing at the first (`cargo run --example hello_node -- 127.0.0.1:PORT`) and it calls
-//! the first node's `greet` by name.
+//! Run one process alone (`cargo run --example hello_node`): it calls itself, then keeps
+//! serving and prints its address. Run a second one pointing at the first (`cargo run
+//! --example hello_node -- 127.0.0.1:PORT`): it calls the first node's `greet` by name and
+//! exits.
 
 use std::time::Duration;
 
@@ -32,8 +33,8 @@ async fn main() -> Result<(), Error> {
     })?;
     println!("{} listening on {}", node.name(), node.listen_addr());
 
-    let target = match peer {
-        Some(addr) => node.connect(&addr).await?,
+    let target = match &peer {
+        Some(addr) => node.connect(addr).await?,
         None => node.name().to_string(),
     };
     let reply = node
@@ -41,6 +42,15 @@ async fn main() -> Result<(), Error> {
         .timeout(Duration::from_secs(2))
         .await?;
     println!("{reply}");
+    if peer.is_none() {
+        // Stay up so a second process can call this one.
+        println!(
+            "serving; in another terminal: cargo run --example hello_node -- {}",
+            node.listen_addr()
+        );
+        println!("stop with Ctrl-C");
+        let _ = tokio::signal::ctrl_c().await;
+    }
     node.shutdown().await;
     Ok(())
 }

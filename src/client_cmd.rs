@@ -56,6 +56,9 @@ pub async fn client_balancer(name: &str, algorithm: &str) -> Result<Balancer, Er
 /// Waits until `target` is connected, or the node list has been quiet for 300 ms (the mesh
 /// is complete and `target` is not in it), at most 5 s.
 async fn wait_for_node(node: &Node, target: &str) {
+    if !target.contains('@') {
+        eprintln!("note: node names are full names, like {target}@127.0.0.1");
+    }
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     let mut nodes = node.watch_nodes();
     while !nodes.borrow_and_update().iter().any(|n| n == target)

@@ -97,6 +97,6 @@ pub async fn run(args: DemoArgs) -> CmdResult<i32> {
         println!("metrics recorded by this process (Prometheus text):\n{metrics}");
     }
     node.shutdown().await;
-    drop(cluster); // kills the children
+    cluster.shutdown().await;
     Ok(if failed { 1 } else { 0 })
 }

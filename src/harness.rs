@@ -281,6 +281,13 @@ impl Cluster {
         Ok(Self { bin, cookie, nodes })
     }
 
+    /// SIGKILLs every child and reaps it (dropping the cluster kills them too, without waiting).
+    pub async fn shutdown(mut self) {
+        for node in &mut self.nodes {
+            node.kill().await;
+        }
+    }
+
     /// The cluster's cookie.
     pub fn cookie(&self) -> &str {
         &self.cookie

@@ -12,6 +12,7 @@ fn main() {
                 .unwrap_or_else(|_| EnvFilter::new(rpclb::DEFAULT_LOG_FILTER)),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(usize::from(cli.worker_threads))

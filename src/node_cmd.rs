@@ -10,8 +10,12 @@ use crate::cli::NodeArgs;
 use crate::{functions, CmdResult};
 
 /// Prints one JSON event line on stdout.
+/// Prints one JSON event line on stdout. A closed stdout (the reader went away, e.g. `| head
+/// -1`) must not stop the node: write errors are ignored.
 fn emit(value: serde_json::Value) {
-    println!("{value}");
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{value}").and_then(|()| out.flush());
 }
 
 /// Runs the node until SIGTERM, SIGINT or (with `--exit-with-stdin`) end of stdin.

@@ -11,7 +11,9 @@ mod local;
 mod mesh;
 mod node_death;
 mod payload;
+#[cfg(feature = "telemetry")]
 mod prometheus;
+#[cfg(feature = "telemetry")]
 mod telemetry;
 
 use std::time::Duration;

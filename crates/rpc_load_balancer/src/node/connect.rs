@@ -41,6 +41,19 @@ async fn resolve(addr: &str) -> Result<Vec<SocketAddr>, Error> {
     Ok(resolved)
 }
 
+/// The reason given when a node is asked to dial itself.
+const OWN_ADDRESS: &str = "this is the node's own address";
+
+/// Whether `resolved` includes the address this node listens on.
+fn is_own_address(shared: &NodeShared, resolved: &[SocketAddr]) -> bool {
+    let Ok(own) = shared.listen_addr.parse::<SocketAddr>() else {
+        return false;
+    };
+    resolved.iter().any(|a| {
+        *a == own || (own.ip().is_unspecified() && a.port() == own.port() && a.ip().is_loopback())
+    })
+}
+
 /// Whether `connection_string` (a peer's advertised `host:port`) names `addr`.
 fn names(connection_string: &str, addr: &str, resolved: &[SocketAddr]) -> bool {
     connection_string == addr
@@ -78,6 +91,9 @@ pub(crate) async fn connect(
         reason,
     };
     let resolved = resolve(addr).await?;
+    if is_own_address(shared, &resolved) {
+        return Err(failed(OWN_ADDRESS.to_string()));
+    }
     // Subscribe before dialling so the ready event cannot slip past.
     let mut sessions = shared.sessions.subscribe();
     if let Some(name) = shared.peer_at(|c| names(c, addr, &resolved)) {
@@ -279,6 +295,10 @@ pub(crate) async fn keep_peer(
                         Err(RecvError::Closed) => return,
                     }
                 }
+            }
+            Err(Error::ConnectFailed { reason, .. }) if reason == OWN_ADDRESS => {
+                tracing::warn!(%addr, "not dialling this node's own address, listed among its peers");
+                return;
             }
             Err(error) => {
                 // The first failure and every tenth after are worth a warning: a wrong cookie

@@ -25,6 +25,10 @@
 mod rpc;
 mod selection;
 
+/// Whether instrumentation is compiled in (cargo feature `telemetry`, on by default). Without
+/// it, spans, events and metrics are compiled out: only for measuring their cost.
+pub(crate) const ENABLED: bool = cfg!(feature = "telemetry");
+
 pub(crate) use rpc::RpcTelemetry;
 pub(crate) use selection::SelectionMetrics;
 

@@ -33,14 +33,18 @@ impl RpcTelemetry {
         function: &'static str,
         balancer: Option<&Arc<str>>,
     ) -> Self {
-        let span = tracing::debug_span!(
-            "rpc_load_balancer.rpc",
-            r#type = kind,
-            function,
-            load_balancer = balancer.map(|b| &**b).unwrap_or(""),
-            node = Empty,
-            status = Empty,
-        );
+        let span = if !super::ENABLED {
+            Span::none()
+        } else {
+            tracing::debug_span!(
+                "rpc_load_balancer.rpc",
+                r#type = kind,
+                function,
+                load_balancer = balancer.map(|b| &**b).unwrap_or(""),
+                node = Empty,
+                status = Empty,
+            )
+        };
         let balancer = balancer.map(shared).unwrap_or(SharedString::const_str(""));
         Self {
             span,
@@ -59,6 +63,9 @@ impl RpcTelemetry {
 
     /// Records the target node (once selected) and counts the start.
     pub(crate) fn target(&mut self, node: &Arc<str>) {
+        if !super::ENABLED {
+            return;
+        }
         if self.node.as_ref().is_some_and(|n| Arc::ptr_eq(n, node)) {
             return;
         }
@@ -76,6 +83,9 @@ impl RpcTelemetry {
 
     /// Records the outcome: status on the span, stop counter, duration.
     pub(crate) fn finish<T>(mut self, outcome: &Result<T, Error>) {
+        if !super::ENABLED {
+            return;
+        }
         if self.node.is_none() {
             // Failed before a target was chosen (e.g. no members): still counted as started.
             let none: Arc<str> = Arc::from("");

@@ -57,6 +57,9 @@ impl SelectionMetrics {
         chosen: usize,
         request: &SelectionRequest<'_>,
     ) {
+        if !super::ENABLED {
+            return;
+        }
         let member = &members[chosen];
         member.selected_counter().increment(1);
         tracing::trace!(
@@ -83,21 +86,33 @@ impl SelectionMetrics {
 
     /// Records a selection on an empty pool.
     pub(crate) fn empty(&self) {
+        if !super::ENABLED {
+            return;
+        }
         self.empty.increment(1);
         tracing::trace!(target: TARGET, load_balancer = &*self.balancer, algorithm = self.algorithm, "no members");
     }
 
     /// Records a new snapshot's size.
     pub(crate) fn pool_changed(&self, size: usize) {
+        if !super::ENABLED {
+            return;
+        }
         self.pool_size.record(size as f64);
     }
 
     /// A routed call or cast started (selected) / ended.
     pub(crate) fn enter(&self) {
+        if !super::ENABLED {
+            return;
+        }
         self.in_flight.increment(1.0);
     }
 
     pub(crate) fn exit(&self) {
+        if !super::ENABLED {
+            return;
+        }
         self.in_flight.decrement(1.0);
     }
 }
