@@ -132,46 +132,60 @@ impl BalancerShared {
             balancer: &self.name,
             key,
         };
-        let algorithm = &*self.config.algorithm;
-        let pick = |list: &[Member]| -> Result<usize, Error> {
-            if list.is_empty() {
-                self.metrics.empty();
-                return Err(Error::NoMembers {
-                    balancer: self.name.clone(),
-                });
-            }
-            let index = algorithm.choose_from_nodes(list, &request)?;
-            if index >= list.len() {
-                return Err(Error::InvalidConfig {
-                    option: "algorithm",
-                    reason: format!(
-                        "{} chose member {index} of {}",
-                        algorithm.name(),
-                        list.len()
-                    ),
-                });
-            }
-            self.metrics.selected(algorithm, list, index, &request);
-            Ok(index)
-        };
         let index = match exclude {
             Some(node) if snapshot.contains(node) => {
-                // Rare (a send just failed): pick among the others, then find it again.
-                let rest: Vec<Member> = snapshot
-                    .as_slice()
-                    .iter()
-                    .filter(|m| m.node() != node)
-                    .cloned()
-                    .collect();
-                let chosen = rest[pick(&rest)?].node().to_string();
-                snapshot
-                    .as_slice()
-                    .iter()
-                    .position(|m| m.node() == chosen)
-                    .unwrap_or(0)
+                self.pick_excluding(&snapshot, node, &request)?
             }
-            _ => pick(snapshot.as_slice())?,
+            _ => self.pick(snapshot.as_slice(), &request)?,
         };
         Ok((snapshot, index))
+    }
+
+    /// Runs the algorithm over `list` and records the pick.
+    #[inline]
+    fn pick(&self, list: &[Member], request: &SelectionRequest<'_>) -> Result<usize, Error> {
+        let algorithm = &*self.config.algorithm;
+        if list.is_empty() {
+            self.metrics.empty();
+            return Err(Error::NoMembers {
+                balancer: self.name.clone(),
+            });
+        }
+        let index = algorithm.choose_from_nodes(list, request)?;
+        if index >= list.len() {
+            return Err(Error::InvalidConfig {
+                option: "algorithm",
+                reason: format!(
+                    "{} chose member {index} of {}",
+                    algorithm.name(),
+                    list.len()
+                ),
+            });
+        }
+        self.metrics.selected(algorithm, list, index, request);
+        Ok(index)
+    }
+
+    /// Rare (a send just failed): picks among the members other than `node`, and returns the
+    /// pick's index in the whole snapshot.
+    #[cold]
+    fn pick_excluding(
+        &self,
+        snapshot: &Members,
+        node: &str,
+        request: &SelectionRequest<'_>,
+    ) -> Result<usize, Error> {
+        let rest: Vec<Member> = snapshot
+            .as_slice()
+            .iter()
+            .filter(|m| m.node() != node)
+            .cloned()
+            .collect();
+        let chosen = rest[self.pick(&rest, request)?].node().to_string();
+        Ok(snapshot
+            .as_slice()
+            .iter()
+            .position(|m| m.node() == chosen)
+            .unwrap_or(0))
     }
 }

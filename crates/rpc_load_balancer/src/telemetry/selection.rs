@@ -49,7 +49,9 @@ impl SelectionMetrics {
         )
     }
 
-    /// Records that `members[chosen]` was picked.
+    /// Records that `members[chosen]` was picked: one counter increment on the hot path; the
+    /// events only when DEBUG or more is enabled somewhere.
+    #[inline]
     pub(crate) fn selected(
         &self,
         algorithm: &dyn SelectionAlgorithm,
@@ -60,8 +62,28 @@ impl SelectionMetrics {
         if !super::ENABLED {
             return;
         }
-        let member = &members[chosen];
-        member.selected_counter().increment(1);
+        if let Some(member) = members.get(chosen) {
+            member.selected_counter().increment(1);
+        }
+        // One load of the global max level: with no subscriber (or one above DEBUG) nothing
+        // else runs.
+        if tracing::level_enabled!(tracing::Level::DEBUG) {
+            self.trace_selected(algorithm, members, chosen, request);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn trace_selected(
+        &self,
+        algorithm: &dyn SelectionAlgorithm,
+        members: &[Member],
+        chosen: usize,
+        request: &SelectionRequest<'_>,
+    ) {
+        let Some(member) = members.get(chosen) else {
+            return;
+        };
         tracing::trace!(
             target: TARGET,
             load_balancer = &*self.balancer,
@@ -102,6 +124,7 @@ impl SelectionMetrics {
     }
 
     /// A routed call or cast started (selected) / ended.
+    #[inline]
     pub(crate) fn enter(&self) {
         if !super::ENABLED {
             return;
@@ -109,6 +132,7 @@ impl SelectionMetrics {
         self.in_flight.increment(1.0);
     }
 
+    #[inline]
     pub(crate) fn exit(&self) {
         if !super::ENABLED {
             return;
