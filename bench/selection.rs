@@ -68,6 +68,7 @@ fn selection(c: &mut Criterion) {
         let members = balancer.members();
         let raw = make();
         let request = SelectionRequest {
+            version: SelectionRequest::UNCACHED,
             balancer: &balancer_name,
             key: None,
         };

@@ -52,6 +52,8 @@ pub async fn run(args: DemoArgs) -> CmdResult<i32> {
     };
     let cluster = Cluster::start(&bin, count, &["--balancer", DEMO_BALANCER]).await?;
     let node = cluster.join("rpclb-demo", Duration::from_secs(10)).await?;
+    // CallDirect runs calls on this node: it serves the demo functions too.
+    crate::functions::register_all(&node, Duration::ZERO)?;
     let timeout = Duration::from_millis(args.shape.timeout_ms);
     let mut reports = Vec::new();
     let mut failed = false;

@@ -283,6 +283,10 @@ impl Cluster {
 
     /// SIGKILLs every child and reaps it (dropping the cluster kills them too, without waiting).
     pub async fn shutdown(mut self) {
+        // All at once, so no survivor spends its last moments redialling the others.
+        for node in &mut self.nodes {
+            let _ = node.child.start_kill();
+        }
         for node in &mut self.nodes {
             node.kill().await;
         }

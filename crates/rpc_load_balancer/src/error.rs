@@ -209,6 +209,15 @@ pub enum Error {
         /// The balancer's name.
         balancer: String,
     },
+    /// The balancer has members, but the algorithm may pick none of them (e.g. every member
+    /// weighs 0 under WeightedRoundRobin).
+    #[error("no eligible member for balancer {balancer}: {reason}")]
+    NoEligibleMembers {
+        /// The balancer's name.
+        balancer: String,
+        /// Why none is eligible.
+        reason: String,
+    },
     /// No balancer of that name was started on this node.
     #[error("balancer {balancer} is not started on this node")]
     UnknownBalancer {
@@ -251,7 +260,8 @@ impl Error {
             | Self::WireVersion { .. }
             | Self::ConnectFailed { .. }
             | Self::PeersNotReady { .. }
-            | Self::NoMembers { .. } => ErrorCode::ServiceUnavailable,
+            | Self::NoMembers { .. }
+            | Self::NoEligibleMembers { .. } => ErrorCode::ServiceUnavailable,
             Self::BadRequest { .. }
             | Self::PayloadTooLarge { .. }
             | Self::Codec { .. }
@@ -268,7 +278,7 @@ impl Error {
     /// A short stable name of the variant, in snake case (`"request_timeout"`,
     /// `"service_unavailable"`, `"bad_request"`, `"remote"`, `"payload_too_large"`, `"codec"`,
     /// `"wire_version"`, `"connect_failed"`, `"peers_not_ready"`, `"invalid_config"`,
-    /// `"duplicate_function"`, `"no_members"`, `"unknown_balancer"`, `"balancer_already_started"`,
+    /// `"duplicate_function"`, `"no_members"`, `"no_eligible_members"`, `"unknown_balancer"`, `"balancer_already_started"`,
     /// `"node_not_running"`, `"node_already_running"`, `"startup"`). Used as a metric label
     /// and in the `rpclb` binary's `--json` output.
     pub fn kind(&self) -> &'static str {
@@ -285,6 +295,7 @@ impl Error {
             Self::InvalidConfig { .. } => "invalid_config",
             Self::DuplicateFunction { .. } => "duplicate_function",
             Self::NoMembers { .. } => "no_members",
+            Self::NoEligibleMembers { .. } => "no_eligible_members",
             Self::UnknownBalancer { .. } => "unknown_balancer",
             Self::BalancerAlreadyStarted { .. } => "balancer_already_started",
             Self::NodeNotRunning => "node_not_running",

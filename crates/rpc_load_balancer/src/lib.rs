@@ -58,7 +58,10 @@ mod node;
 pub mod telemetry;
 mod wire;
 
-pub use algorithm::{Explanation, Random, RoundRobin, SelectionAlgorithm, SelectionRequest};
+pub use algorithm::{
+    CallDirect, Explanation, LeastConnections, PowerOfTwo, Random, RoundRobin, SelectionAlgorithm,
+    SelectionRequest, WeightedRoundRobin,
+};
 pub use balancer::{
     BalancedCall, BalancedCast, Balancer, BalancerConfig, Member, Members, SelectionGuard,
 };

@@ -26,16 +26,25 @@
 //! [`is_local`]: SelectionAlgorithm::is_local
 //! [`children`]: SelectionAlgorithm::children
 
+mod call_direct;
+mod least_connections;
+mod power_of_two;
 mod random;
+mod rng;
 mod round_robin;
+mod weighted_round_robin;
 
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use ractor::{ActorCell, SpawnErr};
 
+pub use call_direct::CallDirect;
+pub use least_connections::LeastConnections;
+pub use power_of_two::PowerOfTwo;
 pub use random::Random;
 pub use round_robin::RoundRobin;
+pub use weighted_round_robin::WeightedRoundRobin;
 
 use crate::balancer::Member;
 use crate::Error;
@@ -45,8 +54,17 @@ use crate::Error;
 pub struct SelectionRequest<'a> {
     /// The balancer's name.
     pub balancer: &'a str,
-    /// The call's key (e.g. for HashRing), as bytes.
+    /// The call's key, as bytes (for key-aware algorithms).
     pub key: Option<&'a [u8]>,
+    /// The [`Members::version`](crate::Members::version) the member list comes from, so an
+    /// algorithm can cache what it derives from a list (a schedule, a ring);
+    /// [`SelectionRequest::UNCACHED`] for a list that is no snapshot (nothing cached applies).
+    pub version: u64,
+}
+
+impl SelectionRequest<'_> {
+    /// The `version` of a member list that is not a snapshot.
+    pub const UNCACHED: u64 = u64::MAX;
 }
 
 /// Why a member was picked: see [`SelectionAlgorithm::explain`].
@@ -70,6 +88,8 @@ pub struct NodeChange<'a> {
     pub left: &'a [Arc<str>],
     /// All members after the change, sorted by node name.
     pub members: &'a [Member],
+    /// The new snapshot's [`Members::version`](crate::Members::version).
+    pub version: u64,
 }
 
 /// Spawns one child actor linked to the balancer's supervisor (given as the argument).
@@ -185,7 +205,7 @@ pub(crate) fn random_distinct(len: usize, count: usize) -> Vec<usize> {
     indices
 }
 
-/// The built-in algorithm called `name` (`"random"`, `"round_robin"`), with default options.
+/// The built-in algorithm called `name` (one of [`BUILT_IN`]), with default options.
 /// Used by the `rpclb` binary and admin control.
 ///
 /// Errors: [`Error::InvalidConfig`] (`algorithm`) for an unknown name.
@@ -193,6 +213,10 @@ pub fn by_name(name: &str) -> Result<Arc<dyn SelectionAlgorithm>, Error> {
     match name {
         "random" => Ok(Arc::new(Random::new())),
         "round_robin" => Ok(Arc::new(RoundRobin::new())),
+        "weighted_round_robin" => Ok(Arc::new(WeightedRoundRobin::new())),
+        "least_connections" => Ok(Arc::new(LeastConnections::new())),
+        "power_of_two" => Ok(Arc::new(PowerOfTwo::new())),
+        "call_direct" => Ok(Arc::new(CallDirect)),
         other => Err(Error::InvalidConfig {
             option: "algorithm",
             reason: format!(
@@ -204,7 +228,14 @@ pub fn by_name(name: &str) -> Result<Arc<dyn SelectionAlgorithm>, Error> {
 }
 
 /// Names of the built-in algorithms [`by_name`] knows.
-pub const BUILT_IN: &[&str] = &["random", "round_robin"];
+pub const BUILT_IN: &[&str] = &[
+    "random",
+    "round_robin",
+    "weighted_round_robin",
+    "least_connections",
+    "power_of_two",
+    "call_direct",
+];
 
 #[cfg(test)]
 mod tests;

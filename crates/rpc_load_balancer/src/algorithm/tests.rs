@@ -25,6 +25,7 @@ async fn members(nodes: &[&str]) -> Vec<Member> {
 }
 
 const REQUEST: SelectionRequest<'static> = SelectionRequest {
+    version: SelectionRequest::UNCACHED,
     balancer: "b",
     key: None,
 };
@@ -116,4 +117,148 @@ fn built_in_algorithms_by_name() {
         }) => assert!(reason.contains("round_robin")),
         other => panic!("{:?}", other.map(|a| a.name())),
     }
+}
+
+fn pick(algorithm: &dyn SelectionAlgorithm, list: &[Member]) -> usize {
+    let index = algorithm.choose_from_nodes(list, &REQUEST).unwrap();
+    assert!(index < list.len());
+    index
+}
+
+#[tokio::test]
+async fn least_connections_takes_the_least_loaded_and_breaks_ties_at_random() {
+    let list = members(&["a", "b", "c"]).await;
+    let lc = LeastConnections::seeded(1);
+    // Fresh counters: three picks (each taking a count) reach three different members.
+    let mut picked = std::collections::BTreeSet::new();
+    for _ in 0..3 {
+        let i = pick(&lc, &list);
+        list[i].acquire();
+        picked.insert(list[i].node().to_string());
+    }
+    assert_eq!(picked.len(), 3);
+    // After releasing b, the next pick is b.
+    list[1].release();
+    assert_eq!(pick(&lc, &list), 1);
+    // Ties are not always resolved to the first member.
+    let idle = members(&["a", "b", "c", "d"]).await;
+    let firsts: std::collections::BTreeSet<usize> = (0..100).map(|_| pick(&lc, &idle)).collect();
+    assert_eq!(firsts.len(), 4, "ties at random: {firsts:?}");
+}
+
+#[tokio::test]
+async fn counts_never_go_negative() {
+    let list = members(&["a"]).await;
+    list[0].release();
+    assert_eq!(list[0].in_flight(), 0);
+    list[0].acquire();
+    list[0].release();
+    list[0].release();
+    assert_eq!(list[0].in_flight(), 0);
+}
+
+#[tokio::test]
+async fn power_of_two_samples_two_distinct_members_and_takes_the_lighter() {
+    let list = members(&["a", "b"]).await;
+    for _ in 0..5 {
+        list[0].acquire();
+    }
+    let p2c = PowerOfTwo::seeded(3);
+    assert!(
+        (0..50).all(|_| pick(&p2c, &list) == 1),
+        "with two members both are always sampled"
+    );
+    let three = members(&["a", "b", "c"]).await;
+    for _ in 0..10 {
+        three[1].acquire();
+        three[2].acquire();
+    }
+    let a = (0..3000).filter(|_| pick(&p2c, &three) == 0).count();
+    // a is picked whenever sampled: in 2 of the 3 possible pairs.
+    assert!((1800..2200).contains(&a), "a picked {a} of 3000");
+    assert_eq!(pick(&p2c, &three[..1]), 0);
+}
+
+#[tokio::test]
+async fn weighted_round_robin_is_exact_per_cycle() {
+    let list = members(&["a@h", "b@h"]).await;
+    let wrr = WeightedRoundRobin::new()
+        .weight("a@h", 3)
+        .weight("b@h", 1)
+        .starting_at(0);
+    wrr.init("b").unwrap();
+    let picks: Vec<usize> = (0..40).map(|_| pick(&wrr, &list)).collect();
+    for window in picks.windows(4) {
+        assert_eq!(window.iter().filter(|i| **i == 0).count(), 3, "{picks:?}");
+    }
+    // Interleaved, not a burst of three.
+    assert_ne!(&picks[..4], &[0, 0, 0, 1]);
+    // Default weights: plain round robin.
+    let plain = WeightedRoundRobin::new().starting_at(0);
+    let three = members(&["a@h", "b@h", "c@h"]).await;
+    let picks: Vec<usize> = (0..6).map(|_| pick(&plain, &three)).collect();
+    assert_eq!(picks, [0, 1, 2, 0, 1, 2]);
+}
+
+#[tokio::test]
+async fn weighted_round_robin_weights_zero_and_validation() {
+    let list = members(&["a@h", "b@h"]).await;
+    let no_b = WeightedRoundRobin::new().weight("b@h", 0);
+    assert!((0..10).all(|_| pick(&no_b, &list) == 0));
+    let none = WeightedRoundRobin::new().default_weight(0);
+    match none.choose_from_nodes(&list, &REQUEST) {
+        Err(Error::NoEligibleMembers { reason, .. }) => assert!(reason.contains("weighs 0")),
+        other => panic!("{other:?}"),
+    }
+    for (config, option) in [
+        (
+            WeightedRoundRobin::new().weight("a@h", WeightedRoundRobin::MAX_WEIGHT + 1),
+            "weights",
+        ),
+        (WeightedRoundRobin::new().weight("a", 2), "weights"),
+        (
+            WeightedRoundRobin::new().default_weight(WeightedRoundRobin::MAX_WEIGHT + 1),
+            "default_weight",
+        ),
+    ] {
+        match config.init("b") {
+            Err(Error::InvalidConfig { option: named, .. }) => assert_eq!(named, option),
+            other => panic!("{option}: {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn weighted_round_robin_uses_the_cycle_of_the_current_snapshot() {
+    let list = members(&["a@h", "b@h"]).await;
+    let wrr = WeightedRoundRobin::new().weight("a@h", 2).starting_at(0);
+    wrr.on_node_change(&NodeChange {
+        balancer: "b",
+        joined: &[],
+        left: &[],
+        members: &list,
+        version: 7,
+    });
+    let request = SelectionRequest {
+        balancer: "b",
+        key: None,
+        version: 7,
+    };
+    let picks: Vec<usize> = (0..6)
+        .map(|_| wrr.choose_from_nodes(&list, &request).unwrap())
+        .collect();
+    assert_eq!(picks.iter().filter(|i| **i == 0).count(), 4);
+    // A list that is not that snapshot (e.g. one member excluded) gets its own cycle.
+    let request = SelectionRequest {
+        balancer: "b",
+        key: None,
+        version: SelectionRequest::UNCACHED,
+    };
+    assert!((0..4).all(|_| wrr.choose_from_nodes(&list[1..], &request).unwrap() == 0));
+}
+
+#[test]
+fn call_direct_runs_locally() {
+    assert!(CallDirect.is_local());
+    assert!(!Random::new().is_local());
 }

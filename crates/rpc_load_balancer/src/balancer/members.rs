@@ -2,6 +2,7 @@
 //! node name, so every caller on every node indexes the same list. Built by the LoadBalancer
 //! actor on each membership change and read lock-free by callers.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use ractor::{ActorCell, ActorId, ActorRef};
@@ -21,6 +22,7 @@ pub struct Member {
     actor: ActorRef<RpcMessage>,
     local: bool,
     selected: metrics::Counter,
+    in_flight: Arc<AtomicUsize>,
 }
 
 impl Member {
@@ -43,6 +45,24 @@ impl Member {
     /// restarted).
     pub fn id(&self) -> ActorId {
         self.actor.get_id()
+    }
+
+    /// Calls and casts routed to this member by this node's balancer and not finished yet
+    /// (taken at selection, released when the selection guard drops).
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Counts one more routed call in flight.
+    pub(crate) fn acquire(&self) {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one routed call finished; never below zero.
+    pub(crate) fn release(&self) {
+        let _ = self
+            .in_flight
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
     }
 
     /// The member's `node.selected.count` handle.
@@ -69,6 +89,7 @@ impl Member {
             actor: ActorRef::from(cell.clone()),
             local: cell.get_id().is_local(),
             selected: metrics::Counter::noop(),
+            in_flight: Arc::default(),
         })
     }
 
@@ -79,6 +100,7 @@ impl Member {
             actor,
             local: false,
             selected: metrics::Counter::noop(),
+            in_flight: Arc::default(),
         }
     }
 }
@@ -102,10 +124,13 @@ pub struct Members {
 impl Members {
     /// Builds a snapshot from pg cells: keeps member actors, one per node (a local one wins,
     /// else the first), sorted by node name, each with its selection counter registered.
+    /// A node that stays a member keeps its in-flight count from `previous`; a node that
+    /// (re)joins starts at 0, so late releases from an earlier membership never touch it.
     pub(crate) fn from_cells(
         metrics: &SelectionMetrics,
         version: u64,
         cells: &[ActorCell],
+        previous: &Members,
     ) -> Members {
         let balancer = metrics.balancer();
         let mut members: Vec<Member> = cells
@@ -116,6 +141,9 @@ impl Members {
         members.dedup_by(|later, first| later.node == first.node);
         for member in &mut members {
             member.selected = metrics.member_counter(&member.node);
+            if let Some(kept) = previous.get(&member.node) {
+                member.in_flight = Arc::clone(&kept.in_flight);
+            }
         }
         Members { version, members }
     }

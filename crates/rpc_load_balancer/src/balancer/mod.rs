@@ -270,6 +270,7 @@ pub struct SelectionGuard<'a> {
 impl<'a> SelectionGuard<'a> {
     pub(crate) fn new(shared: &'a BalancerShared, members: Arc<Members>, index: usize) -> Self {
         shared.metrics.enter();
+        members.as_slice()[index].acquire();
         Self {
             shared,
             members,
@@ -298,6 +299,7 @@ impl std::fmt::Debug for SelectionGuard<'_> {
 
 impl Drop for SelectionGuard<'_> {
     fn drop(&mut self) {
+        self.member().release();
         self.shared.config.algorithm.release_node(self.member());
         self.shared.metrics.exit();
     }

@@ -76,8 +76,8 @@ impl BalancerShared {
     pub(crate) fn refresh(&self) {
         let cells = ractor::pg::get_scoped_members(&SCOPE.to_string(), &self.name);
         let version = self.version.fetch_add(1, Ordering::Relaxed) + 1;
-        let next = Members::from_cells(&self.metrics, version, &cells);
         let previous = self.members.load();
+        let next = Members::from_cells(&self.metrics, version, &cells, &previous);
         let before: HashSet<&str> = previous.as_slice().iter().map(Member::node).collect();
         let after: HashSet<&str> = next.as_slice().iter().map(Member::node).collect();
         let joined: Vec<Arc<str>> = next
@@ -101,14 +101,15 @@ impl BalancerShared {
         if same_actors && version > 1 {
             return;
         }
-        if !joined.is_empty() || !left.is_empty() || version == 1 {
-            self.config.algorithm.on_node_change(&NodeChange {
-                balancer: &self.name,
-                joined: &joined,
-                left: &left,
-                members: next.as_slice(),
-            });
-        }
+        // Every published snapshot is announced (also when only a member's actor changed), so
+        // algorithms can key what they derive on the snapshot's version.
+        self.config.algorithm.on_node_change(&NodeChange {
+            balancer: &self.name,
+            joined: &joined,
+            left: &left,
+            members: next.as_slice(),
+            version,
+        });
         tracing::debug!(balancer = %self.name, members = next.len(), ?joined, ?left, "members changed");
         self.metrics.pool_changed(next.len());
         let next = Arc::new(next);
@@ -131,6 +132,7 @@ impl BalancerShared {
         let request = SelectionRequest {
             balancer: &self.name,
             key,
+            version: snapshot.version(),
         };
         let index = match exclude {
             Some(node) if snapshot.contains(node) => {
@@ -181,7 +183,12 @@ impl BalancerShared {
             .filter(|m| m.node() != node)
             .cloned()
             .collect();
-        let chosen = rest[self.pick(&rest, request)?].node().to_string();
+        // Not the snapshot's list: nothing an algorithm cached for the snapshot applies.
+        let request = SelectionRequest {
+            version: SelectionRequest::UNCACHED,
+            ..*request
+        };
+        let chosen = rest[self.pick(&rest, &request)?].node().to_string();
         Ok(snapshot
             .as_slice()
             .iter()

@@ -1,0 +1,83 @@
+//! LeastConnections: the member with the fewest calls in flight from this node.
+
+use super::rng::Rng;
+use super::{Explanation, SelectionAlgorithm, SelectionRequest};
+use crate::balancer::Member;
+use crate::Error;
+
+/// Picks the member with the fewest calls this node's balancer has in flight to it
+/// ([`Member::in_flight`]), ties broken uniformly at random — a fixed tie order would send
+/// every caller to the same idle member. Counts are taken when a member is selected and
+/// released exactly once when the selection guard drops, however the call ends; a member that
+/// leaves and rejoins starts at 0. The original's LeastConnections (ties went to the first).
+///
+/// Counts are local to the calling node (no coordination between callers), as in the original.
+#[derive(Debug, Default)]
+pub struct LeastConnections {
+    rng: Rng,
+}
+
+impl LeastConnections {
+    /// Least connections with random tie-breaks.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Reproducible tie-breaks from `seed` (for tests).
+    pub fn seeded(seed: u64) -> Self {
+        Self {
+            rng: Rng::seeded(seed),
+        }
+    }
+}
+
+/// The index of a least-loaded member, uniformly among ties (reservoir sampling, one pass, no
+/// allocation).
+pub(crate) fn least_loaded(members: &[Member], rng: &Rng) -> usize {
+    let mut best = 0;
+    let mut best_load = usize::MAX;
+    let mut ties = 0;
+    for (i, member) in members.iter().enumerate() {
+        let load = member.in_flight();
+        if load < best_load {
+            best = i;
+            best_load = load;
+            ties = 1;
+        } else if load == best_load {
+            ties += 1;
+            if rng.below(ties) == 0 {
+                best = i;
+            }
+        }
+    }
+    best
+}
+
+impl SelectionAlgorithm for LeastConnections {
+    fn name(&self) -> &'static str {
+        "least_connections"
+    }
+
+    fn choose_from_nodes(
+        &self,
+        members: &[Member],
+        _request: &SelectionRequest<'_>,
+    ) -> Result<usize, Error> {
+        Ok(least_loaded(members, &self.rng))
+    }
+
+    fn explain(
+        &self,
+        members: &[Member],
+        _chosen: usize,
+        _request: &SelectionRequest<'_>,
+    ) -> Explanation {
+        Explanation {
+            rule: "fewest calls in flight; ties at random".into(),
+            scores: members
+                .iter()
+                .map(|m| (m.node().to_string(), m.in_flight() as f64))
+                .collect(),
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! WeightedRoundRobin: members in turn, each as often as its weight.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
+
+use super::{Explanation, NodeChange, SelectionAlgorithm, SelectionRequest};
+use crate::balancer::Member;
+use crate::Error;
+
+/// Picks members in a fixed cycle in which each appears as often as its weight: with weights
+/// a = 3, b = 1, every 4 consecutive picks are 3 × a and 1 × b, interleaved (a, a, b, a — the
+/// smooth weighted round robin of nginx, so a heavy member is not hit in a burst). One
+/// `fetch_add` per pick over a cycle built once per membership change.
+///
+/// Weights are by node full name (`u32`, at most [`WeightedRoundRobin::MAX_WEIGHT`]); nodes without one weigh
+/// [`default_weight`](Self::default_weight) (1); weight 0 removes a node from the cycle. When
+/// every current member weighs 0, selection fails with [`Error::NoEligibleMembers`].
+#[derive(Debug)]
+pub struct WeightedRoundRobin {
+    weights: HashMap<String, u32>,
+    default_weight: u32,
+    next: AtomicUsize,
+    cycle: ArcSwapOption<Cycle>,
+}
+
+/// The member indices of one cycle, for the members snapshot `version`.
+#[derive(Debug)]
+struct Cycle {
+    version: u64,
+    slots: Vec<u32>,
+}
+
+impl Default for WeightedRoundRobin {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl WeightedRoundRobin {
+    /// Largest weight one node may have.
+    pub const MAX_WEIGHT: u32 = 1000;
+
+    /// Every node weighs 1 until [`weight`](Self::weight) says otherwise (plain round robin).
+    pub fn new() -> Self {
+        Self {
+            weights: HashMap::new(),
+            default_weight: 1,
+            next: AtomicUsize::new(rand::random::<u32>() as usize),
+            cycle: ArcSwapOption::empty(),
+        }
+    }
+
+    /// `node` (full name, e.g. `worker_a@10.0.0.5`) weighs `weight` (0 ..= [`Self::MAX_WEIGHT`]).
+    pub fn weight(mut self, node: impl Into<String>, weight: u32) -> Self {
+        self.weights.insert(node.into(), weight);
+        self
+    }
+
+    /// The weight of nodes not named with [`weight`](Self::weight) (default 1; 0 = only named
+    /// nodes serve).
+    pub fn default_weight(mut self, weight: u32) -> Self {
+        self.default_weight = weight;
+        self
+    }
+
+    /// The cycle starts at position `offset` (default random per selector); for tests.
+    pub fn starting_at(self, offset: usize) -> Self {
+        self.next.store(offset, Ordering::Relaxed);
+        self
+    }
+
+    fn weight_of(&self, node: &str) -> u32 {
+        self.weights
+            .get(node)
+            .copied()
+            .unwrap_or(self.default_weight)
+    }
+
+    /// The smooth weighted cycle over `members`: each index appears `weight / gcd` times.
+    fn build(&self, members: &[Member]) -> Vec<u32> {
+        let weights: Vec<u64> = members
+            .iter()
+            .map(|m| u64::from(self.weight_of(m.node())))
+            .collect();
+        let gcd = weights.iter().copied().filter(|w| *w > 0).fold(0, gcd);
+        if gcd == 0 {
+            return Vec::new();
+        }
+        let weights: Vec<i64> = weights.iter().map(|w| (w / gcd) as i64).collect();
+        let total: i64 = weights.iter().sum();
+        let mut current = vec![0i64; weights.len()];
+        let mut slots = Vec::with_capacity(total as usize);
+        for _ in 0..total {
+            let mut best = 0;
+            for i in 0..weights.len() {
+                current[i] += weights[i];
+                if current[i] > current[best] {
+                    best = i;
+                }
+            }
+            current[best] -= total;
+            slots.push(best as u32);
+        }
+        slots
+    }
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+impl SelectionAlgorithm for WeightedRoundRobin {
+    fn name(&self) -> &'static str {
+        "weighted_round_robin"
+    }
+
+    fn init(&self, _balancer: &str) -> Result<(), Error> {
+        let invalid = |reason: String| {
+            Err(Error::InvalidConfig {
+                option: "weights",
+                reason,
+            })
+        };
+        if self.default_weight > Self::MAX_WEIGHT {
+            return Err(Error::InvalidConfig {
+                option: "default_weight",
+                reason: format!(
+                    "{} is over the maximum weight {}",
+                    self.default_weight,
+                    Self::MAX_WEIGHT
+                ),
+            });
+        }
+        for (node, weight) in &self.weights {
+            if node.is_empty() || !node.contains('@') {
+                return invalid(format!("{node:?} is not a full node name (name@host)"));
+            }
+            if *weight > Self::MAX_WEIGHT {
+                return invalid(format!(
+                    "{node}: {weight} is over the maximum weight {}",
+                    Self::MAX_WEIGHT
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn on_node_change(&self, change: &NodeChange<'_>) {
+        let slots = self.build(change.members);
+        self.cycle.store(Some(Arc::new(Cycle {
+            version: change.version,
+            slots,
+        })));
+    }
+
+    fn choose_from_nodes(
+        &self,
+        members: &[Member],
+        request: &SelectionRequest<'_>,
+    ) -> Result<usize, Error> {
+        let cycle = self.cycle.load();
+        let built;
+        let slots: &[u32] = match cycle.as_deref() {
+            Some(cycle)
+                if cycle.version == request.version
+                    && request.version != SelectionRequest::UNCACHED =>
+            {
+                &cycle.slots
+            }
+            _ => {
+                built = self.build(members);
+                &built
+            }
+        };
+        if slots.is_empty() {
+            return Err(Error::NoEligibleMembers {
+                balancer: request.balancer.to_string(),
+                reason: "every member weighs 0".into(),
+            });
+        }
+        let position = self.next.fetch_add(1, Ordering::Relaxed) % slots.len();
+        Ok(slots[position] as usize)
+    }
+
+    fn explain(
+        &self,
+        members: &[Member],
+        _chosen: usize,
+        _request: &SelectionRequest<'_>,
+    ) -> Explanation {
+        Explanation {
+            rule: "smooth weighted round robin".into(),
+            scores: members
+                .iter()
+                .map(|m| (m.node().to_string(), f64::from(self.weight_of(m.node()))))
+                .collect(),
+        }
+    }
+}
