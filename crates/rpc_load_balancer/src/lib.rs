@@ -59,8 +59,8 @@ pub mod telemetry;
 mod wire;
 
 pub use algorithm::{
-    CallDirect, Explanation, LeastConnections, PowerOfTwo, Random, RoundRobin, SelectionAlgorithm,
-    SelectionRequest, WeightedRoundRobin,
+    CallDirect, Explanation, HashRing, LeastConnections, PowerOfTwo, Random, RoundRobin,
+    SelectionAlgorithm, SelectionRequest, WeightedRoundRobin,
 };
 pub use balancer::{
     BalancedCall, BalancedCast, Balancer, BalancerConfig, Member, Members, SelectionGuard,

@@ -27,6 +27,7 @@
 //! [`children`]: SelectionAlgorithm::children
 
 mod call_direct;
+mod hash_ring;
 mod least_connections;
 mod power_of_two;
 mod random;
@@ -40,6 +41,7 @@ use futures_util::future::BoxFuture;
 use ractor::{ActorCell, SpawnErr};
 
 pub use call_direct::CallDirect;
+pub use hash_ring::HashRing;
 pub use least_connections::LeastConnections;
 pub use power_of_two::PowerOfTwo;
 pub use random::Random;
@@ -216,6 +218,7 @@ pub fn by_name(name: &str) -> Result<Arc<dyn SelectionAlgorithm>, Error> {
         "weighted_round_robin" => Ok(Arc::new(WeightedRoundRobin::new())),
         "least_connections" => Ok(Arc::new(LeastConnections::new())),
         "power_of_two" => Ok(Arc::new(PowerOfTwo::new())),
+        "hash_ring" => Ok(Arc::new(HashRing::new())),
         "call_direct" => Ok(Arc::new(CallDirect)),
         other => Err(Error::InvalidConfig {
             option: "algorithm",
@@ -234,6 +237,7 @@ pub const BUILT_IN: &[&str] = &[
     "weighted_round_robin",
     "least_connections",
     "power_of_two",
+    "hash_ring",
     "call_direct",
 ];
 

@@ -262,3 +262,126 @@ fn call_direct_runs_locally() {
     assert!(CallDirect.is_local());
     assert!(!Random::new().is_local());
 }
+
+fn ring_pick(ring: &HashRing, list: &[Member], key: &[u8]) -> String {
+    let request = SelectionRequest {
+        balancer: "b",
+        key: Some(key),
+        version: SelectionRequest::UNCACHED,
+    };
+    list[ring.choose_from_nodes(list, &request).unwrap()]
+        .node()
+        .to_string()
+}
+
+#[test]
+fn hash_ring_hash_is_pinned() {
+    // XXH3-64, seed 0: the spec's vector for empty input, and pinned points.
+    assert_eq!(HashRing::key_point(b""), 0x2D06_8005_38D3_94C2);
+    let pinned = [
+        (HashRing::key_point(b"customer-42"), "key customer-42"),
+        (HashRing::key_point(&42u64.to_be_bytes()), "key 42u64"),
+        (HashRing::point("a@127.0.0.1", 0), "point a@127.0.0.1 #0"),
+        (
+            HashRing::point("a@127.0.0.1", 127),
+            "point a@127.0.0.1 #127",
+        ),
+    ];
+    let printed: Vec<String> = pinned
+        .iter()
+        .map(|(v, what)| format!("{what}={v:#018x}"))
+        .collect();
+    assert_eq!(
+        printed, GOLDEN,
+        "the ring's hash changed: every node must map keys identically"
+    );
+}
+
+const GOLDEN: [&str; 4] = [
+    "key customer-42=0xf40925ac7f7b5e61",
+    "key 42u64=0x2e4fe982b68910ac",
+    "point a@127.0.0.1 #0=0x260d445011e64a3c",
+    "point a@127.0.0.1 #127=0x23b80ae22c53399e",
+];
+
+#[tokio::test]
+async fn hash_ring_is_consistent() {
+    let four = members(&["a@h", "b@h", "c@h", "d@h"]).await;
+    let ring = HashRing::new();
+    ring.init("b").unwrap();
+    let keys: Vec<Vec<u8>> = (0..1000u64)
+        .map(|k| format!("key-{k}").into_bytes())
+        .collect();
+    let before: Vec<String> = keys.iter().map(|k| ring_pick(&ring, &four, k)).collect();
+    assert_eq!(
+        ring_pick(&ring, &four, b"customer-42"),
+        ring_pick(&ring, &four, b"customer-42")
+    );
+    let used: std::collections::BTreeSet<&String> = before[..100].iter().collect();
+    assert!(used.len() > 1, "100 keys all on one node");
+    // Member order does not matter.
+    let mut reversed = four.clone();
+    reversed.reverse();
+    assert!(keys
+        .iter()
+        .zip(&before)
+        .all(|(k, owner)| &ring_pick(&ring, &reversed, k) == owner));
+    // A fifth member takes fewer than half of the keys, only onto itself.
+    let five = members(&["a@h", "b@h", "c@h", "d@h", "e@h"]).await;
+    let after: Vec<String> = keys.iter().map(|k| ring_pick(&ring, &five, k)).collect();
+    let moved: Vec<usize> = (0..keys.len())
+        .filter(|i| before[*i] != after[*i])
+        .collect();
+    assert!(moved.len() < 500, "{} of 1000 keys moved", moved.len());
+    assert!(moved.iter().all(|i| after[*i] == "e@h"));
+    // Removing a member moves only its keys.
+    let three = members(&["a@h", "b@h", "d@h"]).await;
+    for (k, owner) in keys.iter().zip(&before) {
+        let now = ring_pick(&ring, &three, k);
+        if owner != "c@h" {
+            assert_eq!(&now, owner);
+        }
+    }
+}
+
+#[tokio::test]
+async fn hash_ring_replicas_wrap_and_start_with_the_owner() {
+    let list = members(&["a@h", "b@h", "c@h", "d@h"]).await;
+    let ring = HashRing::new().weight(1);
+    for k in 0..200u64 {
+        let key = k.to_be_bytes();
+        let request = SelectionRequest {
+            balancer: "b",
+            key: Some(&key),
+            version: SelectionRequest::UNCACHED,
+        };
+        let owner = ring.choose_from_nodes(&list, &request).unwrap();
+        for count in [0, 1, 3, 4, 9] {
+            let replicas = ring.choose_nodes(&list, count, &request).unwrap();
+            assert_eq!(replicas.len(), count.min(4), "key {k}, count {count}");
+            let distinct: std::collections::BTreeSet<_> = replicas.iter().collect();
+            assert_eq!(distinct.len(), replicas.len());
+            if count > 0 {
+                assert_eq!(replicas[0], owner);
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn hash_ring_without_a_key_is_random_and_counted() {
+    let list = members(&["a@h", "b@h", "c@h"]).await;
+    let ring = HashRing::new().seeded(5);
+    let picked: std::collections::BTreeSet<usize> = (0..60).map(|_| pick(&ring, &list)).collect();
+    assert_eq!(picked.len(), 3);
+    assert_eq!(ring.keyless_selections(), 60);
+    for bad in [0, HashRing::MAX_WEIGHT + 1] {
+        assert!(matches!(
+            HashRing::new().weight(bad).init("b"),
+            Err(Error::InvalidConfig {
+                option: "weight",
+                ..
+            })
+        ));
+    }
+}

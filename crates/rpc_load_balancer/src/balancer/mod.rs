@@ -216,6 +216,37 @@ impl Balancer {
         Ok(SelectionGuard::new(&self.shared, members, index))
     }
 
+    /// Replica selection: `min(count, members)` distinct member nodes for `key`, the preferred
+    /// first (HashRing walks the ring; other algorithms sample at random by default). Nothing
+    /// is counted in flight: use [`Balancer::select_node`] or calls for that.
+    ///
+    /// Errors: [`Error::UnknownBalancer`] once stopped; [`Error::NoMembers`]; the algorithm's
+    /// own errors.
+    pub fn select_nodes(&self, count: usize, key: Option<&[u8]>) -> Result<Vec<String>, Error> {
+        self.shared.check_running()?;
+        let members = self.members();
+        if members.is_empty() {
+            self.shared.metrics.empty();
+            return Err(Error::NoMembers {
+                balancer: self.shared.name.clone(),
+            });
+        }
+        let request = crate::SelectionRequest {
+            balancer: &self.shared.name,
+            key,
+            version: members.version(),
+        };
+        let picked =
+            self.shared
+                .config
+                .algorithm
+                .choose_nodes(members.as_slice(), count, &request)?;
+        Ok(picked
+            .into_iter()
+            .filter_map(|i| members.as_slice().get(i).map(|m| m.node().to_string()))
+            .collect())
+    }
+
     /// A call of `F` with `args` on a member chosen by the algorithm; set `.key(..)` and
     /// `.timeout(..)` on the returned [`BalancedCall`], then await it. A member on this node is
     /// served in-process (no serialization) with the same errors and timeout.

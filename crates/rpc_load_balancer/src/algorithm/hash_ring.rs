@@ -1,0 +1,234 @@
+//! HashRing: consistent hashing of a routing key onto the members.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
+use xxhash_rust::xxh3::xxh3_64;
+
+use super::rng::Rng;
+use super::{random_distinct, Explanation, NodeChange, SelectionAlgorithm, SelectionRequest};
+use crate::balancer::Member;
+use crate::Error;
+
+/// Routes a call with a key to the member owning that key on a consistent-hash ring (Karger et
+/// al., "Consistent Hashing and Random Trees", STOC 1997; the original used libring), so the
+/// same key reaches the same node while membership is stable, and a membership change moves
+/// only the keys of the nodes that came or went.
+///
+/// **Ring.** Each member has [`weight`](Self::weight) points (default 128): point `i` of node
+/// `N` is `xxh3_64(N ++ [0] ++ i as u32 little-endian)`. Points are sorted by value, ties by
+/// node name, so the ring depends on the member *set* only — not on member order, platform or
+/// compiler. A key's owner is the member of the first point ≥ `xxh3_64(key)`, wrapping around.
+/// xxh3 is XXH3-64 with seed 0 (xxHash 0.8); golden vectors in the tests pin it.
+///
+/// **Keys** are bytes: pass strings as their UTF-8 bytes (`b"customer-42"`), integers as
+/// 8 big-endian bytes (`42u64.to_be_bytes()`), anything else in an encoding every caller shares.
+/// A call without a key goes to a random member (affinity is lost), counted in
+/// [`keyless_selections`](Self::keyless_selections) and noted at DEBUG.
+///
+/// **Replicas.** [`Balancer::select_nodes`](crate::Balancer::select_nodes) walks the ring from
+/// the key's position, wrapping around, and returns `min(count, members)` distinct nodes; the
+/// first is the single-key answer.
+///
+/// The ring is rebuilt once per membership change, when the balancer publishes a snapshot.
+#[derive(Debug)]
+pub struct HashRing {
+    weight: u32,
+    rng: Rng,
+    keyless: AtomicU64,
+    ring: ArcSwapOption<Ring>,
+}
+
+/// Sorted points of one members snapshot.
+#[derive(Debug)]
+struct Ring {
+    version: u64,
+    /// (point, member index), sorted by point then node name.
+    points: Vec<(u64, u32)>,
+}
+
+impl Default for HashRing {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl HashRing {
+    /// Most points a member may have.
+    pub const MAX_WEIGHT: u32 = 4096;
+
+    /// A ring with 128 points per member.
+    pub fn new() -> Self {
+        Self {
+            weight: 128,
+            rng: Rng::Thread,
+            keyless: AtomicU64::new(0),
+            ring: ArcSwapOption::empty(),
+        }
+    }
+
+    /// Points per member (1 ..= [`Self::MAX_WEIGHT`]); more points spread keys more evenly and
+    /// cost more memory (16 bytes each) and rebuild time.
+    pub fn weight(mut self, points: u32) -> Self {
+        self.weight = points;
+        self
+    }
+
+    /// Keyless picks from `seed` (for tests).
+    pub fn seeded(mut self, seed: u64) -> Self {
+        self.rng = Rng::seeded(seed);
+        self
+    }
+
+    /// Selections made without a key (routed at random).
+    pub fn keyless_selections(&self) -> u64 {
+        self.keyless.load(Ordering::Relaxed)
+    }
+
+    /// The ring point `i` of `node`.
+    pub fn point(node: &str, i: u32) -> u64 {
+        let mut bytes = Vec::with_capacity(node.len() + 5);
+        bytes.extend_from_slice(node.as_bytes());
+        bytes.push(0);
+        bytes.extend_from_slice(&i.to_le_bytes());
+        xxh3_64(&bytes)
+    }
+
+    /// Where `key` lands on the ring.
+    pub fn key_point(key: &[u8]) -> u64 {
+        xxh3_64(key)
+    }
+
+    fn build(&self, version: u64, members: &[Member]) -> Ring {
+        let mut points: Vec<(u64, u32)> = Vec::with_capacity(members.len() * self.weight as usize);
+        for (index, member) in members.iter().enumerate() {
+            for i in 0..self.weight {
+                points.push((Self::point(member.node(), i), index as u32));
+            }
+        }
+        points.sort_unstable_by(|a, b| {
+            a.0.cmp(&b.0).then_with(|| {
+                members[a.1 as usize]
+                    .node()
+                    .cmp(members[b.1 as usize].node())
+            })
+        });
+        Ring { version, points }
+    }
+
+    /// The ring for `members`: the cached one when it is of their snapshot, else built now.
+    fn ring_for(&self, members: &[Member], request: &SelectionRequest<'_>) -> Arc<Ring> {
+        if let Some(ring) = self.ring.load_full() {
+            if ring.version == request.version && request.version != SelectionRequest::UNCACHED {
+                return ring;
+            }
+        }
+        Arc::new(self.build(request.version, members))
+    }
+
+    /// Position of the first point ≥ the key's, wrapping to 0.
+    fn start(ring: &Ring, key: &[u8]) -> usize {
+        let h = Self::key_point(key);
+        let position = ring.points.partition_point(|(point, _)| *point < h);
+        if position == ring.points.len() {
+            0
+        } else {
+            position
+        }
+    }
+
+    fn keyless_pick(&self, members: &[Member], request: &SelectionRequest<'_>) -> usize {
+        self.keyless.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(
+            balancer = request.balancer,
+            "hash ring selection without a key: routed at random"
+        );
+        self.rng.below(members.len())
+    }
+}
+
+impl SelectionAlgorithm for HashRing {
+    fn name(&self) -> &'static str {
+        "hash_ring"
+    }
+
+    fn init(&self, _balancer: &str) -> Result<(), Error> {
+        if self.weight == 0 || self.weight > Self::MAX_WEIGHT {
+            return Err(Error::InvalidConfig {
+                option: "weight",
+                reason: format!(
+                    "{} points per member: must be 1 ..= {}",
+                    self.weight,
+                    Self::MAX_WEIGHT
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn on_node_change(&self, change: &NodeChange<'_>) {
+        self.ring
+            .store(Some(Arc::new(self.build(change.version, change.members))));
+    }
+
+    fn choose_from_nodes(
+        &self,
+        members: &[Member],
+        request: &SelectionRequest<'_>,
+    ) -> Result<usize, Error> {
+        let Some(key) = request.key else {
+            return Ok(self.keyless_pick(members, request));
+        };
+        let ring = self.ring_for(members, request);
+        let (_, index) = ring.points[Self::start(&ring, key)];
+        Ok(index as usize)
+    }
+
+    fn choose_nodes(
+        &self,
+        members: &[Member],
+        count: usize,
+        request: &SelectionRequest<'_>,
+    ) -> Result<Vec<usize>, Error> {
+        let Some(key) = request.key else {
+            self.keyless.fetch_add(1, Ordering::Relaxed);
+            return Ok(random_distinct(members.len(), count));
+        };
+        let ring = self.ring_for(members, request);
+        let wanted = count.min(members.len());
+        let mut chosen: Vec<usize> = Vec::with_capacity(wanted);
+        let start = Self::start(&ring, key);
+        for step in 0..ring.points.len() {
+            if chosen.len() == wanted {
+                break;
+            }
+            let (_, index) = ring.points[(start + step) % ring.points.len()];
+            if !chosen.contains(&(index as usize)) {
+                chosen.push(index as usize);
+            }
+        }
+        Ok(chosen)
+    }
+
+    fn explain(
+        &self,
+        members: &[Member],
+        chosen: usize,
+        request: &SelectionRequest<'_>,
+    ) -> Explanation {
+        let rule = match request.key {
+            Some(key) => format!(
+                "owner of key point {:#018x} on a ring of {} points per member ({})",
+                Self::key_point(key),
+                self.weight,
+                members[chosen].node()
+            ),
+            None => "no key: uniform random".to_string(),
+        };
+        Explanation {
+            rule,
+            scores: Vec::new(),
+        }
+    }
+}
