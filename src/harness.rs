@@ -281,6 +281,27 @@ impl Cluster {
         Ok(Self { bin, cookie, nodes })
     }
 
+    /// Starts one node per entry of `args` (node `i` gets `args[i]`), with a fresh random
+    /// cookie, `n0` first and the others dialling it.
+    ///
+    /// Errors: as [`NodeSpec::start`].
+    pub async fn start_each(bin: impl AsRef<Path>, args: &[&[&str]]) -> Result<Self, HarnessError> {
+        let bin = bin.as_ref().to_path_buf();
+        let cookie = random_cookie();
+        let mut nodes: Vec<NodeProcess> = Vec::with_capacity(args.len());
+        for (i, node_args) in args.iter().enumerate() {
+            let mut spec = NodeSpec::new(format!("n{i}"), &cookie);
+            if let Some(first) = nodes.first() {
+                spec = spec.peer(first.addr());
+            }
+            for arg in *node_args {
+                spec = spec.arg(*arg);
+            }
+            nodes.push(spec.start(&bin).await?);
+        }
+        Ok(Self { bin, cookie, nodes })
+    }
+
     /// SIGKILLs every child and reaps it (dropping the cluster kills them too, without waiting).
     pub async fn shutdown(mut self) {
         // All at once, so no survivor spends its last moments redialling the others.

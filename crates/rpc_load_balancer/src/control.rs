@@ -27,6 +27,9 @@ pub enum ControlRequest {
     Peers,
     /// The members of the named balancer as the target sees them: [`ControlReply::Members`].
     Members(String),
+    /// The calls the target's balancer of this name has in flight to each member:
+    /// [`ControlReply::InFlight`].
+    InFlight(String),
     /// Start a balancer on the target: [`ControlReply::Done`], or a remote error saying why not.
     StartBalancer {
         /// The balancer's name.
@@ -73,4 +76,7 @@ pub enum ControlReply {
     Done,
     /// `(full name, host:port)` of each connected peer, sorted by name.
     Peers(Vec<(String, String)>),
+    /// `(member node, calls in flight to it)` per member, sorted by node; `None` if the
+    /// balancer is not started there.
+    InFlight(Option<Vec<(String, u64)>>),
 }

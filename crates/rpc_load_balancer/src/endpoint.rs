@@ -181,6 +181,15 @@ async fn admin(
             ControlReply::ConnectionOf(shared.connection_of(&name))
         }
         ControlRequest::Peers => ControlReply::Peers(shared.peer_addresses()),
+        ControlRequest::InFlight(name) => {
+            ControlReply::InFlight(shared.balancer(&name).ok().map(|b| {
+                b.members()
+                    .as_slice()
+                    .iter()
+                    .map(|m| (m.node().to_string(), m.in_flight() as u64))
+                    .collect()
+            }))
+        }
         ControlRequest::Members(name) => {
             ControlReply::Members(shared.balancer(&name).ok().map(|b| b.members().nodes()))
         }
