@@ -385,3 +385,77 @@ async fn hash_ring_without_a_key_is_random_and_counted() {
         ));
     }
 }
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Members for node names, built on a fresh runtime (proptest cases are synchronous).
+    fn members_blocking(nodes: &[String]) -> Vec<Member> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let names: Vec<&str> = nodes.iter().map(String::as_str).collect();
+        runtime.block_on(members(&names))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn ring_answers_do_not_depend_on_member_order(
+            names in proptest::collection::btree_set("[a-z]{1,6}@h[0-9]", 1..8),
+            keys in proptest::collection::vec(any::<u64>(), 1..40),
+            seed in any::<u64>(),
+        ) {
+            let names: Vec<String> = names.into_iter().collect();
+            let list = members_blocking(&names);
+            let mut shuffled = list.clone();
+            // A deterministic permutation from the seed.
+            let n = shuffled.len();
+            for i in (1..n).rev() {
+                let j = (crate::algorithm::rng::splitmix64(seed ^ i as u64) % (i as u64 + 1)) as usize;
+                shuffled.swap(i, j);
+            }
+            let ring = HashRing::new().weight(16);
+            for key in keys {
+                let key = key.to_be_bytes();
+                prop_assert_eq!(ring_pick(&ring, &list, &key), ring_pick(&ring, &shuffled, &key));
+            }
+        }
+
+        #[test]
+        fn weighted_round_robin_shares_are_exact_per_cycle(
+            weights in proptest::collection::vec(0u32..6, 1..6),
+            start in any::<usize>(),
+        ) {
+            let names: Vec<String> = (0..weights.len()).map(|i| format!("n{i}@h")).collect();
+            let list = members_blocking(&names);
+            let mut wrr = WeightedRoundRobin::new().default_weight(0).starting_at(start);
+            for (name, weight) in names.iter().zip(&weights) {
+                wrr = wrr.weight(name.clone(), *weight);
+            }
+            let total: u32 = weights.iter().sum();
+            if total == 0 {
+                prop_assert!(wrr.choose_from_nodes(&list, &REQUEST).is_err());
+                return Ok(());
+            }
+            let gcd = weights.iter().copied().filter(|w| *w > 0).fold(0, |a, b| {
+                let (mut a, mut b) = (a, b);
+                while b != 0 { let t = a % b; a = b; b = t; }
+                a
+            });
+            let period = (total / gcd) as usize;
+            // Any `period` consecutive picks contain each member weight/gcd times.
+            let picks: Vec<usize> = (0..period * 3).map(|_| wrr.choose_from_nodes(&list, &REQUEST).unwrap()).collect();
+            for window in picks.windows(period) {
+                for (i, weight) in weights.iter().enumerate() {
+                    let seen = window.iter().filter(|p| **p == i).count() as u32;
+                    prop_assert_eq!(seen, weight / gcd);
+                }
+            }
+        }
+    }
+}

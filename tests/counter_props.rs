@@ -1,0 +1,104 @@
+//! Property test through the real balancer: random interleavings of selections, releases
+//! (guard drops), members joining and leaving keep every member's in-flight count equal to the
+//! number of live guards on it, and all counts end at exactly zero.
+//!
+//! Runs a `Node` in this process (one per process: nextest runs each test alone). Members
+//! other than this node are local stand-in actors joined to the balancer's pg group under
+//! member names, so joins and leaves are real pg changes the balancer sees.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use rpc_load_balancer::{
+    Balancer, BalancerConfig, LeastConnections, Node, NodeConfig, RpcMessage, SelectionGuard, SCOPE,
+};
+
+struct Idle;
+impl Actor for Idle {
+    type Msg = RpcMessage;
+    type State = ();
+    type Arguments = ();
+    async fn pre_start(&self, _: ActorRef<RpcMessage>, _: ()) -> Result<(), ActorProcessingErr> {
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Select,
+    Drop(usize),
+    Join(u8),
+    Leave(u8),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => Just(Op::Select),
+        3 => any::<usize>().prop_map(Op::Drop),
+        1 => (0u8..4).prop_map(Op::Join),
+        1 => (0u8..4).prop_map(Op::Leave),
+    ]
+}
+
+#[test]
+fn in_flight_counts_track_live_guards_and_end_at_zero() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let _node = runtime
+        .block_on(Node::start(
+            NodeConfig::new("props", "127.0.0.1:0").cookie("props"),
+        ))
+        .unwrap();
+    let config = BalancerConfig::new("props").algorithm(LeastConnections::new());
+    let balancer = runtime.block_on(Balancer::start(config)).unwrap();
+    let stand_ins: RefCell<HashMap<u8, ActorRef<RpcMessage>>> = RefCell::default();
+
+    proptest!(ProptestConfig::with_cases(48), |(ops in proptest::collection::vec(op(), 1..40))| {
+        let mut guards: Vec<SelectionGuard<'_>> = Vec::new();
+        for op in ops {
+            match op {
+                Op::Select => guards.push(balancer.select_node(None).unwrap()),
+                Op::Drop(i) if !guards.is_empty() => drop(guards.swap_remove(i % guards.len())),
+                Op::Drop(_) => {}
+                Op::Join(n) if !stand_ins.borrow().contains_key(&n) => {
+                    let name = format!("rpc_load_balancer/props/stand-in{n}@127.0.0.1");
+                    let (actor, _) = runtime.block_on(Actor::spawn(Some(name), Idle, ())).unwrap();
+                    ractor::pg::join_scoped(SCOPE.to_string(), "props".to_string(), vec![actor.get_cell()]);
+                    stand_ins.borrow_mut().insert(n, actor);
+                    let want = stand_ins.borrow().len() + 1;
+                    runtime.block_on(balancer.wait_for_members(want, Duration::from_secs(5))).unwrap();
+                }
+                Op::Leave(n) => {
+                    let removed = stand_ins.borrow_mut().remove(&n);
+                    if let Some(actor) = removed {
+                        runtime.block_on(actor.stop_and_wait(None, Some(Duration::from_secs(5)))).unwrap();
+                        let node = format!("stand-in{n}@127.0.0.1");
+                        let mut watch = balancer.watch_members();
+                        runtime.block_on(async {
+                            tokio::time::timeout(Duration::from_secs(5), watch.wait_for(|m| !m.contains(&node))).await
+                        }).unwrap().unwrap();
+                    }
+                }
+                Op::Join(_) => {}
+            }
+            // Every current member counts exactly its live guards of the current membership:
+            // guards from before a leave and rejoin count on the old counter, not the new one.
+            let members = balancer.members();
+            for member in members.as_slice() {
+                let live = guards.iter().filter(|g| g.node() == member.node() && g.member().id() == member.id()).count();
+                prop_assert_eq!(member.in_flight(), live, "{} counts {} for {} live guards", member.node(), member.in_flight(), live);
+            }
+        }
+        drop(guards);
+        for member in balancer.members().as_slice() {
+            prop_assert_eq!(member.in_flight(), 0, "{} still counts", member.node());
+        }
+    });
+    runtime.block_on(balancer.stop());
+}
