@@ -1,22 +1,26 @@
-//! Cost of one selection: the algorithm's raw pick versus the balancer's full selection
-//! (snapshot load, pick, selection counter, TRACE event check, in-flight gauge, guard and its
-//! release), with no metrics recorder and no tracing subscriber installed. The difference is
-//! what instrumentation and the guard add.
+//! Cost of one selection for every built-in algorithm at 2, 8 and 32 members:
 //!
-//! Members are 8 local actors joined to the balancer's pg group under member names, so no
-//! other process is needed.
+//! * `raw_pick`: the algorithm's `choose_from_nodes` alone;
+//! * `select_and_release`: `Balancer::select_node` plus dropping the guard (stopped check,
+//!   lock-free snapshot load, pick, in-flight count up and down, selection counter, level
+//!   check, the algorithm's release);
+//! * `contended`: `select_and_release` while a second thread does the same on the same
+//!   balancer (time per selection on the measuring thread).
+//!
+//! No metrics recorder and no tracing subscriber are installed. Members are this node plus
+//! local stand-in actors joined to the balancer's pg group under member names. Keyed: every
+//! selection carries an 8-byte key (only HashRing uses it).
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
+use rpc_load_balancer::algorithm::{by_name, BUILT_IN};
 use rpc_load_balancer::{
-    Balancer, BalancerConfig, Node, NodeConfig, Random, RoundRobin, RpcMessage, SelectionAlgorithm,
-    SelectionRequest, SCOPE,
+    Balancer, BalancerConfig, Node, NodeConfig, RpcMessage, SelectionRequest, SCOPE,
 };
-
-/// Builds a fresh algorithm.
-type MakeAlgorithm = fn() -> Box<dyn SelectionAlgorithm>;
 
 /// Stands in for a member on another node.
 struct Idle;
@@ -39,50 +43,85 @@ fn selection(c: &mut Criterion) {
             NodeConfig::new("bench", "127.0.0.1:0").cookie("bench"),
         ))
         .unwrap();
-    let mut group = c.benchmark_group("selection_8_members");
-    let algorithms: Vec<(&str, MakeAlgorithm)> = vec![
-        ("random", || Box::new(Random::new())),
-        ("round_robin", || Box::new(RoundRobin::new())),
-    ];
-    for (name, make) in algorithms {
-        let balancer_name = format!("bench-{name}");
-        let balancer = runtime
-            .block_on(Balancer::start(
-                BalancerConfig::new(&balancer_name).algorithm_arc(make().into()),
-            ))
-            .unwrap();
-        for i in 1..8 {
-            let member = format!("rpc_load_balancer/{balancer_name}/fake{i}@127.0.0.1");
-            let (actor, _) = runtime
-                .block_on(Actor::spawn(Some(member), Idle, ()))
+    let key = 42u64.to_be_bytes();
+    for size in [2usize, 8, 32] {
+        let mut group = c.benchmark_group(format!("selection_{size}_members"));
+        group
+            .warm_up_time(Duration::from_millis(500))
+            .measurement_time(Duration::from_secs(2));
+        for name in BUILT_IN {
+            let balancer_name = format!("bench-{name}-{size}");
+            let algorithm = by_name(name).unwrap();
+            let config = BalancerConfig::new(&balancer_name).algorithm_arc(Arc::clone(&algorithm));
+            let balancer = runtime.block_on(Balancer::start(config)).unwrap();
+            for i in 1..size {
+                let member = format!("rpc_load_balancer/{balancer_name}/stand-in{i}@127.0.0.1");
+                let (actor, _) = runtime
+                    .block_on(Actor::spawn(Some(member), Idle, ()))
+                    .unwrap();
+                ractor::pg::join_scoped(
+                    SCOPE.to_string(),
+                    balancer_name.clone(),
+                    vec![actor.get_cell()],
+                );
+            }
+            runtime
+                .block_on(balancer.wait_for_members(size, Duration::from_secs(5)))
                 .unwrap();
-            ractor::pg::join_scoped(
-                SCOPE.to_string(),
-                balancer_name.clone(),
-                vec![actor.get_cell()],
-            );
+            let members = balancer.members();
+            let raw = by_name(name).unwrap();
+            let request = SelectionRequest {
+                balancer: &balancer_name,
+                key: Some(&key),
+                version: SelectionRequest::UNCACHED,
+            };
+            if *name != "hash_ring" {
+                // (HashRing's raw pick without its snapshot cache would time a ring build.)
+                group.bench_function(BenchmarkId::new("raw_pick", name), |b| {
+                    b.iter(|| {
+                        raw.choose_from_nodes(std::hint::black_box(members.as_slice()), &request)
+                            .unwrap()
+                    })
+                });
+            }
+            group.bench_function(BenchmarkId::new("select_and_release", name), |b| {
+                b.iter(|| {
+                    drop(std::hint::black_box(
+                        balancer.select_node(Some(&key)).unwrap(),
+                    ))
+                })
+            });
+            if size == 8 {
+                group.bench_function(BenchmarkId::new("contended_2_threads", name), |b| {
+                    b.iter_custom(|iters| {
+                        let stop = Arc::new(AtomicBool::new(false));
+                        let other = {
+                            let (balancer, stop) = (balancer.clone(), Arc::clone(&stop));
+                            std::thread::spawn(move || {
+                                while !stop.load(Ordering::Relaxed) {
+                                    drop(std::hint::black_box(
+                                        balancer.select_node(Some(&key)).unwrap(),
+                                    ));
+                                }
+                            })
+                        };
+                        std::thread::sleep(Duration::from_millis(1));
+                        let started = Instant::now();
+                        for _ in 0..iters {
+                            drop(std::hint::black_box(
+                                balancer.select_node(Some(&key)).unwrap(),
+                            ));
+                        }
+                        let elapsed = started.elapsed();
+                        stop.store(true, Ordering::Relaxed);
+                        other.join().unwrap();
+                        elapsed
+                    })
+                });
+            }
         }
-        runtime
-            .block_on(balancer.wait_for_members(8, Duration::from_secs(5)))
-            .unwrap();
-        let members = balancer.members();
-        let raw = make();
-        let request = SelectionRequest {
-            version: SelectionRequest::UNCACHED,
-            balancer: &balancer_name,
-            key: None,
-        };
-        group.bench_function(format!("{name}/raw_pick"), |b| {
-            b.iter(|| {
-                raw.choose_from_nodes(std::hint::black_box(members.as_slice()), &request)
-                    .unwrap()
-            })
-        });
-        group.bench_function(format!("{name}/balancer_select_and_release"), |b| {
-            b.iter(|| drop(std::hint::black_box(balancer.select_node(None).unwrap())))
-        });
+        group.finish();
     }
-    group.finish();
     runtime.block_on(node.shutdown());
 }
 

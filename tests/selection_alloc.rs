@@ -14,9 +14,11 @@ use metrics::{
     Counter, CounterFn, Gauge, GaugeFn, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder,
     SharedString, Unit,
 };
-use rpc_load_balancer::{
-    Balancer, BalancerConfig, Node, NodeConfig, Random, RoundRobin, SelectionAlgorithm,
-};
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use rpc_load_balancer::algorithm::{by_name, BUILT_IN};
+use rpc_load_balancer::{Balancer, BalancerConfig, Node, NodeConfig, RpcMessage, SCOPE};
 
 struct Counting;
 
@@ -94,13 +96,26 @@ impl Recorder for AtomicRecorder {
     }
 }
 
-/// Starts a node with a 1-member balancer per algorithm and counts allocations over 10,000
-/// selections each (after a warm-up); returns them per algorithm.
+/// Stands in for a member on another node.
+struct Idle;
+impl Actor for Idle {
+    type Msg = RpcMessage;
+    type State = ();
+    type Arguments = ();
+    async fn pre_start(&self, _: ActorRef<RpcMessage>, _: ()) -> Result<(), ActorProcessingErr> {
+        Ok(())
+    }
+}
+
+/// Starts a node with an 8-member balancer per built-in algorithm (this node plus 7 stand-in
+/// actors under member names) and counts this thread's allocations over 10,000 selections
+/// each, with a key (after a warm-up that builds any per-snapshot cache).
 fn allocations_per_selection() -> Vec<(&'static str, u64)> {
     // The counter sees this thread's allocations.
     let before = allocations();
     std::hint::black_box(vec![1u8; 16]);
     assert_eq!(allocations() - before, 1);
+
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -110,26 +125,43 @@ fn allocations_per_selection() -> Vec<(&'static str, u64)> {
             NodeConfig::new("alloc", "127.0.0.1:0").cookie("alloc"),
         ))
         .unwrap();
-    let algorithms: Vec<(&str, Arc<dyn SelectionAlgorithm>)> = vec![
-        ("random", Arc::new(Random::new())),
-        ("round_robin", Arc::new(RoundRobin::new())),
-    ];
     let mut results = Vec::new();
-    for (name, algorithm) in algorithms {
-        let config = BalancerConfig::new(format!("alloc-{name}")).algorithm_arc(algorithm);
+    for name in BUILT_IN {
+        let balancer_name = format!("alloc-{name}");
+        let config = BalancerConfig::new(&balancer_name).algorithm_arc(by_name(name).unwrap());
         let balancer = runtime.block_on(Balancer::start(config)).unwrap();
-        assert_eq!(balancer.members().len(), 1);
+        let mut stand_ins = Vec::new();
+        for i in 1..8 {
+            let member = format!("rpc_load_balancer/{balancer_name}/stand-in{i}@127.0.0.1");
+            let (actor, _) = runtime
+                .block_on(Actor::spawn(Some(member), Idle, ()))
+                .unwrap();
+            ractor::pg::join_scoped(
+                SCOPE.to_string(),
+                balancer_name.clone(),
+                vec![actor.get_cell()],
+            );
+            stand_ins.push(actor);
+        }
+        runtime
+            .block_on(balancer.wait_for_members(8, Duration::from_secs(5)))
+            .unwrap();
+        let key = 42u64.to_be_bytes();
         for _ in 0..100 {
-            drop(balancer.select_node(None).unwrap());
+            drop(balancer.select_node(Some(&key)).unwrap());
         }
         let before = allocations();
-        for _ in 0..10_000 {
-            let guard = balancer.select_node(None).unwrap();
+        for i in 0..10_000u64 {
+            let key = i.to_be_bytes();
+            let guard = balancer.select_node(Some(&key)).unwrap();
             std::hint::black_box(guard.node());
             drop(guard);
         }
-        results.push((name, allocations() - before));
+        results.push((*name, allocations() - before));
         runtime.block_on(balancer.stop());
+        for actor in stand_ins {
+            actor.stop(None);
+        }
     }
     runtime.block_on(node.shutdown());
     results

@@ -6,8 +6,8 @@ use crate::balancer::Member;
 use crate::Error;
 
 /// Picks the member with the fewest calls this node's balancer has in flight to it
-/// ([`Member::in_flight`]), ties broken uniformly at random — a fixed tie order would send
-/// every caller to the same idle member. Counts are taken when a member is selected and
+/// ([`Member::in_flight`]), ties broken at random (the first least-loaded member after a
+/// random position) — a fixed tie order would send every caller to the same idle member. Counts are taken when a member is selected and
 /// released exactly once when the selection guard drops, however the call ends; a member that
 /// leaves and rejoins starts at 0. The original's LeastConnections (ties went to the first).
 ///
@@ -31,23 +31,23 @@ impl LeastConnections {
     }
 }
 
-/// The index of a least-loaded member, uniformly among ties (reservoir sampling, one pass, no
-/// allocation).
+/// The index of a least-loaded member: scanning from a random position, the first member with
+/// the smallest count. One random draw per selection; when every member ties (an idle cluster)
+/// each is equally likely, and in general no fixed member wins every tie.
 pub(crate) fn least_loaded(members: &[Member], rng: &Rng) -> usize {
-    let mut best = 0;
-    let mut best_load = usize::MAX;
-    let mut ties = 0;
-    for (i, member) in members.iter().enumerate() {
-        let load = member.in_flight();
+    let n = members.len();
+    let start = rng.below(n);
+    let mut best = start;
+    let mut best_load = members[start].in_flight();
+    for step in 1..n {
+        if best_load == 0 {
+            break;
+        }
+        let i = (start + step) % n;
+        let load = members[i].in_flight();
         if load < best_load {
             best = i;
             best_load = load;
-            ties = 1;
-        } else if load == best_load {
-            ties += 1;
-            if rng.below(ties) == 0 {
-                best = i;
-            }
         }
     }
     best
