@@ -117,14 +117,24 @@ impl HashRing {
         Ring { version, points }
     }
 
-    /// The ring for `members`: the cached one when it is of their snapshot, else built now.
-    fn ring_for(&self, members: &[Member], request: &SelectionRequest<'_>) -> Arc<Ring> {
-        if let Some(ring) = self.ring.load_full() {
-            if ring.version == request.version && request.version != SelectionRequest::UNCACHED {
-                return ring;
+    /// Runs `f` on the ring for `members`: the cached one when it is of their snapshot (read
+    /// through an arc-swap guard: no shared reference count is touched), else one built now.
+    fn with_ring<T>(
+        &self,
+        members: &[Member],
+        request: &SelectionRequest<'_>,
+        f: impl FnOnce(&Ring) -> T,
+    ) -> T {
+        let cached = self.ring.load();
+        match cached.as_deref() {
+            Some(ring)
+                if ring.version == request.version
+                    && request.version != SelectionRequest::UNCACHED =>
+            {
+                f(ring)
             }
+            _ => f(&self.build(request.version, members)),
         }
-        Arc::new(self.build(request.version, members))
     }
 
     /// Position of the first point ≥ the key's, wrapping to 0.
@@ -180,9 +190,9 @@ impl SelectionAlgorithm for HashRing {
         let Some(key) = request.key else {
             return Ok(self.keyless_pick(members, request));
         };
-        let ring = self.ring_for(members, request);
-        let (_, index) = ring.points[Self::start(&ring, key)];
-        Ok(index as usize)
+        Ok(self.with_ring(members, request, |ring| {
+            ring.points[Self::start(ring, key)].1 as usize
+        }))
     }
 
     fn choose_nodes(
@@ -195,20 +205,21 @@ impl SelectionAlgorithm for HashRing {
             self.keyless.fetch_add(1, Ordering::Relaxed);
             return Ok(random_distinct(members.len(), count));
         };
-        let ring = self.ring_for(members, request);
         let wanted = count.min(members.len());
-        let mut chosen: Vec<usize> = Vec::with_capacity(wanted);
-        let start = Self::start(&ring, key);
-        for step in 0..ring.points.len() {
-            if chosen.len() == wanted {
-                break;
+        Ok(self.with_ring(members, request, |ring| {
+            let mut chosen: Vec<usize> = Vec::with_capacity(wanted);
+            let start = Self::start(ring, key);
+            for step in 0..ring.points.len() {
+                if chosen.len() == wanted {
+                    break;
+                }
+                let (_, index) = ring.points[(start + step) % ring.points.len()];
+                if !chosen.contains(&(index as usize)) {
+                    chosen.push(index as usize);
+                }
             }
-            let (_, index) = ring.points[(start + step) % ring.points.len()];
-            if !chosen.contains(&(index as usize)) {
-                chosen.push(index as usize);
-            }
-        }
-        Ok(chosen)
+            chosen
+        }))
     }
 
     fn explain(
