@@ -173,3 +173,32 @@ async fn demo_prints_the_metrics_it_recorded() {
         "duration buckets from describe()"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_custom_algorithm_example_runs() {
+    let exe = std::env::current_exe().unwrap();
+    let example = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .unwrap()
+        .join("examples")
+        .join("custom_algorithm");
+    let output = tokio::time::timeout(
+        Duration::from_secs(30),
+        Command::new(example)
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the example finishes")
+    .expect("examples/custom_algorithm is built with the tests");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("releases counted by the algorithm: 3")
+    );
+}
