@@ -146,7 +146,12 @@ impl Actor for BalancerSupervisor {
         }
         for child in &mut state.children {
             if let Some(cell) = child.cell.take() {
-                cell.stop(Some("balancer stopped".into()));
+                let _ = cell
+                    .stop_and_wait(
+                        Some("balancer stopped".into()),
+                        Some(Duration::from_secs(5)),
+                    )
+                    .await;
             }
         }
         Ok(())
