@@ -80,7 +80,7 @@ async fn a_failing_child_is_restarted_alone() {
     let member = balancer.members().as_slice()[0].id();
 
     for round in 1..=3u32 {
-        let child = ractor::registry::where_is("fragile-kids".to_string()).expect("the child runs");
+        let child = ractor::registry::where_is("fragile-kids").expect("the child runs");
         child.send_message(()).unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
         while starts.load(Ordering::SeqCst) < round + 1 {
@@ -99,7 +99,7 @@ async fn a_failing_child_is_restarted_alone() {
     );
     balancer.stop().await;
     assert!(
-        ractor::registry::where_is("fragile-kids".to_string()).is_none(),
+        ractor::registry::where_is("fragile-kids").is_none(),
         "stop stops the children"
     );
     node.shutdown().await;
