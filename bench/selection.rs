@@ -16,22 +16,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use ractor::{Actor, ActorProcessingErr, ActorRef};
 use rpc_load_balancer::algorithm::{by_name, BUILT_IN};
-use rpc_load_balancer::{
-    Balancer, BalancerConfig, Node, NodeConfig, RpcMessage, SelectionRequest, SCOPE,
-};
-
-/// Stands in for a member on another node.
-struct Idle;
-impl Actor for Idle {
-    type Msg = RpcMessage;
-    type State = ();
-    type Arguments = ();
-    async fn pre_start(&self, _: ActorRef<RpcMessage>, _: ()) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-}
+use rpc_load_balancer::{Balancer, BalancerConfig, Node, NodeConfig, SelectionRequest};
+use rpclb::harness::join_stand_ins;
 
 fn selection(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -54,17 +41,9 @@ fn selection(c: &mut Criterion) {
             let algorithm = by_name(name).unwrap();
             let config = BalancerConfig::new(&balancer_name).algorithm_arc(Arc::clone(&algorithm));
             let balancer = runtime.block_on(Balancer::start(config)).unwrap();
-            for i in 1..size {
-                let member = format!("rpc_load_balancer/{balancer_name}/stand-in{i}@127.0.0.1");
-                let (actor, _) = runtime
-                    .block_on(Actor::spawn(Some(member), Idle, ()))
-                    .unwrap();
-                ractor::pg::join_scoped(
-                    SCOPE.to_string(),
-                    balancer_name.clone(),
-                    vec![actor.get_cell()],
-                );
-            }
+            runtime
+                .block_on(join_stand_ins(&balancer_name, 1..size))
+                .unwrap();
             runtime
                 .block_on(balancer.wait_for_members(size, Duration::from_secs(5)))
                 .unwrap();

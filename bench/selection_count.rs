@@ -6,18 +6,8 @@
 
 use std::time::Duration;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef};
-use rpc_load_balancer::{Balancer, BalancerConfig, Node, NodeConfig, RpcMessage, SCOPE};
-
-struct Idle;
-impl Actor for Idle {
-    type Msg = RpcMessage;
-    type State = ();
-    type Arguments = ();
-    async fn pre_start(&self, _: ActorRef<RpcMessage>, _: ()) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-}
+use rpc_load_balancer::{Balancer, BalancerConfig, Node, NodeConfig};
+use rpclb::harness::join_stand_ins;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -40,17 +30,7 @@ fn main() {
     let config = BalancerConfig::new("count")
         .algorithm_arc(rpc_load_balancer::algorithm::by_name(&algorithm).unwrap());
     let balancer = runtime.block_on(Balancer::start(config)).unwrap();
-    for i in 1..8 {
-        let member = format!("rpc_load_balancer/count/fake{i}@127.0.0.1");
-        let (actor, _) = runtime
-            .block_on(Actor::spawn(Some(member), Idle, ()))
-            .unwrap();
-        ractor::pg::join_scoped(
-            SCOPE.to_string(),
-            "count".to_string(),
-            vec![actor.get_cell()],
-        );
-    }
+    runtime.block_on(join_stand_ins("count", 1..8)).unwrap();
     runtime
         .block_on(balancer.wait_for_members(8, Duration::from_secs(5)))
         .unwrap();

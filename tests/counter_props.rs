@@ -11,20 +11,11 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use ractor::{Actor, ActorProcessingErr, ActorRef};
+use ractor::ActorRef;
 use rpc_load_balancer::{
-    Balancer, BalancerConfig, LeastConnections, Node, NodeConfig, RpcMessage, SelectionGuard, SCOPE,
+    Balancer, BalancerConfig, LeastConnections, Node, NodeConfig, RpcMessage, SelectionGuard,
 };
-
-struct Idle;
-impl Actor for Idle {
-    type Msg = RpcMessage;
-    type State = ();
-    type Arguments = ();
-    async fn pre_start(&self, _: ActorRef<RpcMessage>, _: ()) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-}
+use rpclb::harness::{join_stand_ins, stand_in_node};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -67,9 +58,7 @@ fn in_flight_counts_track_live_guards_and_end_at_zero() {
                 Op::Drop(i) if !guards.is_empty() => drop(guards.swap_remove(i % guards.len())),
                 Op::Drop(_) => {}
                 Op::Join(n) if !stand_ins.borrow().contains_key(&n) => {
-                    let name = format!("rpc_load_balancer/props/stand-in{n}@127.0.0.1");
-                    let (actor, _) = runtime.block_on(Actor::spawn(Some(name), Idle, ())).unwrap();
-                    ractor::pg::join_scoped(SCOPE.to_string(), "props".to_string(), vec![actor.get_cell()]);
+                    let actor = runtime.block_on(join_stand_ins("props", [usize::from(n)])).unwrap().remove(0);
                     stand_ins.borrow_mut().insert(n, actor);
                     let want = stand_ins.borrow().len() + 1;
                     runtime.block_on(balancer.wait_for_members(want, Duration::from_secs(5))).unwrap();
@@ -78,7 +67,7 @@ fn in_flight_counts_track_live_guards_and_end_at_zero() {
                     let removed = stand_ins.borrow_mut().remove(&n);
                     if let Some(actor) = removed {
                         runtime.block_on(actor.stop_and_wait(None, Some(Duration::from_secs(5)))).unwrap();
-                        let node = format!("stand-in{n}@127.0.0.1");
+                        let node = stand_in_node(usize::from(n));
                         let mut watch = balancer.watch_members();
                         runtime.block_on(async {
                             tokio::time::timeout(Duration::from_secs(5), watch.wait_for(|m| !m.contains(&node))).await

@@ -16,9 +16,9 @@ use metrics::{
 };
 use std::time::Duration;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef};
 use rpc_load_balancer::algorithm::{by_name, BUILT_IN};
-use rpc_load_balancer::{Balancer, BalancerConfig, Node, NodeConfig, RpcMessage, SCOPE};
+use rpc_load_balancer::{Balancer, BalancerConfig, Node, NodeConfig};
+use rpclb::harness::join_stand_ins;
 
 struct Counting;
 
@@ -96,17 +96,6 @@ impl Recorder for AtomicRecorder {
     }
 }
 
-/// Stands in for a member on another node.
-struct Idle;
-impl Actor for Idle {
-    type Msg = RpcMessage;
-    type State = ();
-    type Arguments = ();
-    async fn pre_start(&self, _: ActorRef<RpcMessage>, _: ()) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-}
-
 /// Starts a node with an 8-member balancer per built-in algorithm (this node plus 7 stand-in
 /// actors under member names) and counts this thread's allocations over 10,000 selections
 /// each, with a key (after a warm-up that builds any per-snapshot cache).
@@ -130,19 +119,9 @@ fn allocations_per_selection() -> Vec<(&'static str, u64)> {
         let balancer_name = format!("alloc-{name}");
         let config = BalancerConfig::new(&balancer_name).algorithm_arc(by_name(name).unwrap());
         let balancer = runtime.block_on(Balancer::start(config)).unwrap();
-        let mut stand_ins = Vec::new();
-        for i in 1..8 {
-            let member = format!("rpc_load_balancer/{balancer_name}/stand-in{i}@127.0.0.1");
-            let (actor, _) = runtime
-                .block_on(Actor::spawn(Some(member), Idle, ()))
-                .unwrap();
-            ractor::pg::join_scoped(
-                SCOPE.to_string(),
-                balancer_name.clone(),
-                vec![actor.get_cell()],
-            );
-            stand_ins.push(actor);
-        }
+        let stand_ins = runtime
+            .block_on(join_stand_ins(&balancer_name, 1..8))
+            .unwrap();
         runtime
             .block_on(balancer.wait_for_members(8, Duration::from_secs(5)))
             .unwrap();
