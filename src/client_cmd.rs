@@ -13,12 +13,14 @@ use crate::cli::{CallArgs, ClusterArgs, ControlArgs, LoadArgs};
 use crate::functions::{Blob, Burn, CallWhoami, Echo, Fail, Panic, Sleep, Whoami};
 use crate::{load, CmdResult};
 
-/// Starts a client node and connects it to `peer`.
+/// Starts a client node and connects it to `peer`. It serves the demo functions too, so a
+/// CallDirect balancer (which runs calls on the calling node) works from it.
 ///
 /// Errors: the node's start or connect error.
 pub async fn join_cluster(cluster: &ClusterArgs, peer: &str) -> Result<Node, Error> {
     let name = format!("rpclb-client-{}", std::process::id());
     let node = Node::start(NodeConfig::new(name, "127.0.0.1:0").cookie(&cluster.cookie)).await?;
+    crate::functions::register_all(&node, Duration::ZERO)?;
     if let Err(error) = node.connect(peer).await {
         node.shutdown().await;
         return Err(error);
@@ -201,6 +203,26 @@ pub async fn call(args: CallArgs) -> CmdResult<i32> {
     }
 }
 
+/// Plain text of a control reply: list entries one per line, fields as `name: value`.
+fn text_of(value: &Value) -> String {
+    let Some(fields) = value.as_object() else {
+        return value.to_string();
+    };
+    let mut lines = Vec::new();
+    for (name, field) in fields {
+        match field {
+            Value::Array(items) => lines.extend(items.iter().map(|i| {
+                i.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| i.to_string())
+            })),
+            Value::String(text) => lines.push(format!("{name}: {text}")),
+            other => lines.push(format!("{name}: {other}")),
+        }
+    }
+    lines.join("\n")
+}
+
 /// `rpclb control`.
 pub async fn control(args: ControlArgs) -> CmdResult<i32> {
     let request = match args.request.as_str() {
@@ -236,7 +258,7 @@ pub async fn control(args: ControlArgs) -> CmdResult<i32> {
             if args.json {
                 println!("{}", json!({"ok": true, "node": args.node, "reply": value}));
             } else {
-                println!("{value}");
+                println!("{}", text_of(&value));
             }
             Ok(0)
         }
