@@ -7,6 +7,12 @@
 //! typed reply or a typed [`Error`] — never a hang: every call has a timeout, and the serving
 //! node always replies, even when the function fails or panics.
 //!
+//! A [`Balancer`] routes calls to "some member of balancer X": every node that starts the
+//! balancer (and matches its `node_match_list`) is a member, found through a `ractor::pg` group,
+//! and a [`SelectionAlgorithm`] picks one per call — [`Random`], [`RoundRobin`],
+//! [`WeightedRoundRobin`], [`LeastConnections`], [`PowerOfTwo`], [`HashRing`], [`CallDirect`] or
+//! your own. See the [`balancer`] module for an example, [`telemetry`] for spans and metrics.
+//!
 //! # Quick start
 //!
 //! ```
