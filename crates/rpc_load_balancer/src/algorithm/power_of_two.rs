@@ -27,11 +27,15 @@ impl PowerOfTwo {
         }
     }
 
-    /// Two distinct indices below `n` (≥ 2).
-    fn two(&self, n: usize) -> (usize, usize) {
-        let a = self.rng.below(n);
-        let b = (a + 1 + self.rng.below(n - 1)) % n;
-        (a, b)
+    /// Two distinct indices below `n` (≥ 2) and a coin for ties, from one 64-bit draw: bits
+    /// 0–31 pick the first, bits 33–63 the offset of the second, bit 32 the coin.
+    fn two(&self, n: usize) -> (usize, usize, bool) {
+        let x = self.rng.next_u64();
+        let n = n as u64;
+        let a = ((x & 0xFFFF_FFFF) * n) >> 32;
+        let offset = ((x >> 33) * (n - 1)) >> 31;
+        let b = (a + 1 + offset) % n;
+        (a as usize, b as usize, (x >> 32) & 1 == 1)
     }
 }
 
@@ -48,18 +52,13 @@ impl SelectionAlgorithm for PowerOfTwo {
         if members.len() < 2 {
             return Ok(0);
         }
-        let (a, b) = self.two(members.len());
+        let (a, b, coin) = self.two(members.len());
         let (load_a, load_b) = (members[a].in_flight(), members[b].in_flight());
         Ok(match load_a.cmp(&load_b) {
             std::cmp::Ordering::Less => a,
             std::cmp::Ordering::Greater => b,
-            std::cmp::Ordering::Equal => {
-                if self.rng.below(2) == 0 {
-                    a
-                } else {
-                    b
-                }
-            }
+            std::cmp::Ordering::Equal if coin => a,
+            std::cmp::Ordering::Equal => b,
         })
     }
 
@@ -78,6 +77,32 @@ impl SelectionAlgorithm for PowerOfTwo {
                 members[chosen].node().to_string(),
                 members[chosen].in_flight() as f64,
             )],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_two_samples_are_distinct_and_cover_every_pair() {
+        let p2c = PowerOfTwo::seeded(11);
+        for n in 2..10usize {
+            let mut pairs = std::collections::HashSet::new();
+            let mut coins = [0u32; 2];
+            for _ in 0..4000 {
+                let (a, b, coin) = p2c.two(n);
+                assert!(a < n && b < n && a != b, "n={n}: ({a}, {b})");
+                pairs.insert((a, b));
+                coins[usize::from(coin)] += 1;
+            }
+            assert_eq!(
+                pairs.len(),
+                n * (n - 1),
+                "n={n}: every ordered pair is drawn"
+            );
+            assert!(coins.iter().all(|c| *c > 1500), "n={n}: coin {coins:?}");
         }
     }
 }

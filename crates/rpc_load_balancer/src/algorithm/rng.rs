@@ -31,6 +31,16 @@ impl Rng {
         }
     }
 
+    /// 64 uniform random bits.
+    pub(crate) fn next_u64(&self) -> u64 {
+        match self {
+            Rng::Thread => rand::rng().random::<u64>(),
+            Rng::Seeded(state) => {
+                splitmix64(state.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed))
+            }
+        }
+    }
+
     pub(crate) fn is_seeded(&self) -> bool {
         matches!(self, Rng::Seeded(_))
     }
