@@ -2,7 +2,7 @@
 //!
 //! * `raw_pick`: the algorithm's `choose_from_nodes` alone;
 //! * `select_and_release`: `Balancer::select_node` plus dropping the guard (stopped check,
-//!   lock-free snapshot load, pick, in-flight count up and down, selection counter, level
+//!   lock-free snapshot load, pick, in-flight counts up and down, selection counter, level
 //!   check, the algorithm's release);
 //! * `contended`: `select_and_release` while a second thread does the same on the same
 //!   balancer (time per selection on the measuring thread).

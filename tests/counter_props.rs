@@ -83,11 +83,64 @@ fn in_flight_counts_track_live_guards_and_end_at_zero() {
                 let live = guards.iter().filter(|g| g.node() == member.node() && g.member().id() == member.id()).count();
                 prop_assert_eq!(member.in_flight(), live, "{} counts {} for {} live guards", member.node(), member.in_flight(), live);
             }
+            prop_assert_eq!(balancer.in_flight(), guards.len(), "balancer total");
         }
         drop(guards);
         for member in balancer.members().as_slice() {
             prop_assert_eq!(member.in_flight(), 0, "{} still counts", member.node());
         }
+        prop_assert_eq!(balancer.in_flight(), 0, "balancer total");
     });
+    runtime.block_on(balancer.stop());
+}
+
+/// Algorithms that don't read member counts (Random here) leave them at 0, but the balancer's
+/// total still counts every live guard, also when guards drop on other threads.
+#[test]
+fn non_counting_algorithms_keep_only_the_balancer_total() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let _node = runtime
+        .block_on(Node::start(
+            NodeConfig::new("totals", "127.0.0.1:0").cookie("totals"),
+        ))
+        .unwrap();
+    let balancer = runtime
+        .block_on(Balancer::start(
+            BalancerConfig::new("totals").algorithm(rpc_load_balancer::Random::new()),
+        ))
+        .unwrap();
+    runtime.block_on(join_stand_ins("totals", 1..4)).unwrap();
+    runtime
+        .block_on(balancer.wait_for_members(4, Duration::from_secs(5)))
+        .unwrap();
+    let mut guards: Vec<SelectionGuard<'_>> = (0..40)
+        .map(|_| balancer.select_node(None).unwrap())
+        .collect();
+    assert_eq!(balancer.in_flight(), 40);
+    for member in balancer.members().as_slice() {
+        assert_eq!(member.in_flight(), 0, "{} counted", member.node());
+    }
+    // Half released on other threads.
+    std::thread::scope(|scope| {
+        for guard in guards.drain(..20) {
+            scope.spawn(move || drop(guard));
+        }
+    });
+    assert_eq!(balancer.in_flight(), 20);
+    // Another thread's selection adds to the total and its release takes it away.
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let guard = balancer.select_node(None).unwrap();
+            assert_eq!(balancer.in_flight(), 21);
+            drop(guard);
+        });
+    });
+    assert_eq!(balancer.in_flight(), 20);
+    drop(guards);
+    assert_eq!(balancer.in_flight(), 0);
     runtime.block_on(balancer.stop());
 }

@@ -77,6 +77,9 @@ pub enum ControlReply {
     /// `(full name, host:port)` of each connected peer, sorted by name.
     Peers(Vec<(String, String)>),
     /// `(member node, calls in flight to it)` per member, sorted by node; `None` if the
-    /// balancer is not started there.
+    /// balancer is not started there. Counted only by algorithms that read the counts
+    /// (LeastConnections, PowerOfTwo; see
+    /// [`SelectionAlgorithm::counts_in_flight`](crate::SelectionAlgorithm::counts_in_flight)),
+    /// all 0 for the others.
     InFlight(Option<Vec<(String, u64)>>),
 }

@@ -58,6 +58,10 @@ impl SelectionAlgorithm for LeastConnections {
         "least_connections"
     }
 
+    fn counts_in_flight(&self) -> bool {
+        true
+    }
+
     fn choose_from_nodes(
         &self,
         members: &[Member],

@@ -11,6 +11,7 @@
 //! | [`on_node_change`] | after every membership change, with who joined and left | nothing |
 //! | [`explain`] | only when DEBUG is on for `rpc_load_balancer::selection`: why a member was picked | the algorithm's name |
 //! | [`release_node`] | exactly once per selection, when its [`SelectionGuard`](crate::SelectionGuard) drops | nothing |
+//! | [`counts_in_flight`] | once when the balancer starts: whether selection reads members' in-flight counts | `false` |
 //! | [`is_local`] | every routed call: `true` runs the call on this node without selecting | `false` |
 //! | [`children`] | when the balancer starts: actors the balancer supervisor runs beside it | none |
 //!
@@ -23,6 +24,7 @@
 //! [`on_node_change`]: SelectionAlgorithm::on_node_change
 //! [`release_node`]: SelectionAlgorithm::release_node
 //! [`explain`]: SelectionAlgorithm::explain
+//! [`counts_in_flight`]: SelectionAlgorithm::counts_in_flight
 //! [`is_local`]: SelectionAlgorithm::is_local
 //! [`children`]: SelectionAlgorithm::children
 
@@ -179,6 +181,15 @@ pub trait SelectionAlgorithm: Send + Sync + 'static {
             rule: self.name().to_string(),
             scores: Vec::new(),
         }
+    }
+
+    /// Whether [`choose_from_nodes`](Self::choose_from_nodes) reads members' in-flight counts
+    /// ([`Member::in_flight`]). When `true`, every selection adds one to its member's count
+    /// and the guard subtracts it: an atomic shared between the threads that pick that member.
+    /// When `false` (default), member counts stay 0 and a selection writes no memory another
+    /// thread writes. Asked once, when the balancer starts.
+    fn counts_in_flight(&self) -> bool {
+        false
     }
 
     /// `true` makes every routed call run on the calling node without selection (CallDirect).

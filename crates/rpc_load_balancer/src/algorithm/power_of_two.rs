@@ -44,6 +44,10 @@ impl SelectionAlgorithm for PowerOfTwo {
         "power_of_two"
     }
 
+    fn counts_in_flight(&self) -> bool {
+        true
+    }
+
     fn choose_from_nodes(
         &self,
         members: &[Member],

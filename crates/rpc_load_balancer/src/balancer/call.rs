@@ -87,6 +87,9 @@ impl<F: RemoteFunction> BalancedCall<F> {
         let mut exclude: Option<Arc<str>> = None;
         loop {
             let (members, index) = shared.choose(key, exclude.as_deref())?;
+            // Held across the call: by a full reference, so it doesn't keep one of the
+            // thread's few fast arc-swap slots.
+            let members = arc_swap::Guard::from_inner(arc_swap::Guard::into_inner(members));
             let guard = SelectionGuard::new(shared, members, index);
             let member = guard.member();
             telemetry.target(member.node_arc());
@@ -170,6 +173,9 @@ impl<F: RemoteFunction> BalancedCast<F> {
         let mut exclude: Option<Arc<str>> = None;
         loop {
             let (members, index) = shared.choose(key, exclude.as_deref())?;
+            // Held across the call: by a full reference, so it doesn't keep one of the
+            // thread's few fast arc-swap slots.
+            let members = arc_swap::Guard::from_inner(arc_swap::Guard::into_inner(members));
             let guard = SelectionGuard::new(shared, members, index);
             let member = guard.member();
             telemetry.target(member.node_arc());

@@ -48,7 +48,11 @@ impl Member {
     }
 
     /// Calls and casts routed to this member by this node's balancer and not finished yet
-    /// (taken at selection, released when the selection guard drops).
+    /// (taken at selection, released when the selection guard drops). Counted only when the
+    /// balancer's algorithm reads the counts
+    /// ([`SelectionAlgorithm::counts_in_flight`](crate::SelectionAlgorithm::counts_in_flight):
+    /// LeastConnections, PowerOfTwo); otherwise always 0 — the balancer's total is
+    /// [`Balancer::in_flight`](crate::Balancer::in_flight).
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Relaxed)
     }

@@ -38,6 +38,7 @@
 
 mod call;
 mod config;
+mod in_flight;
 mod load_balancer;
 mod members;
 mod shared;
@@ -180,6 +181,13 @@ impl Balancer {
         self.shared.members()
     }
 
+    /// Selections of this balancer in flight on this node: routed calls and casts not yet
+    /// finished plus live [`SelectionGuard`]s (all algorithms; per member see
+    /// [`Member::in_flight`]).
+    pub fn in_flight(&self) -> usize {
+        self.shared.in_flight.get()
+    }
+
     /// A watch of the members snapshot: changes on every join and leave.
     pub fn watch_members(&self) -> watch::Receiver<Arc<Members>> {
         self.shared.watch()
@@ -294,18 +302,30 @@ impl Balancer {
 /// borrows the balancer and holds the members snapshot it was chosen from.
 pub struct SelectionGuard<'a> {
     shared: &'a BalancerShared,
-    members: Arc<Members>,
+    /// The snapshot the member was picked from: an arc-swap guard, which keeps it alive
+    /// without writing its shared reference count (for short-lived selections).
+    members: arc_swap::Guard<Arc<Members>>,
     index: usize,
+    /// The stripe of the balancer's in-flight total this selection was added to.
+    stripe: usize,
 }
 
 impl<'a> SelectionGuard<'a> {
-    pub(crate) fn new(shared: &'a BalancerShared, members: Arc<Members>, index: usize) -> Self {
+    pub(crate) fn new(
+        shared: &'a BalancerShared,
+        members: arc_swap::Guard<Arc<Members>>,
+        index: usize,
+    ) -> Self {
         shared.metrics.enter();
-        members.as_slice()[index].acquire();
+        let stripe = shared.in_flight.acquire();
+        if shared.counts_members {
+            members.as_slice()[index].acquire();
+        }
         Self {
             shared,
             members,
             index,
+            stripe,
         }
     }
 
@@ -330,7 +350,10 @@ impl std::fmt::Debug for SelectionGuard<'_> {
 
 impl Drop for SelectionGuard<'_> {
     fn drop(&mut self) {
-        self.member().release();
+        if self.shared.counts_members {
+            self.member().release();
+        }
+        self.shared.in_flight.release(self.stripe);
         self.shared.config.algorithm.release_node(self.member());
         self.shared.metrics.exit();
     }

@@ -5,9 +5,10 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, Guard};
 use tokio::sync::watch;
 
+use super::in_flight::InFlightTotal;
 use super::members::{Member, Members};
 use super::BalancerConfig;
 use crate::algorithm::{NodeChange, SelectionRequest};
@@ -27,12 +28,21 @@ pub(crate) struct BalancerShared {
     version: AtomicU64,
     pub(crate) stopping: AtomicBool,
     pub(crate) metrics: SelectionMetrics,
+    /// Selections in flight on this node (every guard).
+    pub(crate) in_flight: InFlightTotal,
+    /// Whether guards also count each member's in-flight selections: only when the algorithm
+    /// reads them ([`SelectionAlgorithm::counts_in_flight`](crate::SelectionAlgorithm::counts_in_flight)),
+    /// so that other algorithms' selections write no memory shared between threads.
+    pub(crate) counts_members: bool,
 }
 
 impl BalancerShared {
     pub(crate) fn new(config: BalancerConfig, node: Arc<NodeShared>) -> Self {
         let member = config.matches(&node.name);
+        let counts_members = config.algorithm.counts_in_flight();
         Self {
+            in_flight: InFlightTotal::default(),
+            counts_members,
             metrics: SelectionMetrics::new(config.algorithm.name(), &config.name),
             name: config.name.clone(),
             member,
@@ -126,9 +136,10 @@ impl BalancerShared {
         &self,
         key: Option<&[u8]>,
         exclude: Option<&str>,
-    ) -> Result<(Arc<Members>, usize), Error> {
+    ) -> Result<(Guard<Arc<Members>>, usize), Error> {
         self.check_running()?;
-        let snapshot = self.members.load_full();
+        // A guard, not a clone: no reference count shared between threads is written.
+        let snapshot = self.members.load();
         let request = SelectionRequest {
             balancer: &self.name,
             key,
