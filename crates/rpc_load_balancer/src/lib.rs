@@ -57,6 +57,7 @@ pub mod algorithm;
 pub mod balancer;
 mod call;
 pub mod control;
+pub mod cpu;
 mod endpoint;
 mod error;
 pub mod function;
@@ -65,7 +66,7 @@ pub mod telemetry;
 mod wire;
 
 pub use algorithm::{
-    CallDirect, Explanation, HashRing, LeastConnections, PowerOfTwo, Random, RoundRobin,
+    CallDirect, Explanation, HashRing, LeastConnections, LeastCpu, PowerOfTwo, Random, RoundRobin,
     SelectionAlgorithm, SelectionRequest, WeightedRoundRobin,
 };
 pub use balancer::{

@@ -31,6 +31,7 @@
 mod call_direct;
 mod hash_ring;
 mod least_connections;
+mod least_cpu;
 mod power_of_two;
 mod random;
 mod rng;
@@ -45,6 +46,7 @@ use ractor::{ActorCell, SpawnErr};
 pub use call_direct::CallDirect;
 pub use hash_ring::HashRing;
 pub use least_connections::LeastConnections;
+pub use least_cpu::{LeastCpu, LeastCpuOptions};
 pub use power_of_two::PowerOfTwo;
 pub use random::Random;
 pub use round_robin::RoundRobin;
@@ -230,6 +232,7 @@ pub fn by_name(name: &str) -> Result<Arc<dyn SelectionAlgorithm>, Error> {
         "least_connections" => Ok(Arc::new(LeastConnections::new())),
         "power_of_two" => Ok(Arc::new(PowerOfTwo::new())),
         "hash_ring" => Ok(Arc::new(HashRing::new())),
+        "least_cpu" => Ok(Arc::new(LeastCpu::new())),
         "call_direct" => Ok(Arc::new(CallDirect)),
         other => Err(Error::InvalidConfig {
             option: "algorithm",
@@ -250,6 +253,7 @@ pub const BUILT_IN: &[&str] = &[
     "power_of_two",
     "hash_ring",
     "call_direct",
+    "least_cpu",
 ];
 
 #[cfg(test)]

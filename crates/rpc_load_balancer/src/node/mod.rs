@@ -308,6 +308,12 @@ impl Node {
         call::control(shared, node, &request, shared.call_timeout).await
     }
 
+    /// How often this node samples its CPU (`NodeConfig::cpu_sample_interval`).
+    pub fn cpu_sample_interval(&self) -> Duration {
+        // TODO(sampler): from the config.
+        Duration::from_millis(1_000)
+    }
+
     /// Full names of the connected peers, sorted (this node not included).
     pub fn nodes(&self) -> Vec<String> {
         self.inner.shared.node_list.borrow().to_vec()

@@ -1,0 +1,324 @@
+//! LeastCpu: a member among the least CPU-loaded, by readings polled in the background.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+
+use super::rng::Rng;
+use super::{AlgorithmChild, Explanation, NodeChange, SelectionAlgorithm, SelectionRequest};
+use crate::balancer::Member;
+use crate::cpu::{self, clock, CpuSlot, NEUTRAL_CPU};
+use crate::Error;
+
+/// Most members whose values one selection keeps on the stack; larger pools read twice.
+const STACK_MEMBERS: usize = 64;
+
+/// Picks uniformly at random among the members whose CPU utilisation is within
+/// `cpu_threshold` percentage points of the least loaded one (the original's LeastCpu; the
+/// random band keeps callers from herding onto one "coldest" node between polls).
+///
+/// Readings come from each node's own [`CpuSampler`](crate::cpu::CpuSampler) and are fetched
+/// by this balancer's Poller (an actor its supervisor runs and restarts alone) every
+/// `poll_interval` into the process-wide cache (see [`crate::cpu`]). Selection does no I/O, takes
+/// no lock and allocates nothing: a missing reading, or one older than `cpu_cache_ttl` at its
+/// source, counts as [`NEUTRAL_CPU`] (50 %). One member is picked without reading anything.
+///
+/// Options (validated when the balancer starts, [`Error::InvalidConfig`] naming the option):
+///
+/// | option | default | meaning |
+/// |---|---|---|
+/// | `poll_interval` | 5,000 ms | period of the Poller's fixed-rate ticks (> 0) |
+/// | `poll_startup_jitter` | 60,000 ms | first poll after a uniform random delay in [0, this]; 0 = at once |
+/// | `cpu_cache_ttl` | 10,000 ms | oldest reading that counts; must exceed the node's `cpu_sample_interval` |
+/// | `cpu_threshold` | 5.0 points | width of the band above the minimum (≥ 0, finite) |
+///
+/// ```
+/// use std::time::Duration;
+/// use rpc_load_balancer::LeastCpu;
+///
+/// let least_cpu = LeastCpu::new()
+///     .poll_interval(Duration::from_millis(1_000))
+///     .poll_startup_jitter(Duration::ZERO)
+///     .cpu_cache_ttl(Duration::from_millis(3_000))
+///     .cpu_threshold(10.0);
+/// assert_eq!(least_cpu.options().cpu_threshold, 10.0);
+/// ```
+#[derive(Debug)]
+pub struct LeastCpu {
+    options: LeastCpuOptions,
+    rng: Rng,
+    /// The members' cache slots, aligned with the snapshot of the given version.
+    slots: ArcSwapOption<SnapshotSlots>,
+    /// Set by `init`: this instance's TTL is registered with the cache (for eviction).
+    registered: OnceLock<()>,
+}
+
+/// [`LeastCpu`]'s options (see its table).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LeastCpuOptions {
+    /// Poll period.
+    pub poll_interval: Duration,
+    /// Largest random delay of the first poll.
+    pub poll_startup_jitter: Duration,
+    /// Oldest reading that counts.
+    pub cpu_cache_ttl: Duration,
+    /// Band width, percentage points.
+    pub cpu_threshold: f64,
+}
+
+impl Default for LeastCpuOptions {
+    fn default() -> Self {
+        Self {
+            poll_interval: Duration::from_millis(5_000),
+            poll_startup_jitter: Duration::from_millis(60_000),
+            cpu_cache_ttl: Duration::from_millis(10_000),
+            cpu_threshold: 5.0,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct SnapshotSlots {
+    version: u64,
+    slots: Vec<Arc<CpuSlot>>,
+}
+
+impl Default for LeastCpu {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LeastCpu {
+    /// LeastCpu with the default options, drawing from a thread-local generator.
+    pub fn new() -> Self {
+        Self {
+            options: LeastCpuOptions::default(),
+            rng: Rng::Thread,
+            slots: ArcSwapOption::empty(),
+            registered: OnceLock::new(),
+        }
+    }
+
+    /// A reproducible pick sequence from `seed` (SplitMix64 over a shared counter).
+    pub fn seeded(seed: u64) -> Self {
+        let mut least_cpu = Self::new();
+        least_cpu.rng = Rng::seeded(seed);
+        least_cpu
+    }
+
+    /// Sets `poll_interval` (default 5,000 ms).
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.options.poll_interval = interval;
+        self
+    }
+
+    /// Sets `poll_startup_jitter` (default 60,000 ms; zero polls at once).
+    pub fn poll_startup_jitter(mut self, jitter: Duration) -> Self {
+        self.options.poll_startup_jitter = jitter;
+        self
+    }
+
+    /// Sets `cpu_cache_ttl` (default 10,000 ms).
+    pub fn cpu_cache_ttl(mut self, ttl: Duration) -> Self {
+        self.options.cpu_cache_ttl = ttl;
+        self
+    }
+
+    /// Sets `cpu_threshold` in percentage points (default 5.0).
+    pub fn cpu_threshold(mut self, points: f64) -> Self {
+        self.options.cpu_threshold = points;
+        self
+    }
+
+    /// The options.
+    pub fn options(&self) -> &LeastCpuOptions {
+        &self.options
+    }
+
+    fn ttl_ms(&self) -> u64 {
+        self.options.cpu_cache_ttl.as_millis() as u64
+    }
+
+    /// Checks the options against a node sampling every `sample_interval`.
+    fn validate(&self, sample_interval: Option<Duration>) -> Result<(), Error> {
+        let invalid = |option: &'static str, reason: String| Error::InvalidConfig { option, reason };
+        let o = &self.options;
+        if o.poll_interval.is_zero() {
+            return Err(invalid("poll_interval", "must be above 0 ms".into()));
+        }
+        if o.cpu_cache_ttl.is_zero() {
+            return Err(invalid("cpu_cache_ttl", "must be above 0 ms".into()));
+        }
+        if let Some(sample) = sample_interval {
+            if o.cpu_cache_ttl <= sample {
+                return Err(invalid(
+                    "cpu_cache_ttl",
+                    format!(
+                        "{} ms is not above the node's cpu_sample_interval ({} ms): every reading would age out between samples",
+                        o.cpu_cache_ttl.as_millis(),
+                        sample.as_millis()
+                    ),
+                ));
+            }
+        }
+        if !o.cpu_threshold.is_finite() || o.cpu_threshold < 0.0 {
+            return Err(invalid(
+                "cpu_threshold",
+                format!("{} is not a finite number ≥ 0", o.cpu_threshold),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The members' slots: cached for the snapshot `version`, else looked up.
+    fn slots_for(&self, members: &[Member], version: u64) -> Arc<SnapshotSlots> {
+        if let Some(cached) = self.slots.load_full() {
+            if cached.version == version && version != SelectionRequest::UNCACHED {
+                return cached;
+            }
+        }
+        Arc::new(SnapshotSlots {
+            version,
+            slots: members.iter().map(|m| cpu::cache().slot(m.node())).collect(),
+        })
+    }
+
+    /// The value a slot counts as now.
+    #[inline]
+    fn value(slot: &CpuSlot, now: u64, ttl: u64) -> f64 {
+        slot.fresh(now, ttl).unwrap_or(NEUTRAL_CPU)
+    }
+
+    /// The band rule over `values`: uniform random among those within the threshold of the
+    /// minimum (inclusive).
+    fn pick_in_band(&self, values: &[f64]) -> usize {
+        let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let limit = min + self.options.cpu_threshold;
+        let in_band = values.iter().filter(|v| **v <= limit).count();
+        let mut nth = self.rng.below(in_band.max(1));
+        for (i, v) in values.iter().enumerate() {
+            if *v <= limit {
+                if nth == 0 {
+                    return i;
+                }
+                nth -= 1;
+            }
+        }
+        0
+    }
+}
+
+impl Drop for LeastCpu {
+    fn drop(&mut self) {
+        if self.registered.get().is_some() {
+            cpu::cache().unuse_ttl(self.ttl_ms());
+        }
+    }
+}
+
+impl SelectionAlgorithm for LeastCpu {
+    fn name(&self) -> &'static str {
+        "least_cpu"
+    }
+
+    /// Errors: [`Error::InvalidConfig`] naming `poll_interval`, `cpu_cache_ttl` (zero, or not
+    /// above this node's `cpu_sample_interval`) or `cpu_threshold`.
+    fn init(&self, _balancer: &str) -> Result<(), Error> {
+        let sample_interval = crate::Node::current().map(|node| node.cpu_sample_interval());
+        self.validate(sample_interval)?;
+        if self.registered.set(()).is_ok() {
+            cpu::cache().use_ttl(self.ttl_ms());
+        }
+        Ok(())
+    }
+
+    fn choose_from_nodes(
+        &self,
+        members: &[Member],
+        request: &SelectionRequest<'_>,
+    ) -> Result<usize, Error> {
+        if members.len() == 1 {
+            return Ok(0);
+        }
+        let guard = self.slots.load();
+        let slots = match &*guard {
+            Some(cached) if cached.version == request.version && cached.slots.len() == members.len() => {
+                &cached.slots
+            }
+            _ => return Ok(self.pick_uncached(members, request)),
+        };
+        let (now, ttl) = (clock::now_ms(), self.ttl_ms());
+        if slots.len() <= STACK_MEMBERS {
+            let mut values = [0.0f64; STACK_MEMBERS];
+            for (value, slot) in values.iter_mut().zip(slots.iter()) {
+                *value = Self::value(slot, now, ttl);
+            }
+            return Ok(self.pick_in_band(&values[..slots.len()]));
+        }
+        let values: Vec<f64> = slots.iter().map(|s| Self::value(s, now, ttl)).collect();
+        Ok(self.pick_in_band(&values))
+    }
+
+    fn on_node_change(&self, change: &NodeChange<'_>) {
+        // Readings are node-keyed and shared: a leave never deletes one (other balancers may
+        // still route to that node); this only re-aligns the slots with the new snapshot.
+        self.slots.store(Some(Arc::new(SnapshotSlots {
+            version: change.version,
+            slots: change
+                .members
+                .iter()
+                .map(|m| cpu::cache().slot(m.node()))
+                .collect(),
+        })));
+    }
+
+    fn explain(
+        &self,
+        members: &[Member],
+        chosen: usize,
+        request: &SelectionRequest<'_>,
+    ) -> Explanation {
+        let slots = self.slots_for(members, request.version);
+        let now = clock::now_ms();
+        let mut ages = Vec::new();
+        let scores = members
+            .iter()
+            .zip(slots.slots.iter())
+            .map(|(member, slot)| {
+                let age = slot
+                    .reading(now)
+                    .map_or("none".to_string(), |r| format!("{} ms", r.age_ms));
+                ages.push(format!("{}: {age}", member.node()));
+                (member.node().to_string(), Self::value(slot, now, self.ttl_ms()))
+            })
+            .collect();
+        Explanation {
+            rule: format!(
+                "uniform random within {} points of the least CPU (missing or older than {} ms = {NEUTRAL_CPU}); picked {}; reading ages: {}",
+                self.options.cpu_threshold,
+                self.ttl_ms(),
+                members.get(chosen).map_or("?", |m| m.node()),
+                ages.join(", ")
+            ),
+            scores,
+        }
+    }
+
+    fn children(&self, balancer: &str) -> Vec<AlgorithmChild> {
+        vec![cpu::poller::child(balancer, self.options)]
+    }
+}
+
+impl LeastCpu {
+    /// Rare: a member list that is not the cached snapshot's (a re-selection after a failed
+    /// send, or before the first membership change arrived).
+    #[cold]
+    fn pick_uncached(&self, members: &[Member], request: &SelectionRequest<'_>) -> usize {
+        let slots = self.slots_for(members, request.version);
+        let (now, ttl) = (clock::now_ms(), self.ttl_ms());
+        let values: Vec<f64> = slots.slots.iter().map(|s| Self::value(s, now, ttl)).collect();
+        self.pick_in_band(&values)
+    }
+}

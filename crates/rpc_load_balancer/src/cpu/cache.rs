@@ -1,0 +1,218 @@
+//! NodeCpuCache: the process-wide CPU reading of every node, keyed by node name.
+//!
+//! Each node's reading lives in a [`CpuSlot`]: one atomic word packing the CPU (hundredths of
+//! a percent) and the local clock time the sample was taken at its source. LeastCpu balancers
+//! keep the slots of their members beside each members snapshot, so a selection reads one
+//! atomic per member and takes no lock. The map itself (a mutex) is touched only to find or
+//! create a node's slot (at membership changes), to store polled readings and for
+//! diagnostics. Entries older than 3 × the largest `cpu_cache_ttl` in use are cleared, and
+//! dropped once no balancer holds them.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use super::{clock, CpuReading};
+
+/// Bits of a packed slot word that hold the sample time (ms, 48 bits ≈ 8,900 years).
+const TIME_BITS: u32 = 48;
+const TIME_MASK: u64 = (1 << TIME_BITS) - 1;
+
+/// One node's latest reading: `cpu` in hundredths of a percent (high 16 bits) and the local
+/// clock ms at which it was sampled at its source (low 48 bits; 0 = no reading).
+#[derive(Debug, Default)]
+pub(crate) struct CpuSlot(AtomicU64);
+
+impl CpuSlot {
+    /// Stores `cpu` (%, clamped to 0–100) sampled `age_ms` before `now_ms`.
+    pub(crate) fn store(&self, cpu: f64, age_ms: u64, now_ms: u64) {
+        let hundredths = (cpu.clamp(0.0, 100.0) * 100.0).round() as u64;
+        let at = now_ms.saturating_sub(age_ms).max(1) & TIME_MASK;
+        self.0
+            .store((hundredths << TIME_BITS) | at, Ordering::Release);
+    }
+
+    /// Forgets the reading.
+    pub(crate) fn clear(&self) {
+        self.0.store(0, Ordering::Release);
+    }
+
+    /// `(cpu %, sampled at ms)`, if there is a reading.
+    #[inline]
+    pub(crate) fn load(&self) -> Option<(f64, u64)> {
+        let word = self.0.load(Ordering::Acquire);
+        let at = word & TIME_MASK;
+        if at == 0 {
+            return None;
+        }
+        Some(((word >> TIME_BITS) as f64 / 100.0, at))
+    }
+
+    /// The reading's CPU if it is at most `ttl_ms` old at `now_ms` (inclusive), else `None`.
+    #[inline]
+    pub(crate) fn fresh(&self, now_ms: u64, ttl_ms: u64) -> Option<f64> {
+        let (cpu, at) = self.load()?;
+        (now_ms.saturating_sub(at) <= ttl_ms).then_some(cpu)
+    }
+
+    /// The reading with its age at `now_ms`.
+    pub(crate) fn reading(&self, now_ms: u64) -> Option<CpuReading> {
+        self.load().map(|(cpu, at)| CpuReading {
+            cpu,
+            age_ms: now_ms.saturating_sub(at),
+        })
+    }
+}
+
+/// The cache: node name → slot, and the `cpu_cache_ttl`s in use (for eviction).
+#[derive(Default)]
+pub(crate) struct NodeCpuCache {
+    slots: Mutex<HashMap<Arc<str>, Arc<CpuSlot>>>,
+    /// `cpu_cache_ttl` ms → number of LeastCpu balancers using it.
+    ttls: Mutex<BTreeMap<u64, usize>>,
+}
+
+/// The process's cache.
+pub(crate) fn cache() -> &'static NodeCpuCache {
+    static CACHE: OnceLock<NodeCpuCache> = OnceLock::new();
+    CACHE.get_or_init(NodeCpuCache::default)
+}
+
+impl NodeCpuCache {
+    /// `node`'s slot, created empty if there is none.
+    pub(crate) fn slot(&self, node: &str) -> Arc<CpuSlot> {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(slot) = slots.get(node) {
+            return Arc::clone(slot);
+        }
+        let slot = Arc::new(CpuSlot::default());
+        slots.insert(Arc::from(node), Arc::clone(&slot));
+        slot
+    }
+
+    /// Stores `node`'s reading: `cpu` %, sampled `age_ms` ago.
+    pub(crate) fn store(&self, node: &str, cpu: f64, age_ms: u64) {
+        self.slot(node).store(cpu, age_ms, clock::now_ms());
+    }
+
+    /// `node`'s reading with its age now, if any.
+    pub(crate) fn get(&self, node: &str) -> Option<CpuReading> {
+        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        slots.get(node)?.reading(clock::now_ms())
+    }
+
+    /// Every reading held, sorted by node.
+    pub(crate) fn all(&self) -> Vec<(String, CpuReading)> {
+        let now = clock::now_ms();
+        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let mut all: Vec<(String, CpuReading)> = slots
+            .iter()
+            .filter_map(|(node, slot)| Some((node.to_string(), slot.reading(now)?)))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
+    /// Registers a balancer's `cpu_cache_ttl` (ms) as in use.
+    pub(crate) fn use_ttl(&self, ttl_ms: u64) {
+        let mut ttls = self.ttls.lock().unwrap_or_else(|e| e.into_inner());
+        *ttls.entry(ttl_ms).or_default() += 1;
+    }
+
+    /// Undoes one [`Self::use_ttl`].
+    pub(crate) fn unuse_ttl(&self, ttl_ms: u64) {
+        let mut ttls = self.ttls.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = ttls.get_mut(&ttl_ms) {
+            *count -= 1;
+            if *count == 0 {
+                ttls.remove(&ttl_ms);
+            }
+        }
+    }
+
+    /// Clears readings older than 3 × the largest TTL in use, and drops the entries of nodes
+    /// no balancer holds once their reading is gone. Returns how many readings it cleared.
+    pub(crate) fn evict(&self) -> usize {
+        self.evict_at(clock::now_ms())
+    }
+
+    /// [`Self::evict`] as of `now` (clock ms).
+    fn evict_at(&self, now: u64) -> usize {
+        let Some(largest) = self
+            .ttls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .next_back()
+            .copied()
+        else {
+            return 0;
+        };
+        let max_age = largest.saturating_mul(3);
+        let mut cleared = 0;
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        slots.retain(|_, slot| {
+            if let Some((_, at)) = slot.load() {
+                if now.saturating_sub(at) > max_age {
+                    slot.clear();
+                    cleared += 1;
+                }
+            }
+            slot.load().is_some() || Arc::strong_count(slot) > 1
+        });
+        cleared
+    }
+}
+
+/// Every CPU reading this process holds — its own node's and those its LeastCpu balancers
+/// polled — as `(node, reading)` sorted by node, each with its age now (ms since the sample was
+/// taken at its source). For diagnostics; selection reads the same values.
+pub fn readings() -> Vec<(String, CpuReading)> {
+    cache().all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slot_packs_cpu_and_time_and_judges_freshness() {
+        let slot = CpuSlot::default();
+        assert_eq!(slot.load(), None);
+        slot.store(42.567, 100, 1_000);
+        assert_eq!(slot.load(), Some((42.57, 900)));
+        assert_eq!(slot.fresh(1_900, 1_000), Some(42.57), "age 1,000 = ttl is fresh");
+        assert_eq!(slot.fresh(1_901, 1_000), None, "one ms older is stale");
+        assert_eq!(
+            slot.reading(1_000),
+            Some(CpuReading {
+                cpu: 42.57,
+                age_ms: 100
+            })
+        );
+        slot.store(150.0, 0, 5);
+        assert_eq!(slot.load(), Some((100.0, 5)), "clamped to 100");
+        slot.clear();
+        assert_eq!(slot.load(), None);
+    }
+
+    #[test]
+    fn stale_entries_are_cleared_then_dropped_when_unheld() {
+        let cache = NodeCpuCache::default();
+        cache.use_ttl(10);
+        let held = cache.slot("held@h");
+        let now = clock::now_ms() + 10_000;
+        held.store(10.0, 1_000, now);
+        cache.slot("loose@h").store(20.0, 1_000, now);
+        cache.slot("fresh@h").store(30.0, 30, now);
+        assert_eq!(cache.evict_at(now), 2, "both readings are older than 3 × 10 ms");
+        let nodes: Vec<String> = cache.all().into_iter().map(|(n, _)| n).collect();
+        assert_eq!(nodes, vec!["fresh@h".to_string()]);
+        // The held slot stays in the map (a balancer reads it) and takes new readings.
+        cache.store("held@h", 11.0, 0);
+        assert_eq!(held.load().map(|(cpu, _)| cpu), Some(11.0));
+        cache.unuse_ttl(10);
+        held.store(11.0, 1_000, now);
+        assert_eq!(cache.evict_at(now), 0, "no TTL in use: nothing is evicted");
+    }
+}

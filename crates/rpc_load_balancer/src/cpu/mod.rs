@@ -1,0 +1,38 @@
+//! CPU load: what [`LeastCpu`](crate::LeastCpu) routes by.
+//!
+//! **Sampling belongs to the node.** Every [`Node`](crate::Node) runs one [`CpuSampler`]
+//! (chosen with [`NodeConfig::cpu_sampler`](crate::NodeConfig::cpu_sampler), sampled every
+//! [`NodeConfig::cpu_sample_interval`](crate::NodeConfig::cpu_sample_interval)) and answers
+//! CPU-reading requests from any peer, whatever algorithms its own balancers use. The Poller of
+//! each LeastCpu balancer fetches its remote members' readings into the process-wide cache
+//! ([`readings`]), keyed by node name and shared by every LeastCpu balancer of the process.
+//!
+//! A reading carries its **age at the source**: a node whose sampler stopped keeps answering
+//! with an ever older reading, which ages out at the callers instead of looking fresh. Selection
+//! reads the cache without I/O, locks or allocation; a missing reading or one older than the
+//! balancer's `cpu_cache_ttl` counts as [`NEUTRAL_CPU`] (50 %).
+
+mod cache;
+pub(crate) mod clock;
+pub(crate) mod poller;
+mod sampler;
+
+pub use cache::readings;
+pub use sampler::CpuSampler;
+pub(crate) use cache::{cache, CpuSlot};
+
+use serde::{Deserialize, Serialize};
+
+/// What a missing or stale reading counts as: 50 %, neither attracting nor repelling calls
+/// (the original's neutral value).
+pub const NEUTRAL_CPU: f64 = 50.0;
+
+/// One node's CPU reading as held or reported: utilisation in percent (0–100) and its age in
+/// ms (time since the node's sampler took it, as of when this value was produced).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CpuReading {
+    /// CPU utilisation, % (0–100), to 0.01.
+    pub cpu: f64,
+    /// Age of the sample, ms.
+    pub age_ms: u64,
+}
