@@ -9,6 +9,9 @@
 //! | event `node selected` (target `rpc_load_balancer::selection`) | TRACE | `load_balancer`, `algorithm`, `node`, `pool_size` |
 //! | event `no members` (target `rpc_load_balancer::selection`) | TRACE | `load_balancer`, `algorithm` |
 //! | event `selection explained` (target `rpc_load_balancer::selection`) | DEBUG | `load_balancer`, `algorithm`, `node`, `rule`, `scores` |
+//! | span `rpc_load_balancer.least_cpu.poll` | DEBUG | `load_balancer`, `members` (remote members asked), `failures` |
+//! | event `cpu reading` | DEBUG | `load_balancer`, `node`, `cpu` (%), `age_ms` |
+//! | event `cpu reading failed` | WARN | `load_balancer`, `node`, `kind` (`timeout`, `unreachable`, `remote_error`, `bad_reply`), `error` |
 //!
 //! The explaining event costs nothing unless DEBUG is enabled for
 //! `rpc_load_balancer::selection`: only then is
@@ -22,6 +25,7 @@
 //! plain atomics. Stock recorders (metrics-util's, the Prometheus exporter's) may allocate
 //! when samples arrive; that cost is theirs.
 
+mod poll;
 mod rpc;
 mod selection;
 
@@ -29,6 +33,7 @@ mod selection;
 /// it, spans, events and metrics are compiled out: only for measuring their cost.
 pub(crate) const ENABLED: bool = cfg!(feature = "telemetry");
 
+pub(crate) use poll::PollMetrics;
 pub(crate) use rpc::RpcTelemetry;
 pub(crate) use selection::SelectionMetrics;
 
@@ -46,6 +51,13 @@ pub const NODE_SELECTED: &str = "rpc_load_balancer.node.selected.count";
 pub const NODE_SELECTED_EMPTY: &str = "rpc_load_balancer.node.selected.empty.count";
 /// `rpc_load_balancer.node.pool_size`: members per snapshot, recorded when it changes.
 pub const POOL_SIZE: &str = "rpc_load_balancer.node.pool_size";
+
+/// `rpc_load_balancer.least_cpu.poll.duration.milliseconds`: how long a LeastCpu Poller's
+/// cycle took.
+pub const LEAST_CPU_POLL_DURATION: &str = "rpc_load_balancer.least_cpu.poll.duration.milliseconds";
+/// `rpc_load_balancer.least_cpu.poll.remote_error.count`: remote CPU readings a Poller could
+/// not get, by node and kind (`timeout`, `unreachable`, `remote_error`, `bad_reply`).
+pub const LEAST_CPU_POLL_FAILURES: &str = "rpc_load_balancer.least_cpu.poll.remote_error.count";
 
 /// The original's duration buckets, in ms.
 pub const DURATION_BUCKETS_MS: &[f64] = &[
@@ -152,6 +164,22 @@ pub fn describe() -> Vec<SeriesDescription> {
             description: "Number of members, recorded whenever the members snapshot changes.",
             buckets: Some(POOL_SIZE_BUCKETS),
         },
+        SeriesDescription {
+            name: LEAST_CPU_POLL_DURATION,
+            kind: SeriesKind::Histogram,
+            labels: &["load_balancer"],
+            unit: Unit::Milliseconds,
+            description: "Duration of a LeastCpu Poller's cycle (every remote member's reading), in ms.",
+            buckets: Some(DURATION_BUCKETS_MS),
+        },
+        SeriesDescription {
+            name: LEAST_CPU_POLL_FAILURES,
+            kind: SeriesKind::Counter,
+            labels: &["load_balancer", "node", "kind"],
+            unit: Unit::Count,
+            description: "Remote CPU readings a LeastCpu Poller could not get, by kind: timeout, unreachable, remote_error, bad_reply.",
+            buckets: None,
+        },
     ]
 }
 
@@ -193,7 +221,7 @@ mod tests {
     }
 
     #[test]
-    fn the_originals_six_series_plus_in_flight() {
+    fn the_originals_six_series_plus_in_flight_and_the_pollers() {
         let names: Vec<&str> = describe().iter().map(|s| s.name).collect();
         assert_eq!(
             names,
@@ -204,7 +232,9 @@ mod tests {
                 RPC_IN_FLIGHT,
                 NODE_SELECTED,
                 NODE_SELECTED_EMPTY,
-                POOL_SIZE
+                POOL_SIZE,
+                LEAST_CPU_POLL_DURATION,
+                LEAST_CPU_POLL_FAILURES
             ]
         );
         // Names as the original wrote them.
