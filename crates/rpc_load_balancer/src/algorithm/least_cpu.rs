@@ -143,7 +143,8 @@ impl LeastCpu {
 
     /// Checks the options against a node sampling every `sample_interval`.
     fn validate(&self, sample_interval: Option<Duration>) -> Result<(), Error> {
-        let invalid = |option: &'static str, reason: String| Error::InvalidConfig { option, reason };
+        let invalid =
+            |option: &'static str, reason: String| Error::InvalidConfig { option, reason };
         let o = &self.options;
         if o.poll_interval.is_zero() {
             return Err(invalid("poll_interval", "must be above 0 ms".into()));
@@ -181,7 +182,10 @@ impl LeastCpu {
         }
         Arc::new(SnapshotSlots {
             version,
-            slots: members.iter().map(|m| cpu::cache().slot(m.node())).collect(),
+            slots: members
+                .iter()
+                .map(|m| cpu::cache().slot(m.node()))
+                .collect(),
         })
     }
 
@@ -244,7 +248,9 @@ impl SelectionAlgorithm for LeastCpu {
         }
         let guard = self.slots.load();
         let slots = match &*guard {
-            Some(cached) if cached.version == request.version && cached.slots.len() == members.len() => {
+            Some(cached)
+                if cached.version == request.version && cached.slots.len() == members.len() =>
+            {
                 &cached.slots
             }
             _ => return Ok(self.pick_uncached(members, request)),
@@ -291,7 +297,10 @@ impl SelectionAlgorithm for LeastCpu {
                     .reading(now)
                     .map_or("none".to_string(), |r| format!("{} ms", r.age_ms));
                 ages.push(format!("{}: {age}", member.node()));
-                (member.node().to_string(), Self::value(slot, now, self.ttl_ms()))
+                (
+                    member.node().to_string(),
+                    Self::value(slot, now, self.ttl_ms()),
+                )
             })
             .collect();
         Explanation {
@@ -318,7 +327,14 @@ impl LeastCpu {
     fn pick_uncached(&self, members: &[Member], request: &SelectionRequest<'_>) -> usize {
         let slots = self.slots_for(members, request.version);
         let (now, ttl) = (clock::now_ms(), self.ttl_ms());
-        let values: Vec<f64> = slots.slots.iter().map(|s| Self::value(s, now, ttl)).collect();
+        let values: Vec<f64> = slots
+            .slots
+            .iter()
+            .map(|s| Self::value(s, now, ttl))
+            .collect();
         self.pick_in_band(&values)
     }
 }
+
+#[cfg(test)]
+mod tests;

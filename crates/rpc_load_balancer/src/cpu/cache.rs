@@ -181,7 +181,11 @@ mod tests {
         assert_eq!(slot.load(), None);
         slot.store(42.567, 100, 1_000);
         assert_eq!(slot.load(), Some((42.57, 900)));
-        assert_eq!(slot.fresh(1_900, 1_000), Some(42.57), "age 1,000 = ttl is fresh");
+        assert_eq!(
+            slot.fresh(1_900, 1_000),
+            Some(42.57),
+            "age 1,000 = ttl is fresh"
+        );
         assert_eq!(slot.fresh(1_901, 1_000), None, "one ms older is stale");
         assert_eq!(
             slot.reading(1_000),
@@ -205,7 +209,11 @@ mod tests {
         held.store(10.0, 1_000, now);
         cache.slot("loose@h").store(20.0, 1_000, now);
         cache.slot("fresh@h").store(30.0, 30, now);
-        assert_eq!(cache.evict_at(now), 2, "both readings are older than 3 × 10 ms");
+        assert_eq!(
+            cache.evict_at(now),
+            2,
+            "both readings are older than 3 × 10 ms"
+        );
         let nodes: Vec<String> = cache.all().into_iter().map(|(n, _)| n).collect();
         assert_eq!(nodes, vec!["fresh@h".to_string()]);
         // The held slot stays in the map (a balancer reads it) and takes new readings.

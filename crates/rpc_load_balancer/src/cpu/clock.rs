@@ -5,10 +5,13 @@ use std::time::Instant;
 
 static EPOCH: OnceLock<Instant> = OnceLock::new();
 
-/// Milliseconds since the process's clock epoch (its first use), plus one: never 0, so 0 can
-/// mean "no time".
+/// Where the clock starts: 2^32 ms (≈ 49.7 days), so `now − age` stays above 0 for any
+/// reading age a node can report, and 0 is free to mean "no time".
+const START_MS: u64 = 1 << 32;
+
+/// Milliseconds on the process's clock: [`START_MS`] at its first use, monotonic.
 #[inline]
 pub(crate) fn now_ms() -> u64 {
     let epoch = *EPOCH.get_or_init(Instant::now);
-    epoch.elapsed().as_millis() as u64 + 1
+    epoch.elapsed().as_millis() as u64 + START_MS
 }

@@ -18,8 +18,8 @@ pub(crate) mod poller;
 mod sampler;
 
 pub use cache::readings;
-pub use sampler::CpuSampler;
 pub(crate) use cache::{cache, CpuSlot};
+pub use sampler::CpuSampler;
 
 use serde::{Deserialize, Serialize};
 
