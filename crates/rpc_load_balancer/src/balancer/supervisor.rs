@@ -5,8 +5,10 @@
 //! * the LoadBalancer is restarted at once when it stops without being asked to (crash or
 //!   kill); more than [`MAX_RESTARTS`] restarts within [`RESTART_WINDOW`] stop the balancer,
 //!   as an OTP supervisor's intensity limit would;
-//! * an algorithm child is restarted alone, after a backoff that doubles from 100 ms up to
-//!   5 s; its failures never touch the LoadBalancer.
+//! * an algorithm child is restarted alone, after a backoff that doubles with each of its
+//!   restarts within [`RESTART_WINDOW`], from 100 ms up to 5 s (so a crash loop is capped at
+//!   about two restarts per 10 s, and a child that ran quietly for a window restarts at once
+//!   again); its failures never touch the LoadBalancer and it is never given up on.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -48,7 +50,20 @@ pub(crate) struct BalancerSupervisor;
 struct Child {
     spec: AlgorithmChild,
     cell: Option<ActorCell>,
-    backoff: Duration,
+    /// When it was restarted, within the last [`RESTART_WINDOW`].
+    restarts: VecDeque<Instant>,
+}
+
+impl Child {
+    /// The delay before the next restart: 100 ms doubled per restart in the window, ≤ 5 s.
+    fn next_backoff(&mut self) -> Duration {
+        let now = Instant::now();
+        self.restarts
+            .retain(|at| now.duration_since(*at) < RESTART_WINDOW);
+        self.restarts.push_back(now);
+        let doublings = (self.restarts.len() - 1).min(6) as u32;
+        (Duration::from_millis(100) * 2u32.pow(doublings)).min(Duration::from_secs(5))
+    }
 }
 
 pub(crate) struct SupervisorState {
@@ -117,7 +132,7 @@ impl Actor for BalancerSupervisor {
             children.push(Child {
                 spec,
                 cell,
-                backoff: Duration::from_millis(100),
+                restarts: VecDeque::new(),
             });
         }
         let load_balancer = spawn_load_balancer(&shared, myself.get_cell()).await?;
@@ -217,8 +232,7 @@ impl Actor for BalancerSupervisor {
             let child = &mut state.children[index];
             tracing::warn!(balancer = %state.shared.name, child = %child.spec.name, reason = %why, "algorithm child stopped; restarting after backoff");
             child.cell = None;
-            let delay = child.backoff;
-            child.backoff = (child.backoff * 2).min(Duration::from_secs(5));
+            let delay = child.next_backoff();
             myself.send_after(delay, move || SupervisorMsg::RestartChild(index));
         }
         Ok(())
@@ -258,8 +272,7 @@ impl SupervisorState {
             Ok(cell) => child.cell = Some(cell),
             Err(error) => {
                 tracing::warn!(balancer = %self.shared.name, child = %child.spec.name, %error, "algorithm child restart failed");
-                let delay = child.backoff;
-                child.backoff = (child.backoff * 2).min(Duration::from_secs(5));
+                let delay = child.next_backoff();
                 myself.send_after(delay, move || SupervisorMsg::RestartChild(index));
             }
         }
