@@ -6,9 +6,9 @@
 //!   kill); more than [`MAX_RESTARTS`] restarts within [`RESTART_WINDOW`] stop the balancer,
 //!   as an OTP supervisor's intensity limit would;
 //! * an algorithm child is restarted alone, after a backoff that doubles with each of its
-//!   restarts within [`RESTART_WINDOW`], from 100 ms up to 5 s (so a crash loop is capped at
-//!   about two restarts per 10 s, and a child that ran quietly for a window restarts at once
-//!   again); its failures never touch the LoadBalancer and it is never given up on.
+//!   restarts within [`RESTART_WINDOW`], from 100 ms up to 5 s (so a crash loop restarts
+//!   it at most about 7 times per 10 s, and a child that ran quietly for a window restarts
+//!   after 100 ms again); its failures never touch the LoadBalancer and it is never given up on.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
