@@ -1,10 +1,12 @@
 //! Control requests every node answers, whatever functions it serves: liveness, its view of
-//! the cluster and counters. Operators and tests use them through
+//! the cluster, counters and its CPU reading. Operators and tests use them through
 //! [`Node::control`](crate::Node::control) (and the `rpclb` binary).
 //!
 //! Both enums only ever grow at the end, so older nodes keep decoding the variants they know.
 
 use serde::{Deserialize, Serialize};
+
+use crate::cpu::CpuReading;
 
 /// A control request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,10 +46,24 @@ pub enum ControlRequest {
     /// Kill the named balancer's LoadBalancer actor on the target, as a crash would (for tests
     /// of supervision): [`ControlReply::Done`].
     KillLoadBalancer(String),
+    /// The target's own CPU reading, with its age now: [`ControlReply::CpuReading`]. Every
+    /// node answers it, whatever its balancers' algorithms and whether or not it allows
+    /// remote admin; LeastCpu Pollers send it. (A node started with
+    /// [`NodeConfig::cpu_reply_garbage`](crate::NodeConfig::cpu_reply_garbage) answers with
+    /// bytes that fail to decode: the caller gets [`Error::Codec`](crate::Error::Codec).)
+    CpuReading,
+    /// Every CPU reading the target holds — its own and those its LeastCpu balancers polled —
+    /// with their ages now: [`ControlReply::CpuReadings`]. For diagnostics; not admin-gated.
+    CpuReadings,
+    /// Make the named LeastCpu balancer's Poller fail, as a crash would (for tests of its
+    /// restart): [`ControlReply::Done`]. Admin-gated like
+    /// [`ControlRequest::KillLoadBalancer`]; a remote error if no Poller of that balancer runs
+    /// on the target.
+    CrashPoller(String),
 }
 
-/// The answer to a [`ControlRequest`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The answer to a [`ControlRequest`]. (Only `PartialEq`: CPU readings carry an `f64`.)
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum ControlReply {
     /// The target's full name and wire version.
@@ -82,4 +98,10 @@ pub enum ControlReply {
     /// [`SelectionAlgorithm::counts_in_flight`](crate::SelectionAlgorithm::counts_in_flight)),
     /// all 0 for the others.
     InFlight(Option<Vec<(String, u64)>>),
+    /// The target's own CPU reading (% and age in ms at the moment it answered), or `None`
+    /// while it has none (its first sample is withheld, or every sample failed so far).
+    CpuReading(Option<CpuReading>),
+    /// `(node, reading)` for every CPU reading the target holds, sorted by node, each with its
+    /// age (ms) at the moment it answered.
+    CpuReadings(Vec<(String, CpuReading)>),
 }

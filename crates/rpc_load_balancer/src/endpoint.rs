@@ -151,14 +151,28 @@ pub(crate) async fn serve_control(shared: &Arc<NodeShared>, bytes: &[u8]) -> Vec
             return reply::encode_status(&ReplyStatus::BadRequest(&message));
         }
     };
+    let cpu_reading = matches!(request, ControlRequest::CpuReading);
     let answer = match admin(shared, request).await {
         Ok(answer) => answer,
         Err(error) => return reply::encode_status(&ReplyStatus::Failed(&error.to_string())),
     };
+    if cpu_reading && shared.cpu_reply_garbage {
+        return garbage_reply();
+    }
     reply::encode_ok(&answer).unwrap_or_else(|e| {
         let message = format!("control reply could not be encoded: {e}");
         reply::encode_status(&ReplyStatus::Failed(&message))
     })
+}
+
+/// A reply that fails to decode on the caller (`NodeConfig::cpu_reply_garbage`): a valid
+/// envelope (wire version, `Ok` status) whose value starts with an over-long varint, which no
+/// [`ControlReply`] variant index can be. The caller's `decode_reply` maps it to
+/// `Error::Codec`.
+fn garbage_reply() -> Vec<u8> {
+    let mut bytes = reply::encode_ok(&()).unwrap_or_default();
+    bytes.extend_from_slice(&[0xff; 6]);
+    bytes
 }
 
 /// Carries out one control request.
@@ -193,9 +207,14 @@ async fn admin(
         ControlRequest::Members(name) => {
             ControlReply::Members(shared.balancer(&name).ok().map(|b| b.members().nodes()))
         }
+        ControlRequest::CpuReading => {
+            ControlReply::CpuReading(crate::cpu::cache().get(&shared.name))
+        }
+        ControlRequest::CpuReadings => ControlReply::CpuReadings(crate::cpu::readings()),
         ControlRequest::StartBalancer { .. }
         | ControlRequest::StopBalancer(_)
         | ControlRequest::KillLoadBalancer(_)
+        | ControlRequest::CrashPoller(_)
             if !shared.remote_admin =>
         {
             return Err(crate::Error::InvalidConfig {
@@ -225,6 +244,10 @@ async fn admin(
             let actor = ractor::registry::where_is(member_name(&name, &shared.name))
                 .ok_or(crate::Error::UnknownBalancer { balancer: name })?;
             actor.kill();
+            ControlReply::Done
+        }
+        ControlRequest::CrashPoller(name) => {
+            crate::cpu::poller::crash(&name)?;
             ControlReply::Done
         }
     })

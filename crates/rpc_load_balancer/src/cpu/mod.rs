@@ -15,7 +15,7 @@
 mod cache;
 pub(crate) mod clock;
 pub(crate) mod poller;
-mod sampler;
+pub(crate) mod sampler;
 
 pub use cache::readings;
 pub(crate) use cache::{cache, CpuSlot};

@@ -173,3 +173,102 @@ async fn control_requests_are_answered() {
         ReplyStatus::BadRequest(_)
     ));
 }
+
+/// A node's shared state named `name@127.0.0.1`, built from `config`.
+fn shared_named(name: &str, config: NodeConfig) -> Arc<NodeShared> {
+    Arc::new(NodeShared::new(
+        format!("{name}@127.0.0.1"),
+        "127.0.0.1:0".into(),
+        None,
+        &config,
+    ))
+}
+
+/// Serves `request` and decodes the reply as a caller would.
+async fn control_of(
+    shared: &Arc<NodeShared>,
+    request: &ControlRequest,
+) -> Result<ControlReply, crate::Error> {
+    let bytes = postcard::to_extend(request, crate::wire::start_message(8)).unwrap();
+    let reply = serve_control(shared, &bytes).await;
+    crate::call::decode_reply(&shared.name, "control", &reply)
+}
+
+#[tokio::test]
+async fn cpu_readings_are_answered_without_remote_admin() {
+    let config = NodeConfig::new("cpu-answer", "127.0.0.1:0").cookie("c");
+    let shared = shared_named("cpu-answer", config);
+    assert!(!shared.remote_admin);
+    assert_eq!(
+        control_of(&shared, &ControlRequest::CpuReading).await,
+        Ok(ControlReply::CpuReading(None)),
+        "no reading yet"
+    );
+    crate::cpu::cache().store(&shared.name, 37.5, 20);
+    match control_of(&shared, &ControlRequest::CpuReading).await {
+        Ok(ControlReply::CpuReading(Some(reading))) => {
+            assert_eq!(reading.cpu, 37.5);
+            assert!(reading.age_ms >= 20, "{reading:?}");
+        }
+        other => panic!("expected a reading, got {other:?}"),
+    }
+    match control_of(&shared, &ControlRequest::CpuReadings).await {
+        Ok(ControlReply::CpuReadings(readings)) => {
+            let own = readings.iter().find(|(node, _)| *node == shared.name);
+            assert_eq!(own.map(|(_, r)| r.cpu), Some(37.5), "{readings:?}");
+        }
+        other => panic!("expected readings, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_garbage_cpu_reply_is_a_codec_error_on_the_caller() {
+    let config = NodeConfig::new("cpu-garbage", "127.0.0.1:0")
+        .cookie("c")
+        .cpu_reply_garbage(true);
+    let shared = shared_named("cpu-garbage", config);
+    crate::cpu::cache().store(&shared.name, 10.0, 0);
+    match control_of(&shared, &ControlRequest::CpuReading).await {
+        Err(crate::Error::Codec { function, message }) => {
+            assert_eq!(function, "control");
+            assert!(message.contains("does not decode"), "{message}");
+        }
+        other => panic!("expected a codec error, got {other:?}"),
+    }
+    // Only the CPU reading is garbled.
+    assert!(matches!(
+        control_of(&shared, &ControlRequest::Ping).await,
+        Ok(ControlReply::Pong { .. })
+    ));
+    assert!(matches!(
+        control_of(&shared, &ControlRequest::CpuReadings).await,
+        Ok(ControlReply::CpuReadings(_))
+    ));
+}
+
+#[tokio::test]
+async fn crash_poller_is_admin_gated() {
+    let closed = shared_named(
+        "crash-closed",
+        NodeConfig::new("crash-closed", "127.0.0.1:0").cookie("c"),
+    );
+    let request = ControlRequest::CrashPoller("no-such-balancer".into());
+    match control_of(&closed, &request).await {
+        Err(crate::Error::Remote { message, .. }) => {
+            assert!(message.contains("remote_admin"), "{message}")
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let open = shared_named(
+        "crash-open",
+        NodeConfig::new("crash-open", "127.0.0.1:0")
+            .cookie("c")
+            .remote_admin(true),
+    );
+    match control_of(&open, &request).await {
+        Err(crate::Error::Remote { message, .. }) => {
+            assert!(message.contains("no-such-balancer"), "{message}")
+        }
+        other => panic!("expected the poller's error, got {other:?}"),
+    }
+}

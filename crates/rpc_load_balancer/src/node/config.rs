@@ -4,6 +4,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
+use crate::cpu::CpuSampler;
 use crate::Error;
 
 /// Default cap on one encoded call or reply: 8 MiB.
@@ -39,6 +40,9 @@ pub struct NodeConfig {
     pub(crate) connect_timeout: Duration,
     pub(crate) dial_backoff_max: Duration,
     pub(crate) remote_admin: bool,
+    pub(crate) cpu_sampler: CpuSampler,
+    pub(crate) cpu_sample_interval: Duration,
+    pub(crate) cpu_reply_garbage: bool,
 }
 
 impl NodeConfig {
@@ -48,7 +52,8 @@ impl NodeConfig {
     ///
     /// Defaults: advertised host = the listen IP, no cookie (must be set), no peers,
     /// `max_payload_bytes` 8 MiB, `call_timeout` 10 s, `connect_timeout` 5 s,
-    /// `dial_backoff_max` 5 s.
+    /// `dial_backoff_max` 5 s, `remote_admin` off, `cpu_sampler` [`CpuSampler::System`],
+    /// `cpu_sample_interval` 1,000 ms, `cpu_reply_garbage` off.
     pub fn new(name: impl Into<String>, listen: impl Into<String>) -> Self {
         Self {
             name: name.into(),
@@ -61,6 +66,9 @@ impl NodeConfig {
             connect_timeout: Duration::from_secs(5),
             dial_backoff_max: Duration::from_secs(5),
             remote_admin: false,
+            cpu_sampler: CpuSampler::System,
+            cpu_sample_interval: Duration::from_millis(1_000),
+            cpu_reply_garbage: false,
         }
     }
 
@@ -123,6 +131,35 @@ impl NodeConfig {
     /// membership: enable it for operators' tools and tests.
     pub fn remote_admin(mut self, enabled: bool) -> Self {
         self.remote_admin = enabled;
+        self
+    }
+
+    /// How this node measures its CPU load (%, 0–100) for
+    /// [`LeastCpu`](crate::LeastCpu) balancers anywhere in the cluster; default
+    /// [`CpuSampler::System`] (the whole machine). Every node samples and answers CPU-reading
+    /// requests, whatever algorithms its own balancers use. See [`CpuSampler`] for the
+    /// choices (whole machine, this process, the tokio runtime, your own function, test
+    /// samplers).
+    pub fn cpu_sampler(mut self, sampler: CpuSampler) -> Self {
+        self.cpu_sampler = sampler;
+        self
+    }
+
+    /// How often the node samples its CPU; default 1,000 ms, must be > 0 (checked at start:
+    /// [`Error::InvalidConfig`] naming `cpu_sample_interval`). Each sample runs on tokio's
+    /// blocking pool; a LeastCpu balancer's `cpu_cache_ttl` must be longer than this interval.
+    /// The System and Process samplers are coarse below 200 ms (see [`CpuSampler`]).
+    pub fn cpu_sample_interval(mut self, interval: Duration) -> Self {
+        self.cpu_sample_interval = interval;
+        self
+    }
+
+    /// Fault injection for tests (default `false`): when `true` the node answers
+    /// [`ControlRequest::CpuReading`](crate::ControlRequest::CpuReading) with bytes that do not
+    /// decode, so the caller gets an [`Error::Codec`] instead of a reading. Its sampling and
+    /// every other request are unaffected. Never enable it in production.
+    pub fn cpu_reply_garbage(mut self, garbage: bool) -> Self {
+        self.cpu_reply_garbage = garbage;
         self
     }
 
@@ -221,6 +258,9 @@ impl NodeConfig {
                 "must be at least 100 ms".into(),
             ));
         }
+        if self.cpu_sample_interval.is_zero() {
+            return Err(invalid("cpu_sample_interval", "must be above 0 ms".into()));
+        }
         Ok(ValidConfig {
             bind_ip: listen.ip(),
             port: listen.port(),
@@ -296,6 +336,35 @@ mod tests {
             option_of(ok().dial_backoff_max(Duration::from_millis(5))),
             "dial_backoff_max"
         );
+        assert_eq!(
+            option_of(ok().cpu_sample_interval(Duration::ZERO)),
+            "cpu_sample_interval"
+        );
+    }
+
+    #[test]
+    fn cpu_options_have_their_defaults_and_are_checked_when_attached_too() {
+        let config = ok();
+        assert!(matches!(config.cpu_sampler, CpuSampler::System));
+        assert_eq!(config.cpu_sample_interval, Duration::from_millis(1_000));
+        assert!(!config.cpu_reply_garbage);
+        let set = ok()
+            .cpu_sampler(CpuSampler::Const(12.0))
+            .cpu_sample_interval(Duration::from_millis(1))
+            .cpu_reply_garbage(true);
+        assert!(set.validate(false).is_ok(), "1 ms is the shortest interval");
+        assert!(matches!(set.cpu_sampler, CpuSampler::Const(v) if v == 12.0));
+        assert!(set.cpu_reply_garbage);
+        let attached = NodeConfig::new("a", "")
+            .advertise_host("h")
+            .cpu_sample_interval(Duration::ZERO);
+        assert!(matches!(
+            attached.validate(true),
+            Err(Error::InvalidConfig {
+                option: "cpu_sample_interval",
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -102,7 +102,30 @@ struct NodeInner {
     endpoint: ActorRef<RpcMessage>,
     manager: ActorRef<ClusterMsg>,
     dialers: Mutex<Vec<JoinHandle<()>>>,
+    /// The CPU sampling task (`cpu::sampler`), aborted at shutdown.
+    sampler: Mutex<Option<JoinHandle<()>>>,
     shut_down: AtomicBool,
+}
+
+impl NodeInner {
+    /// Stops the CPU sampling task (the node's last reading then ages in the cache).
+    fn stop_sampling(&self) {
+        let task = self
+            .sampler
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(task) = task {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for NodeInner {
+    fn drop(&mut self) {
+        // Normally done by `Node::shutdown`; a dropped node must not keep sampling.
+        self.stop_sampling();
+    }
 }
 
 impl std::fmt::Debug for Node {
@@ -117,7 +140,8 @@ impl std::fmt::Debug for Node {
 impl Node {
     /// Starts this process's node: binds `config`'s listen address (port 0 picks a free
     /// port), starts a `NodeServer` in transitive mode (a full mesh over plain TCP), and dials
-    /// `config`'s peers in the background.
+    /// `config`'s peers in the background. It starts sampling its CPU at once (see
+    /// [`NodeConfig::cpu_sampler`]).
     ///
     /// Errors: [`Error::InvalidConfig`] naming the bad option; [`Error::NodeAlreadyRunning`] if
     /// this process already runs a node; [`Error::Startup`] if the address cannot be bound.
@@ -135,6 +159,7 @@ impl Node {
     /// full name is `node_name@hostname`); its listen address and cookie are the server's own
     /// and are ignored here. Run the server in `NodeConnectionMode::Isolated`: the node dials the full mesh itself (pg groups are not relayed). Or dial every
     /// peer, since pg groups are not relayed. [`Node::shutdown`] leaves the server running.
+    /// Like [`Node::start`], it starts sampling this process's CPU.
     ///
     /// Errors: as [`Node::start`], without bind failures.
     pub async fn attach(
@@ -213,6 +238,11 @@ impl Node {
                 ))
             })
             .collect();
+        let sampler = crate::cpu::sampler::spawn(
+            config.cpu_sampler.clone(),
+            name.clone(),
+            config.cpu_sample_interval,
+        );
         claim.keep();
         tracing::info!(node = %name, listen = %shared.listen_addr, "node started");
         let node = Node {
@@ -223,6 +253,7 @@ impl Node {
                 endpoint,
                 manager,
                 dialers: Mutex::new(dialers),
+                sampler: Mutex::new(Some(sampler)),
                 shut_down: AtomicBool::new(false),
             }),
         };
@@ -308,10 +339,10 @@ impl Node {
         call::control(shared, node, &request, shared.call_timeout).await
     }
 
-    /// How often this node samples its CPU (`NodeConfig::cpu_sample_interval`).
+    /// How often this node samples its CPU: its
+    /// [`NodeConfig::cpu_sample_interval`] (default 1,000 ms).
     pub fn cpu_sample_interval(&self) -> Duration {
-        // TODO(sampler): from the config.
-        Duration::from_millis(1_000)
+        self.inner.shared.cpu_sample_interval
     }
 
     /// Full names of the connected peers, sorted (this node not included).
@@ -357,10 +388,10 @@ impl Node {
         }
     }
 
-    /// Stops the node: stops dialling, leaves pg, stops the endpoint and manager, and stops the
-    /// NodeServer if [`Node::start`] created it (closing every session). Calls made afterwards
-    /// fail with [`Error::ServiceUnavailable`]; a new node may then be started in this process.
-    /// Idempotent.
+    /// Stops the node: stops its balancers, dialling and CPU sampling, leaves pg, stops the
+    /// endpoint and manager, and stops the NodeServer if [`Node::start`] created it (closing
+    /// every session). Calls made afterwards fail with [`Error::ServiceUnavailable`]; a new node
+    /// may then be started in this process. Idempotent.
     pub async fn shutdown(&self) {
         let inner = &self.inner;
         if inner.shut_down.swap(true, Ordering::AcqRel) {
@@ -374,6 +405,7 @@ impl Node {
         for dialer in dialers {
             dialer.abort();
         }
+        inner.stop_sampling();
         let _ = inner.server.cast(NodeServerMessage::UnsubscribeToEvents(
             SUBSCRIPTION_ID.to_string(),
         ));

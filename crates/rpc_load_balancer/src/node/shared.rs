@@ -101,6 +101,10 @@ pub(crate) struct NodeShared {
     pub(crate) connect_timeout: Duration,
     pub(crate) dial_backoff_max: Duration,
     pub(crate) remote_admin: bool,
+    /// `NodeConfig::cpu_sample_interval`.
+    pub(crate) cpu_sample_interval: Duration,
+    /// `NodeConfig::cpu_reply_garbage`: answer CPU-reading requests with undecodable bytes.
+    pub(crate) cpu_reply_garbage: bool,
     pub(crate) registry: Registry,
     pub(crate) peers: ArcSwap<HashMap<String, Peer>>,
     pub(crate) self_endpoint: OnceLock<ActorRef<RpcMessage>>,
@@ -132,6 +136,8 @@ impl NodeShared {
             connect_timeout: config.connect_timeout,
             dial_backoff_max: config.dial_backoff_max,
             remote_admin: config.remote_admin,
+            cpu_sample_interval: config.cpu_sample_interval,
+            cpu_reply_garbage: config.cpu_reply_garbage,
             registry: Registry::default(),
             peers: ArcSwap::default(),
             self_endpoint: OnceLock::new(),
