@@ -1,9 +1,14 @@
 //! Command-line definitions of `rpclb` (clap). Flags and `--json` fields are a public
 //! interface: add, never rename or remove.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use clap::builder::PossibleValuesParser;
 use clap::{ArgGroup, Args, Parser, Subcommand};
-use rpc_load_balancer::algorithm::BUILT_IN;
+use rpc_load_balancer::algorithm::{LeastCpuOptions, BUILT_IN};
+use rpc_load_balancer::cpu::CpuSampler;
+use rpc_load_balancer::{Error, LeastCpu, SelectionAlgorithm};
 
 /// Names `--algorithm` accepts where `all` is allowed too.
 fn algorithms_or_all() -> Vec<&'static str> {
@@ -43,7 +48,7 @@ pub enum Command {
     /// node, errors by kind and latency percentiles.
     Load(LoadArgs),
     /// Join a cluster as a client node and send one control request (ping, nodes, functions,
-    /// stats) to a node.
+    /// stats, cpu_reading, cpu_readings, crash_poller) to a node.
     Control(ControlArgs),
 }
 
@@ -85,10 +90,30 @@ pub struct NodeArgs {
     /// The algorithm of the balancers started with --balancer.
     #[arg(long, default_value = "random", value_parser = PossibleValuesParser::new(BUILT_IN))]
     pub algorithm: String,
-    /// Refuse remote admin requests (start/stop balancers, kill a LoadBalancer); by default
-    /// this node accepts them from any node holding the cookie.
+    /// Refuse remote admin requests (start/stop balancers, kill a LoadBalancer, crash a
+    /// Poller); by default this node accepts them from any node holding the cookie.
     #[arg(long)]
     pub no_remote_admin: bool,
+    /// How this node measures the CPU load it reports to LeastCpu balancers: `system` (the
+    /// whole machine), `process` (this process, over the cores it may use), `runtime` (busy
+    /// share of its tokio workers), or the test samplers `const:N` (always N %), `panic` (every
+    /// sample fails) and `const-then-panic:N:AFTER_MS` (N %, then failing from AFTER_MS after
+    /// start).
+    #[arg(long, value_name = "SPEC", default_value = "system")]
+    pub cpu_sampler: CpuSampler,
+    /// How often the node samples its CPU, in ms (0 is refused at start).
+    #[arg(long, value_name = "MS", default_value_t = 1_000)]
+    pub cpu_sample_interval_ms: u64,
+    /// `garbage` answers CPU-reading requests with bytes that don't decode (test flag: the
+    /// asking node gets a codec error).
+    #[arg(long, value_name = "MODE", default_value = "normal", value_parser = PossibleValuesParser::new(["normal", "garbage"]))]
+    pub cpu_reply: String,
+    /// Threads that spin (busy loop) for the node's whole life, to load its CPU (test and
+    /// demo flag; 0 = none).
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1024))]
+    pub burn_threads: u32,
+    #[command(flatten)]
+    pub least_cpu: LeastCpuArgs,
     /// Exit when stdin reaches end of file (a test harness holds the pipe; when the harness
     /// dies the node exits too).
     #[arg(long)]
@@ -134,11 +159,20 @@ pub struct ControlArgs {
     /// Full name of the node to ask.
     #[arg(long)]
     pub node: String,
-    /// Print one JSON object instead of text.
+    /// Print one JSON object instead of text: `{"ok":true,"node":..,"reply":{..}}` or
+    /// `{"ok":false,"node":..,"error":{"kind","code","message","node"}}`. `reply` is
+    /// ping `{"node","wire_version"}`, nodes `{"nodes":[..]}`, functions `{"functions":[..]}`,
+    /// stats `{"served_in_flight","served_total"}`, cpu_reading `{"cpu","age_ms"}` (% and ms;
+    /// both null without a reading), cpu_readings `{"readings":[{"node","cpu","age_ms"}]}`,
+    /// crash_poller `{"done":true}`.
     #[arg(long)]
     pub json: bool,
-    /// ping, nodes, functions or stats.
+    /// ping, nodes, functions, stats, cpu_reading (the node's own CPU reading and its age),
+    /// cpu_readings (every CPU reading the node holds) or crash_poller BALANCER (make that
+    /// LeastCpu balancer's Poller fail; needs remote admin on the node).
     pub request: String,
+    /// The request's argument: the balancer name of crash_poller.
+    pub arg: Option<String>,
 }
 
 /// Options of a load run, shared by `rpclb load` and `rpclb demo`.
@@ -171,6 +205,12 @@ pub struct DemoArgs {
     /// --json they are the `metrics` field.
     #[arg(long)]
     pub metrics: bool,
+    /// Node N (1 = the first node, n0) runs `--burn-threads <cores>` to load its CPU. LeastCpu
+    /// (`--algorithm least_cpu`, or `all`) then sends it few calls; other algorithms ignore
+    /// CPU load and keep sending it its share. With --json the burning node is the `burning`
+    /// field.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=32))]
+    pub burn: Option<u32>,
     #[command(flatten)]
     pub shape: LoadShape,
 }
@@ -190,6 +230,8 @@ pub struct LoadArgs {
     /// Selection algorithm on this client.
     #[arg(long, default_value = "random", value_parser = PossibleValuesParser::new(BUILT_IN))]
     pub algorithm: String,
+    #[command(flatten)]
+    pub least_cpu: LeastCpuArgs,
     /// Demo function: whoami, echo, sleep or burn.
     #[arg(long, default_value = "whoami", value_parser = PossibleValuesParser::new(["whoami", "echo", "sleep", "burn"]))]
     pub function: String,
@@ -204,4 +246,144 @@ pub struct LoadArgs {
     pub duration: Option<f64>,
     #[command(flatten)]
     pub shape: LoadShape,
+}
+
+/// LeastCpu's options for a balancer started with `--algorithm least_cpu` (other algorithms
+/// ignore them). Defaults are the library's ([`LeastCpuOptions::default`]).
+#[derive(Debug, Clone, Args)]
+pub struct LeastCpuArgs {
+    /// least_cpu: period of the Poller's polls of the members' CPU readings, in ms (> 0).
+    #[arg(long, value_name = "MS", default_value_t = LeastCpuOptions::default().poll_interval.as_millis() as u64)]
+    pub poll_interval_ms: u64,
+    /// least_cpu: the first poll waits a uniform random delay in [0, this] ms (0 = at once).
+    #[arg(long, value_name = "MS", default_value_t = LeastCpuOptions::default().poll_startup_jitter.as_millis() as u64)]
+    pub poll_startup_jitter_ms: u64,
+    /// least_cpu: oldest reading that counts, in ms (older or missing = 50 %); must exceed
+    /// the members' --cpu-sample-interval-ms.
+    #[arg(long, value_name = "MS", default_value_t = LeastCpuOptions::default().cpu_cache_ttl.as_millis() as u64)]
+    pub cpu_cache_ttl_ms: u64,
+    /// least_cpu: calls go uniformly at random to the members within this many percentage
+    /// points of the least loaded one (≥ 0).
+    #[arg(long, value_name = "POINTS", default_value_t = LeastCpuOptions::default().cpu_threshold)]
+    pub cpu_threshold: f64,
+}
+
+impl LeastCpuArgs {
+    /// A LeastCpu with these options.
+    pub fn least_cpu(&self) -> LeastCpu {
+        LeastCpu::new()
+            .poll_interval(Duration::from_millis(self.poll_interval_ms))
+            .poll_startup_jitter(Duration::from_millis(self.poll_startup_jitter_ms))
+            .cpu_cache_ttl(Duration::from_millis(self.cpu_cache_ttl_ms))
+            .cpu_threshold(self.cpu_threshold)
+    }
+
+    /// The built-in algorithm called `name`: LeastCpu with these options, the others with
+    /// their defaults.
+    ///
+    /// Errors: [`Error::InvalidConfig`] (`algorithm`) for an unknown name. (Bad LeastCpu
+    /// options are refused when the balancer starts.)
+    pub fn algorithm(&self, name: &str) -> Result<Arc<dyn SelectionAlgorithm>, Error> {
+        if name == "least_cpu" {
+            return Ok(Arc::new(self.least_cpu()));
+        }
+        rpc_load_balancer::algorithm::by_name(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node_args(extra: &[&str]) -> Result<NodeArgs, clap::Error> {
+        let args = ["rpclb", "node", "--name", "a"].iter().chain(extra);
+        match Cli::try_parse_from(args)?.command {
+            Command::Node(args) => Ok(args),
+            other => panic!("not a node command: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn node_cpu_flags_have_their_defaults() {
+        let args = node_args(&[]).unwrap();
+        assert!(matches!(args.cpu_sampler, CpuSampler::System));
+        assert_eq!(args.cpu_sample_interval_ms, 1_000);
+        assert_eq!(args.cpu_reply, "normal");
+        assert_eq!(args.burn_threads, 0);
+        let defaults = LeastCpuOptions::default();
+        assert_eq!(args.least_cpu.least_cpu().options(), &defaults);
+    }
+
+    #[test]
+    fn node_cpu_flags_parse() {
+        let args = node_args(&[
+            "--cpu-sampler",
+            "const-then-panic:20:1500",
+            "--cpu-sample-interval-ms",
+            "200",
+            "--cpu-reply",
+            "garbage",
+            "--burn-threads",
+            "2",
+            "--poll-interval-ms",
+            "300",
+            "--poll-startup-jitter-ms",
+            "0",
+            "--cpu-cache-ttl-ms",
+            "900",
+            "--cpu-threshold",
+            "2.5",
+        ])
+        .unwrap();
+        assert_eq!(args.cpu_sampler.to_string(), "const-then-panic:20:1500");
+        assert_eq!(args.cpu_sample_interval_ms, 200);
+        assert_eq!(args.cpu_reply, "garbage");
+        assert_eq!(args.burn_threads, 2);
+        let options = *args.least_cpu.least_cpu().options();
+        assert_eq!(options.poll_interval, Duration::from_millis(300));
+        assert_eq!(options.poll_startup_jitter, Duration::ZERO);
+        assert_eq!(options.cpu_cache_ttl, Duration::from_millis(900));
+        assert_eq!(options.cpu_threshold, 2.5);
+        assert_eq!(
+            args.least_cpu.algorithm("least_cpu").unwrap().name(),
+            "least_cpu"
+        );
+        assert_eq!(args.least_cpu.algorithm("random").unwrap().name(), "random");
+    }
+
+    #[test]
+    fn a_bad_sampler_spec_is_refused_naming_the_part() {
+        let error = node_args(&["--cpu-sampler", "const:abc"]).unwrap_err();
+        assert!(error.to_string().contains("\"abc\""), "{error}");
+        assert!(node_args(&["--cpu-reply", "junk"]).is_err());
+    }
+
+    #[test]
+    fn control_takes_an_argument_and_demo_a_burn_index() {
+        let cli = Cli::try_parse_from([
+            "rpclb",
+            "control",
+            "--peer",
+            "h:1",
+            "--node",
+            "a@h",
+            "crash_poller",
+            "work",
+        ])
+        .unwrap();
+        match cli.command {
+            Command::Control(args) => {
+                assert_eq!(args.request, "crash_poller");
+                assert_eq!(args.arg.as_deref(), Some("work"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let cli = Cli::try_parse_from(["rpclb", "demo", "--algorithm", "least_cpu", "--burn", "2"])
+            .unwrap();
+        match cli.command {
+            Command::Demo(args) => assert_eq!(args.burn, Some(2)),
+            other => panic!("{other:?}"),
+        }
+        assert!(Cli::try_parse_from(["rpclb", "demo", "--burn", "0"]).is_err());
+    }
 }

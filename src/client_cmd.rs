@@ -4,8 +4,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rpc_load_balancer::cpu::CpuReading;
 use rpc_load_balancer::{
-    Balancer, BalancerConfig, ControlReply, ControlRequest, Error, Node, NodeConfig, RemoteFunction,
+    Balancer, BalancerConfig, ControlReply, ControlRequest, Error, Node, NodeConfig,
+    RemoteFunction, SelectionAlgorithm,
 };
 use serde_json::{json, Value};
 
@@ -32,10 +34,13 @@ pub async fn join_cluster(cluster: &ClusterArgs, peer: &str) -> Result<Node, Err
 /// members and its membership has been quiet for 300 ms (the rest of the cluster connects to
 /// a new node within milliseconds of the first peer).
 ///
-/// Errors: an unknown algorithm, or the balancer's start error.
-pub async fn client_balancer(name: &str, algorithm: &str) -> Result<Balancer, Error> {
+/// Errors: the balancer's start error (e.g. invalid algorithm options).
+pub async fn client_balancer(
+    name: &str,
+    algorithm: Arc<dyn SelectionAlgorithm>,
+) -> Result<Balancer, Error> {
     let config = BalancerConfig::new(name)
-        .algorithm_arc(rpc_load_balancer::algorithm::by_name(algorithm)?)
+        .algorithm_arc(algorithm)
         .node_match_list(Vec::<String>::new());
     let balancer = Balancer::start(config).await?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
@@ -153,7 +158,10 @@ pub fn error_json(error: &Error) -> Value {
 pub async fn call(args: CallArgs) -> CmdResult<i32> {
     let node = join_cluster(&args.cluster, &args.peer).await?;
     let balancer = match &args.balancer {
-        Some(name) => Some(client_balancer(name, "random").await?),
+        Some(name) => {
+            let random = rpc_load_balancer::algorithm::by_name("random")?;
+            Some(client_balancer(name, random).await?)
+        }
         None => None,
     };
     let target = match (&balancer, &args.node) {
@@ -223,15 +231,56 @@ fn text_of(value: &Value) -> String {
     lines.join("\n")
 }
 
+/// The control requests `rpclb control` sends, for messages.
+const CONTROL_REQUESTS: &str =
+    "ping, nodes, functions, stats, cpu_reading, cpu_readings, crash_poller BALANCER";
+
+/// The request `rpclb control REQUEST [ARG]` names; `Err` is a usage error.
+fn control_request(request: &str, arg: Option<&str>) -> Result<ControlRequest, String> {
+    let no_arg = |parsed: ControlRequest| match arg {
+        None => Ok(parsed),
+        Some(arg) => Err(format!("{request} takes no argument (got {arg:?})")),
+    };
+    match request {
+        "ping" => no_arg(ControlRequest::Ping),
+        "nodes" => no_arg(ControlRequest::Nodes),
+        "functions" => no_arg(ControlRequest::Functions),
+        "stats" => no_arg(ControlRequest::Stats),
+        "cpu_reading" => no_arg(ControlRequest::CpuReading),
+        "cpu_readings" => no_arg(ControlRequest::CpuReadings),
+        "crash_poller" => arg
+            .map(|balancer| ControlRequest::CrashPoller(balancer.to_string()))
+            .ok_or_else(|| "crash_poller needs the balancer's name: crash_poller BALANCER".into()),
+        other => Err(format!(
+            "unknown control request {other:?} ({CONTROL_REQUESTS})"
+        )),
+    }
+}
+
+/// A CPU reading as JSON: `{"cpu": %, "age_ms": ms}`, both null without a reading.
+fn reading_json(reading: Option<&CpuReading>) -> Value {
+    json!({"cpu": reading.map(|r| r.cpu), "age_ms": reading.map(|r| r.age_ms)})
+}
+
+/// Plain text of CPU readings: one `node  cpu %  age ms` line each.
+fn readings_text<'a>(readings: impl IntoIterator<Item = (&'a str, &'a CpuReading)>) -> String {
+    let lines: Vec<String> = readings
+        .into_iter()
+        .map(|(node, r)| format!("{node}  {:.2} %  {} ms old", r.cpu, r.age_ms))
+        .collect();
+    if lines.is_empty() {
+        "no readings".into()
+    } else {
+        lines.join("\n")
+    }
+}
+
 /// `rpclb control`.
 pub async fn control(args: ControlArgs) -> CmdResult<i32> {
-    let request = match args.request.as_str() {
-        "ping" => ControlRequest::Ping,
-        "nodes" => ControlRequest::Nodes,
-        "functions" => ControlRequest::Functions,
-        "stats" => ControlRequest::Stats,
-        other => {
-            eprintln!("error: unknown control request {other:?} (ping, nodes, functions, stats)");
+    let request = match control_request(&args.request, args.arg.as_deref()) {
+        Ok(request) => request,
+        Err(usage) => {
+            eprintln!("error: {usage}");
             return Ok(2);
         }
     };
@@ -241,6 +290,17 @@ pub async fn control(args: ControlArgs) -> CmdResult<i32> {
     node.shutdown().await;
     match outcome {
         Ok(reply) => {
+            let text = match &reply {
+                ControlReply::CpuReading(None) => Some("no reading".to_string()),
+                ControlReply::CpuReading(Some(reading)) => {
+                    Some(format!("{:.2} %  {} ms old", reading.cpu, reading.age_ms))
+                }
+                ControlReply::CpuReadings(readings) => Some(readings_text(
+                    readings.iter().map(|(node, r)| (node.as_str(), r)),
+                )),
+                ControlReply::Done => Some("done".to_string()),
+                _ => None,
+            };
             let value = match reply {
                 ControlReply::Pong { node, wire_version } => {
                     json!({"node": node, "wire_version": wire_version})
@@ -253,12 +313,21 @@ pub async fn control(args: ControlArgs) -> CmdResult<i32> {
                 } => {
                     json!({"served_in_flight": served_in_flight, "served_total": served_total})
                 }
+                ControlReply::CpuReading(reading) => reading_json(reading.as_ref()),
+                ControlReply::CpuReadings(readings) => {
+                    let readings: Vec<Value> = readings
+                        .iter()
+                        .map(|(node, r)| json!({"node": node, "cpu": r.cpu, "age_ms": r.age_ms}))
+                        .collect();
+                    json!({ "readings": readings })
+                }
+                ControlReply::Done => json!({"done": true}),
                 other => json!({"reply": format!("{other:?}")}),
             };
             if args.json {
                 println!("{}", json!({"ok": true, "node": args.node, "reply": value}));
             } else {
-                println!("{}", text_of(&value));
+                println!("{}", text.unwrap_or_else(|| text_of(&value)));
             }
             Ok(0)
         }
@@ -295,7 +364,14 @@ pub async fn load(args: LoadArgs) -> CmdResult<i32> {
         }
     };
     let node = join_cluster(&args.cluster, &args.peer).await?;
-    let balancer = match client_balancer(&args.balancer, &args.algorithm).await {
+    let algorithm = match args.least_cpu.algorithm(&args.algorithm) {
+        Ok(algorithm) => algorithm,
+        Err(error) => {
+            node.shutdown().await;
+            return Err(error.into());
+        }
+    };
+    let balancer = match client_balancer(&args.balancer, algorithm).await {
         Ok(balancer) => balancer,
         Err(error) => {
             node.shutdown().await;
@@ -322,4 +398,52 @@ pub async fn load(args: LoadArgs) -> CmdResult<i32> {
         println!("{}", report.to_table());
     }
     Ok(if report.error_count() > 0 { 1 } else { 0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_requests_parse_with_their_arguments() {
+        assert_eq!(
+            control_request("cpu_reading", None),
+            Ok(ControlRequest::CpuReading)
+        );
+        assert_eq!(
+            control_request("cpu_readings", None),
+            Ok(ControlRequest::CpuReadings)
+        );
+        assert_eq!(
+            control_request("crash_poller", Some("work")),
+            Ok(ControlRequest::CrashPoller("work".into()))
+        );
+        assert!(control_request("crash_poller", None)
+            .unwrap_err()
+            .contains("BALANCER"));
+        assert!(control_request("ping", Some("x"))
+            .unwrap_err()
+            .contains("ping takes no argument"));
+        assert!(control_request("cpu", None)
+            .unwrap_err()
+            .contains("cpu_readings"));
+    }
+
+    #[test]
+    fn readings_print_as_json_and_text() {
+        let reading = CpuReading {
+            cpu: 12.5,
+            age_ms: 300,
+        };
+        assert_eq!(
+            reading_json(Some(&reading)),
+            json!({"cpu": 12.5, "age_ms": 300})
+        );
+        assert_eq!(reading_json(None), json!({"cpu": null, "age_ms": null}));
+        assert_eq!(
+            readings_text([("a@h", &reading)]),
+            "a@h  12.50 %  300 ms old"
+        );
+        assert_eq!(readings_text([]), "no readings");
+    }
 }

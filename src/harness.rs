@@ -85,6 +85,28 @@ impl NodeSpec {
         self
     }
 
+    /// How the node samples its CPU (`--cpu-sampler SPEC`): `system`, `process`, `runtime`,
+    /// `const:N`, `panic` or `const-then-panic:N:AFTER_MS`.
+    pub fn cpu_sampler(self, spec: impl Into<String>) -> Self {
+        self.arg("--cpu-sampler").arg(spec)
+    }
+
+    /// How often the node samples its CPU, in ms (`--cpu-sample-interval-ms`).
+    pub fn cpu_sample_interval_ms(self, ms: u64) -> Self {
+        self.arg("--cpu-sample-interval-ms").arg(ms.to_string())
+    }
+
+    /// The node answers CPU-reading requests with bytes that don't decode
+    /// (`--cpu-reply garbage`).
+    pub fn cpu_reply_garbage(self) -> Self {
+        self.arg("--cpu-reply").arg("garbage")
+    }
+
+    /// `threads` threads spin in the node for its whole life (`--burn-threads`).
+    pub fn burn_threads(self, threads: usize) -> Self {
+        self.arg("--burn-threads").arg(threads.to_string())
+    }
+
     /// Any further `rpclb node` argument, e.g. `.arg("--delay-ms").arg("50")`.
     pub fn arg(mut self, arg: impl Into<String>) -> Self {
         self.args.push(arg.into());
@@ -333,7 +355,20 @@ impl Cluster {
     ///
     /// Errors: [`HarnessError::Node`] if the node cannot start, connect or see every child.
     pub async fn join(&self, name: &str, timeout: Duration) -> Result<Node, HarnessError> {
-        let node = Node::start(NodeConfig::new(name, "127.0.0.1:0").cookie(&self.cookie)).await?;
+        self.join_with(NodeConfig::new(name, "127.0.0.1:0"), timeout)
+            .await
+    }
+
+    /// [`Cluster::join`] with a node built from `config` (its cookie is set to the cluster's),
+    /// e.g. to sample its CPU as often as the children do.
+    ///
+    /// Errors: as [`Cluster::join`].
+    pub async fn join_with(
+        &self,
+        config: NodeConfig,
+        timeout: Duration,
+    ) -> Result<Node, HarnessError> {
+        let node = Node::start(config.cookie(&self.cookie)).await?;
         if let Some(first) = self.nodes.first() {
             node.connect(first.addr()).await?;
         }

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use rpc_load_balancer::cpu::CpuSampler;
 use rpc_load_balancer::{Balancer, BalancerConfig, Node, NodeConfig, NodeEvent};
 use serde_json::json;
 use tokio::io::AsyncReadExt;
@@ -9,7 +10,6 @@ use tokio::io::AsyncReadExt;
 use crate::cli::NodeArgs;
 use crate::{functions, CmdResult};
 
-/// Prints one JSON event line on stdout.
 /// Prints one JSON event line on stdout. A closed stdout (the reader went away, e.g. `| head
 /// -1`) must not stop the node: write errors are ignored.
 fn emit(value: serde_json::Value) {
@@ -18,19 +18,64 @@ fn emit(value: serde_json::Value) {
     let _ = writeln!(out, "{value}").and_then(|()| out.flush());
 }
 
+/// Keeps the deliberate panics of the `panic` and `const-then-panic` test samplers off stderr
+/// (each is logged as a failed sample at WARN anyway); every other panic is reported as usual.
+fn quiet_test_sampler_panics() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        let deliberate = message.starts_with("the `panic` test sampler")
+            || message.starts_with("the `const-then-panic` test sampler");
+        if !deliberate {
+            report(info);
+        }
+    }));
+}
+
+/// Starts `threads` OS threads that spin for the rest of the process's life (`--burn-threads`).
+/// They run at normal priority, so they load the CPU even when other processes want it; the
+/// node's own threads, mostly asleep, still get scheduled promptly when they wake.
+fn start_burning(threads: u32) {
+    for i in 0..threads {
+        let spawned = std::thread::Builder::new()
+            .name(format!("rpclb-burn-{i}"))
+            .spawn(|| loop {
+                std::hint::spin_loop();
+            });
+        if let Err(error) = spawned {
+            tracing::warn!(%error, "cannot start a burn thread");
+        }
+    }
+}
+
 /// Runs the node until SIGTERM, SIGINT or (with `--exit-with-stdin`) end of stdin.
 pub async fn run(args: NodeArgs) -> CmdResult {
     let mut config = NodeConfig::new(&args.name, &args.listen)
         .remote_admin(!args.no_remote_admin)
         .cookie(&args.cluster.cookie)
         .peers(args.peers.clone())
-        .max_payload_bytes(args.max_payload_bytes);
+        .max_payload_bytes(args.max_payload_bytes)
+        .cpu_sampler(args.cpu_sampler.clone())
+        .cpu_sample_interval(Duration::from_millis(args.cpu_sample_interval_ms))
+        .cpu_reply_garbage(args.cpu_reply == "garbage");
     if let Some(host) = &args.advertise {
         config = config.advertise_host(host);
     }
+    let algorithm = args.least_cpu.algorithm(&args.algorithm)?;
+    if matches!(
+        args.cpu_sampler,
+        CpuSampler::Panic | CpuSampler::ConstThenPanic { .. }
+    ) {
+        quiet_test_sampler_panics();
+    }
     let node = Node::start(config).await?;
+    start_burning(args.burn_threads);
     functions::register_all(&node, Duration::from_millis(args.delay_ms))?;
-    let algorithm = rpc_load_balancer::algorithm::by_name(&args.algorithm)?;
     for name in &args.balancers {
         let config = BalancerConfig::new(name).algorithm_arc(std::sync::Arc::clone(&algorithm));
         Balancer::start(config).await?;

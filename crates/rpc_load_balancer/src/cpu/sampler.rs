@@ -19,25 +19,6 @@
 //! negative value or a value above 100, is logged at WARN (naming the node and why) and the
 //! previous reading stays in place, aging: callers stop trusting it once it is older than their
 //! `cpu_cache_ttl`, instead of routing by a made-up figure. The task keeps sampling.
-//!
-//! ```
-//! use std::time::Duration;
-//! use rpc_load_balancer::cpu::CpuSampler;
-//! use rpc_load_balancer::NodeConfig;
-//!
-//! // The same sampler from code and from a flag (`rpclb node --cpu-sampler process`).
-//! let sampler: CpuSampler = "process".parse()?;
-//! let config = NodeConfig::new("worker", "127.0.0.1:0")
-//!     .cookie("secret")
-//!     .cpu_sampler(sampler)
-//!     .cpu_sample_interval(Duration::from_millis(500));
-//!
-//! // Or a function of your own, e.g. a load figure your service already computes.
-//! let custom = CpuSampler::custom(|| 42.0);
-//! assert_eq!(custom.to_string(), "custom");
-//! # let _ = config;
-//! # Ok::<(), rpc_load_balancer::Error>(())
-//! ```
 
 use std::fmt;
 use std::panic::AssertUnwindSafe;
@@ -62,6 +43,32 @@ use crate::Error;
 /// The test samplers ([`CpuSampler::Const`], [`CpuSampler::Panic`],
 /// [`CpuSampler::ConstThenPanic`]) pin or break a node's reading, for tests of LeastCpu and of
 /// its failure handling (also through `rpclb node` flags).
+///
+/// The node samples on tokio's blocking pool, never on the runtime's workers. The measuring
+/// samplers (System, Process, Runtime) **withhold their first sample**: a utilisation is a
+/// difference between two readings, and a first figure of 0.0 would herd every caller onto a
+/// fresh node. **A failed sample publishes nothing** — a panic, NaN, an infinity, a negative
+/// value or one above 100 is logged at WARN with the node's name and the reason, and the
+/// previous reading stays, aging, until callers stop trusting it (`cpu_cache_ttl`).
+///
+/// ```
+/// use std::time::Duration;
+/// use rpc_load_balancer::cpu::CpuSampler;
+/// use rpc_load_balancer::NodeConfig;
+///
+/// // The same sampler from code and from a flag (`rpclb node --cpu-sampler process`).
+/// let sampler: CpuSampler = "process".parse()?;
+/// let config = NodeConfig::new("worker", "127.0.0.1:0")
+///     .cookie("secret")
+///     .cpu_sampler(sampler)
+///     .cpu_sample_interval(Duration::from_millis(500));
+///
+/// // Or a function of your own, e.g. a load figure your service already computes.
+/// let custom = CpuSampler::custom(|| 42.0);
+/// assert_eq!(custom.to_string(), "custom");
+/// # let _ = config;
+/// # Ok::<(), rpc_load_balancer::Error>(())
+/// ```
 #[derive(Clone, Default)]
 #[non_exhaustive]
 pub enum CpuSampler {
