@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use tracing::Instrument;
 
+use super::in_flight::InFlightToken;
 use super::shared::BalancerShared;
 use super::{Balancer, SelectionGuard};
 use crate::call::{self, Sent};
@@ -78,6 +79,7 @@ impl<F: RemoteFunction> BalancedCall<F> {
         if shared.config.algorithm.is_local() {
             let here: Arc<str> = Arc::from(node.name.as_str());
             telemetry.target(&here);
+            let _counted = InFlightToken::new(shared);
             return call::call::<F>(node, &here, self.args, timeout)
                 .await
                 .map(|r| (r, here));
@@ -167,6 +169,7 @@ impl<F: RemoteFunction> BalancedCast<F> {
         if shared.config.algorithm.is_local() {
             let here: Arc<str> = Arc::from(node.name.as_str());
             telemetry.target(&here);
+            let _counted = InFlightToken::new(shared);
             return call::cast::<F>(node, &here, &self.args);
         }
         let key = self.key.as_deref();

@@ -22,6 +22,30 @@ thread_local! {
     static STRIPE: usize = NEXT_STRIPE.fetch_add(1, Ordering::Relaxed) % STRIPES;
 }
 
+/// One selection (or local run) counted in a balancer's total and in-flight gauge until
+/// dropped.
+pub(crate) struct InFlightToken<'a> {
+    shared: &'a super::shared::BalancerShared,
+    stripe: usize,
+}
+
+impl<'a> InFlightToken<'a> {
+    #[inline]
+    pub(crate) fn new(shared: &'a super::shared::BalancerShared) -> Self {
+        shared.metrics.enter();
+        let stripe = shared.in_flight.acquire();
+        Self { shared, stripe }
+    }
+}
+
+impl Drop for InFlightToken<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.shared.in_flight.release(self.stripe);
+        self.shared.metrics.exit();
+    }
+}
+
 /// A striped count of selections in flight.
 pub(crate) struct InFlightTotal {
     stripes: Box<[CachePadded<AtomicUsize>; STRIPES]>,

@@ -172,7 +172,8 @@ impl Members {
         self.members.is_empty()
     }
 
-    /// Increases by one with every snapshot the balancer publishes.
+    /// Identifies the snapshot: unique within the process (across balancers) and increasing
+    /// with every snapshot a balancer publishes, so algorithms can key caches on it.
     pub fn version(&self) -> u64 {
         self.version
     }

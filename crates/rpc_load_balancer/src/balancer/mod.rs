@@ -229,7 +229,9 @@ impl Balancer {
     /// is counted in flight: use [`Balancer::select_node`] or calls for that.
     ///
     /// Errors: [`Error::UnknownBalancer`] once stopped; [`Error::NoMembers`]; the algorithm's
-    /// own errors.
+    /// own errors; [`Error::InvalidConfig`] (`algorithm`) when a custom algorithm's
+    /// [`choose_nodes`](crate::SelectionAlgorithm::choose_nodes) breaks its contract (an index
+    /// out of range, a repeat, or other than `min(count, members)` indices).
     pub fn select_nodes(&self, count: usize, key: Option<&[u8]>) -> Result<Vec<String>, Error> {
         self.shared.check_running()?;
         let members = self.members();
@@ -244,15 +246,30 @@ impl Balancer {
             key,
             version: members.version(),
         };
-        let picked =
-            self.shared
-                .config
-                .algorithm
-                .choose_nodes(members.as_slice(), count, &request)?;
-        Ok(picked
-            .into_iter()
-            .filter_map(|i| members.as_slice().get(i).map(|m| m.node().to_string()))
-            .collect())
+        let algorithm = &self.shared.config.algorithm;
+        let picked = algorithm.choose_nodes(members.as_slice(), count, &request)?;
+        let broken = || Error::InvalidConfig {
+            option: "algorithm",
+            reason: format!(
+                "{} chose {picked:?} for {count} distinct of {} members",
+                algorithm.name(),
+                members.len()
+            ),
+        };
+        if picked.len() != count.min(members.len()) {
+            return Err(broken());
+        }
+        let mut nodes = Vec::with_capacity(picked.len());
+        for (n, &i) in picked.iter().enumerate() {
+            let Some(member) = members.as_slice().get(i) else {
+                return Err(broken());
+            };
+            if picked[..n].contains(&i) {
+                return Err(broken());
+            }
+            nodes.push(member.node().to_string());
+        }
+        Ok(nodes)
     }
 
     /// A call of `F` with `args` on a member chosen by the algorithm; set `.key(..)` and
@@ -306,8 +323,8 @@ pub struct SelectionGuard<'a> {
     /// without writing its shared reference count (for short-lived selections).
     members: arc_swap::Guard<Arc<Members>>,
     index: usize,
-    /// The stripe of the balancer's in-flight total this selection was added to.
-    stripe: usize,
+    /// Counts the selection in the balancer's in-flight total and gauge.
+    _counted: in_flight::InFlightToken<'a>,
 }
 
 impl<'a> SelectionGuard<'a> {
@@ -316,8 +333,7 @@ impl<'a> SelectionGuard<'a> {
         members: arc_swap::Guard<Arc<Members>>,
         index: usize,
     ) -> Self {
-        shared.metrics.enter();
-        let stripe = shared.in_flight.acquire();
+        let counted = in_flight::InFlightToken::new(shared);
         if shared.counts_members {
             members.as_slice()[index].acquire();
         }
@@ -325,7 +341,7 @@ impl<'a> SelectionGuard<'a> {
             shared,
             members,
             index,
-            stripe,
+            _counted: counted,
         }
     }
 
@@ -353,8 +369,7 @@ impl Drop for SelectionGuard<'_> {
         if self.shared.counts_members {
             self.member().release();
         }
-        self.shared.in_flight.release(self.stripe);
         self.shared.config.algorithm.release_node(self.member());
-        self.shared.metrics.exit();
+        // The token releases the total and the gauge after this.
     }
 }

@@ -17,6 +17,9 @@ use crate::telemetry::SelectionMetrics;
 use crate::wire::SCOPE;
 use crate::Error;
 
+/// The next members snapshot's version, process-wide (0 is never used).
+static NEXT_VERSION: AtomicU64 = AtomicU64::new(1);
+
 pub(crate) struct BalancerShared {
     pub(crate) name: String,
     pub(crate) config: BalancerConfig,
@@ -85,7 +88,10 @@ impl BalancerShared {
     /// publishes it. Called by the LoadBalancer actor only (one writer).
     pub(crate) fn refresh(&self) {
         let cells = ractor::pg::get_scoped_members(&SCOPE.to_string(), &self.name);
-        let version = self.version.fetch_add(1, Ordering::Relaxed) + 1;
+        // Versions are unique in the process, not per balancer: an algorithm instance shared
+        // by two balancers never takes one's cached schedule or ring for the other's.
+        let version = NEXT_VERSION.fetch_add(1, Ordering::Relaxed);
+        let first = self.version.swap(version, Ordering::Relaxed) == 0;
         let previous = self.members.load();
         let next = Members::from_cells(&self.metrics, version, &cells, &previous);
         let before: HashSet<&str> = previous.as_slice().iter().map(Member::node).collect();
@@ -108,7 +114,7 @@ impl BalancerShared {
                 .iter()
                 .zip(next.as_slice())
                 .all(|(a, b)| a.id() == b.id());
-        if same_actors && version > 1 {
+        if same_actors && !first {
             return;
         }
         // Every published snapshot is announced (also when only a member's actor changed), so
