@@ -5,8 +5,10 @@
 mod algorithms;
 mod balancer;
 mod commands;
+mod cpu_sampling;
 mod errors;
 mod handshake;
+mod least_cpu;
 mod lifecycle;
 mod local;
 mod mesh;

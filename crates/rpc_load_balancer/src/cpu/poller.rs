@@ -3,16 +3,21 @@
 //!
 //! Each tick asks every remote member's node for its own reading (a `Control` request every
 //! node answers), all at once, [`REMOTE_TIMEOUT`] each, so a cycle is bounded whatever the
-//! cluster size. A reading is stored with the age the remote reported. Failures are events and
+//! cluster size. Cycles run beside the Poller, not in it: a node that does not answer holds up
+//! neither the ticks nor the other nodes' readings, and is skipped by later cycles until its
+//! outstanding request ends. A reading is stored with the age the remote reported. Failures are events and
 //! metrics, by kind: `timeout`, `unreachable`, `remote_error`, `bad_reply`; they never stop the
 //! Poller. Sampling is not the Poller's job: every node samples itself (see [`crate::cpu`]).
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef};
 use rand::Rng as _;
+use tokio::task::JoinSet;
+use tracing::Instrument;
 
 use crate::algorithm::{AlgorithmChild, LeastCpuOptions};
 use crate::control::{ControlReply, ControlRequest};
@@ -87,7 +92,11 @@ struct PollerArgs {
 }
 
 struct PollerState {
-    args: PollerArgs,
+    args: Arc<PollerArgs>,
+    /// Nodes with a reading request outstanding.
+    pending: Arc<Mutex<HashSet<Arc<str>>>>,
+    /// The running cycles (aborted when the Poller stops or fails).
+    cycles: JoinSet<()>,
     /// When the current tick was due (ticks are at fixed offsets from the first).
     due: Instant,
 }
@@ -112,7 +121,9 @@ impl Actor for Poller {
         });
         myself.send_after(delay, || PollerMsg::Tick);
         Ok(PollerState {
-            args,
+            args: Arc::new(args),
+            pending: Arc::default(),
+            cycles: JoinSet::new(),
             due: Instant::now() + delay,
         })
     }
@@ -131,7 +142,7 @@ impl Actor for Poller {
                 )
             }
             PollerMsg::Tick => {
-                poll(&state.args).await;
+                state.start_cycle();
                 let interval = state.args.options.poll_interval;
                 let now = Instant::now();
                 state.due += interval;
@@ -182,60 +193,80 @@ impl FailureKind {
     }
 }
 
-/// One poll cycle: every remote member's reading, concurrently, into the cache.
-async fn poll(args: &PollerArgs) {
-    let started = Instant::now();
-    let span = tracing::debug_span!("rpc_load_balancer.least_cpu.poll", load_balancer = %args.balancer, members = tracing::field::Empty, failures = tracing::field::Empty);
-    let _entered = span.enter();
-    // Before the balancer is registered (the first tick at once) there is nothing to poll.
-    let Ok(balancer) = args.node.balancer(&args.balancer) else {
-        return;
-    };
-    let members = balancer.members();
-    let remote: Vec<Arc<str>> = members
-        .as_slice()
-        .iter()
-        .filter(|m| !m.is_local() && m.node() != args.node.name)
-        .map(|m| Arc::clone(m.node_arc()))
-        .collect();
-    span.record("members", remote.len());
-    let fetches = remote.iter().map(|node| async move {
-        let reply = crate::call::control(
-            &args.node,
-            node,
-            &ControlRequest::CpuReading,
-            REMOTE_TIMEOUT,
-        )
-        .await;
-        (node, reply)
-    });
-    let mut failures = 0;
-    for (node, reply) in join_all(fetches).await {
-        let failure = match reply {
-            Ok(ControlReply::CpuReading(Some(reading))) if valid(reading.cpu) => {
-                crate::cpu::cache().store(node, reading.cpu, reading.age_ms);
-                tracing::debug!(load_balancer = %args.balancer, node = %node, cpu = reading.cpu, age_ms = reading.age_ms, "cpu reading");
-                continue;
-            }
-            Ok(ControlReply::CpuReading(None)) => {
-                // The node has not sampled yet (or its samples fail): not an error here; its
-                // old reading, if any, keeps aging.
-                tracing::debug!(load_balancer = %args.balancer, node = %node, "no cpu reading yet");
-                continue;
-            }
-            Ok(other) => (
-                FailureKind::BadReply,
-                format!("not a valid cpu reading: {other:?}"),
-            ),
-            Err(error) => (FailureKind::of(&error), error.to_string()),
+impl PollerState {
+    /// Starts a cycle over the remote members that have no request outstanding.
+    fn start_cycle(&mut self) {
+        while self.cycles.try_join_next().is_some() {}
+        // Before the balancer is registered (a first tick at once) there is nothing to poll.
+        let Ok(balancer) = self.args.node.balancer(&self.args.balancer) else {
+            return;
         };
-        failures += 1;
-        args.metrics.failed(node, failure.0.as_str());
-        tracing::warn!(load_balancer = %args.balancer, node = %node, kind = failure.0.as_str(), error = %failure.1, "cpu reading failed");
+        let members = balancer.members();
+        let nodes: Vec<Arc<str>> = {
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            members
+                .as_slice()
+                .iter()
+                .filter(|m| !m.is_local() && m.node() != self.args.node.name)
+                .filter(|m| pending.insert(Arc::clone(m.node_arc())))
+                .map(|m| Arc::clone(m.node_arc()))
+                .collect()
+        };
+        let span = tracing::debug_span!("rpc_load_balancer.least_cpu.poll", load_balancer = %self.args.balancer, members = nodes.len(), failures = tracing::field::Empty);
+        let cycle = cycle(Arc::clone(&self.args), nodes, Arc::clone(&self.pending));
+        self.cycles.spawn(cycle.instrument(span));
     }
-    span.record("failures", failures);
+}
+
+/// One poll cycle: every node's reading, concurrently, each stored as it arrives.
+async fn cycle(
+    args: Arc<PollerArgs>,
+    nodes: Vec<Arc<str>>,
+    pending: Arc<Mutex<HashSet<Arc<str>>>>,
+) {
+    let started = Instant::now();
+    let fetches = nodes.iter().map(|node| {
+        let (args, pending) = (&args, &pending);
+        async move {
+            let request = ControlRequest::CpuReading;
+            let reply = crate::call::control(&args.node, node, &request, REMOTE_TIMEOUT).await;
+            let failed = record(args, node, reply);
+            pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(node);
+            failed
+        }
+    });
+    let failures = join_all(fetches).await.into_iter().filter(|f| *f).count();
+    tracing::Span::current().record("failures", failures);
     crate::cpu::cache().evict();
     args.metrics.polled(started.elapsed());
+}
+
+/// Stores a reading or records the failure; `true` for a failure.
+fn record(args: &PollerArgs, node: &str, reply: Result<ControlReply, Error>) -> bool {
+    let (kind, error) = match reply {
+        Ok(ControlReply::CpuReading(Some(reading))) if valid(reading.cpu) => {
+            crate::cpu::cache().store(node, reading.cpu, reading.age_ms);
+            tracing::debug!(load_balancer = %args.balancer, node = %node, cpu = reading.cpu, age_ms = reading.age_ms, "cpu reading");
+            return false;
+        }
+        Ok(ControlReply::CpuReading(None)) => {
+            // The node has not sampled yet (or its samples fail): not an error here; its
+            // old reading, if any, keeps aging.
+            tracing::debug!(load_balancer = %args.balancer, node = %node, "no cpu reading yet");
+            return false;
+        }
+        Ok(other) => (
+            FailureKind::BadReply,
+            format!("not a valid cpu reading: {other:?}"),
+        ),
+        Err(error) => (FailureKind::of(&error), error.to_string()),
+    };
+    args.metrics.failed(node, kind.as_str());
+    tracing::warn!(load_balancer = %args.balancer, node = %node, kind = kind.as_str(), %error, "cpu reading failed");
+    true
 }
 
 fn valid(cpu: f64) -> bool {
