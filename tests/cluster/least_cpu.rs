@@ -256,6 +256,18 @@ async fn a_crashed_poller_restarts_and_a_garbage_reply_reads_fifty() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(!held(&names).contains_key(&names[2]), "{:?}", held(&names));
+    let cycles_timed = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .any(|(key, ..)| {
+            key.key().name() == rpc_load_balancer::telemetry::LEAST_CPU_POLL_DURATION
+                && key
+                    .key()
+                    .labels()
+                    .any(|l| l.key() == "load_balancer" && l.value() == "work")
+        });
+    assert!(cycles_timed, "no poll duration recorded");
     // 40 (fresh) vs 50 (no reading) vs 60: every call goes to the 40 node.
     let per_node = spread(&work, 200).await;
     assert_eq!(per_node.get(&names[0]), Some(&200), "{per_node:?}");
