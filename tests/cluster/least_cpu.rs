@@ -332,3 +332,53 @@ async fn a_stopped_node_reads_fifty_after_the_ttl() {
     cluster.nodes[0].kill().await;
     cluster.shutdown().await;
 }
+
+/// Real load, in its own nextest group (it runs alone): one node's process burns both cores.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burning_node_gets_few_calls() {
+    let process = |burn: &str| {
+        [
+            "--balancer",
+            "work",
+            "--cpu-sampler",
+            "process",
+            "--cpu-sample-interval-ms",
+            "200",
+            "--burn-threads",
+            burn,
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let cluster = cluster(&[process("2"), process("0"), process("0")]).await;
+    let names = cluster.names();
+    let burner = &names[0];
+    let (me, work) = caller(&cluster, 200, 200).await;
+    // Fresh readings for all three, the burner's well above the others.
+    let before = readings_until(&names, Duration::from_secs(10), |held| {
+        all_fresh(&names)(held)
+            && names[1..]
+                .iter()
+                .all(|n| held[burner].cpu > held[n].cpu + 5.0)
+    })
+    .await;
+    eprintln!("readings: {before:?}");
+    let per_node = spread(&work, 2_000).await;
+    let share = per_node.get(burner).copied().unwrap_or(0) as f64 / 2_000.0;
+    assert!(
+        share < 0.10,
+        "the burning node got {share:.3}: {per_node:?}"
+    );
+    assert!(work.members().contains(burner), "it stays a member");
+    assert_eq!(me.call::<Whoami>(burner, ()).await.unwrap(), *burner);
+    let after = held(&names);
+    assert!(
+        names[1..]
+            .iter()
+            .all(|n| after[burner].cpu > after[n].cpu + 5.0),
+        "{after:?}"
+    );
+    work.stop().await;
+    me.shutdown().await;
+    cluster.shutdown().await;
+}
