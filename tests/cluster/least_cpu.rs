@@ -274,9 +274,7 @@ async fn a_crashed_poller_restarts_and_a_garbage_reply_reads_fifty() {
 
     // Crash the Poller through admin control: it is restarted alone, readings resume.
     let poller = "rpc_load_balancer/work/cpu_poller";
-    let before = ractor::registry::where_is(poller.to_string())
-        .unwrap()
-        .get_id();
+    let before = ractor::registry::where_is(poller).unwrap().get_id();
     match me
         .control(me.name(), ControlRequest::CrashPoller("work".into()))
         .await
@@ -286,7 +284,7 @@ async fn a_crashed_poller_restarts_and_a_garbage_reply_reads_fifty() {
     }
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     loop {
-        let now = ractor::registry::where_is(poller.to_string()).map(|c| c.get_id());
+        let now = ractor::registry::where_is(poller).map(|c| c.get_id());
         if now.is_some_and(|id| id != before) {
             break;
         }

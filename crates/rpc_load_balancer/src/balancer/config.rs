@@ -54,7 +54,10 @@ impl BalancerConfig {
         self
     }
 
-    /// The selection algorithm, shared.
+    /// The selection algorithm, shared (e.g. to keep a handle on it). An instance may serve
+    /// several balancers and still routes each by its own members, but algorithms cache what
+    /// they derive per members snapshot (a ring, a schedule): give each balancer its own
+    /// instance unless the algorithm keeps no such cache.
     pub fn algorithm_arc(mut self, algorithm: Arc<dyn SelectionAlgorithm>) -> Self {
         self.algorithm = algorithm;
         self
