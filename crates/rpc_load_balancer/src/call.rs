@@ -221,6 +221,8 @@ pub(crate) enum Sent<T> {
     /// It never left this node (the target's actor or session was already gone); the bytes
     /// are given back so the call can go elsewhere.
     NotSent(Vec<u8>),
+    /// The member refused it unrun (it is leaving its balancer): it can go elsewhere.
+    Refused,
 }
 
 /// Sends an encoded call of `F` to `actor` on `node` and decodes the reply.
@@ -233,6 +235,11 @@ pub(crate) async fn send_encoded<F: RemoteFunction>(
     let outcome = send_call(actor, RpcMessage::Call, bytes, timeout).await;
     match outcome {
         Err(MessagingErr::SendErr(RpcMessage::Call(bytes, _))) => Sent::NotSent(bytes),
+        Ok(CallResult::Success(reply))
+            if matches!(reply::decode(&reply), Ok((ReplyStatus::Leaving, _))) =>
+        {
+            Sent::Refused
+        }
         outcome => Sent::Replied(
             outcome_to_reply(node, timeout, outcome)
                 .and_then(|reply| decode_reply::<F::Reply>(node, F::NAME, &reply)),
@@ -365,6 +372,10 @@ pub(crate) fn decode_reply<T: serde::de::DeserializeOwned>(
         ReplyStatus::DeadlineExceeded => Err(Error::RequestTimeout {
             node: node.to_string(),
             timeout: Duration::ZERO,
+        }),
+        ReplyStatus::Leaving => Err(Error::ServiceUnavailable {
+            node: node.to_string(),
+            reason: Unavailable::Leaving,
         }),
     }
 }

@@ -59,6 +59,15 @@ impl Actor for RpcEndpoint {
 
 /// Serves one message on its own task: the endpoint and every balancer member do this.
 pub(crate) fn dispatch(shared: &Arc<NodeShared>, message: RpcMessage) {
+    dispatch_with(shared, message, ());
+}
+
+/// [`dispatch`], holding `guard` until the call or cast is served (e.g. a served count).
+pub(crate) fn dispatch_with<G: Send + 'static>(
+    shared: &Arc<NodeShared>,
+    message: RpcMessage,
+    guard: G,
+) {
     let shared = Arc::clone(shared);
     match message {
         RpcMessage::Call(bytes, reply_port) => {
@@ -66,11 +75,13 @@ pub(crate) fn dispatch(shared: &Arc<NodeShared>, message: RpcMessage) {
                 let reply = serve_call(&shared, &bytes).await;
                 // The caller may have timed out and dropped its port; nothing to do then.
                 let _ = reply_port.send(reply);
+                drop(guard);
             });
         }
         RpcMessage::Cast(bytes) => {
             tokio::spawn(async move {
                 let reply = serve_call(&shared, &bytes).await;
+                drop(guard);
                 if let Ok((status, _)) = reply::decode(&reply) {
                     if status != ReplyStatus::Ok {
                         tracing::warn!(?status, "cast failed on this node");

@@ -41,6 +41,8 @@ pub enum Unavailable {
     ConnectionLost,
     /// The local node is not running (it was shut down).
     NodeStopped,
+    /// The member is leaving its balancer (draining) and refused the call unrun.
+    Leaving,
 }
 
 impl std::fmt::Display for Unavailable {
@@ -51,6 +53,7 @@ impl std::fmt::Display for Unavailable {
             Self::Disconnected => "node disconnected before the call was sent",
             Self::ConnectionLost => "connection lost while the call was in flight",
             Self::NodeStopped => "the local node is stopped",
+            Self::Leaving => "the member is leaving the balancer and did not run the call",
         })
     }
 }

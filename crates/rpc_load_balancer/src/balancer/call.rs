@@ -10,7 +10,10 @@ use std::time::Duration;
 
 use tracing::Instrument;
 
-use super::in_flight::InFlightToken;
+use super::in_flight::{InFlightToken, ServedToken};
+
+/// How many members a call may skip because they could not take it without running it.
+const MAX_RESELECTIONS: usize = 3;
 use super::shared::BalancerShared;
 use super::{Balancer, SelectionGuard};
 use crate::call::{self, Sent};
@@ -86,9 +89,11 @@ impl<F: RemoteFunction> BalancedCall<F> {
         }
         let key = self.key.as_deref();
         let mut encoded = None;
-        let mut exclude: Option<Arc<str>> = None;
+        // Members that turned out unable to take the call without running it: the call goes
+        // to another member, up to MAX_RESELECTIONS times.
+        let mut exclude: Vec<Arc<str>> = Vec::new();
         loop {
-            let (members, index) = shared.choose(key, exclude.as_deref())?;
+            let (members, index) = shared.choose(key, &exclude)?;
             // Held across the call: by a full reference, so it doesn't keep one of the
             // thread's few fast arc-swap slots.
             let members = arc_swap::Guard::from_inner(arc_swap::Guard::into_inner(members));
@@ -97,6 +102,7 @@ impl<F: RemoteFunction> BalancedCall<F> {
             telemetry.target(member.node_arc());
             if member.is_local() {
                 if let Some(function) = node.registry.get_typed::<F>() {
+                    let _serving = ServedToken::new(shared);
                     let served = call::call_local(node, function, self.args, timeout).await;
                     return served.map(|reply| (reply, Arc::clone(member.node_arc())));
                 }
@@ -109,12 +115,16 @@ impl<F: RemoteFunction> BalancedCall<F> {
                 Sent::Replied(result) => {
                     return result.map(|reply| (reply, Arc::clone(member.node_arc())))
                 }
-                Sent::NotSent(bytes) if exclude.is_none() => {
-                    // The member went away before the call left: pick another, once.
-                    exclude = Some(Arc::clone(member.node_arc()));
+                Sent::NotSent(bytes) if exclude.len() < MAX_RESELECTIONS => {
+                    // The member went away before the call left: pick another.
+                    exclude.push(Arc::clone(member.node_arc()));
                     encoded = Some(bytes);
                 }
-                Sent::NotSent(_) => {
+                Sent::Refused if exclude.len() < MAX_RESELECTIONS => {
+                    // The member is leaving (draining) and did not run it: pick another.
+                    exclude.push(Arc::clone(member.node_arc()));
+                }
+                Sent::NotSent(_) | Sent::Refused => {
                     return Err(Error::ServiceUnavailable {
                         node: member.node().to_string(),
                         reason: Unavailable::Disconnected,
@@ -173,9 +183,9 @@ impl<F: RemoteFunction> BalancedCast<F> {
             return call::cast::<F>(node, &here, &self.args);
         }
         let key = self.key.as_deref();
-        let mut exclude: Option<Arc<str>> = None;
+        let mut exclude: Vec<Arc<str>> = Vec::new();
         loop {
-            let (members, index) = shared.choose(key, exclude.as_deref())?;
+            let (members, index) = shared.choose(key, &exclude)?;
             // Held across the call: by a full reference, so it doesn't keep one of the
             // thread's few fast arc-swap slots.
             let members = arc_swap::Guard::from_inner(arc_swap::Guard::into_inner(members));
@@ -193,8 +203,8 @@ impl<F: RemoteFunction> BalancedCast<F> {
                 Err(Error::ServiceUnavailable {
                     reason: Unavailable::Disconnected,
                     ..
-                }) if exclude.is_none() => {
-                    exclude = Some(Arc::clone(member.node_arc()));
+                }) if exclude.len() < MAX_RESELECTIONS => {
+                    exclude.push(Arc::clone(member.node_arc()));
                 }
                 other => return other,
             }

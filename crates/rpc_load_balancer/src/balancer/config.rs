@@ -23,7 +23,14 @@ pub struct BalancerConfig {
     pub(crate) algorithm: Arc<dyn SelectionAlgorithm>,
     pub(crate) node_match_list: Option<Vec<String>>,
     pub(crate) call_timeout: Option<Duration>,
+    pub(crate) leave_grace: Duration,
+    pub(crate) drain_timeout: Duration,
 }
+
+/// Default [`BalancerConfig::leave_grace`]: 500 ms.
+pub const DEFAULT_LEAVE_GRACE: Duration = Duration::from_millis(500);
+/// Default [`BalancerConfig::drain_timeout`]: 15 s.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(15);
 
 impl std::fmt::Debug for BalancerConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -32,20 +39,41 @@ impl std::fmt::Debug for BalancerConfig {
             .field("algorithm", &self.algorithm.name())
             .field("node_match_list", &self.node_match_list)
             .field("call_timeout", &self.call_timeout)
+            .field("leave_grace", &self.leave_grace)
+            .field("drain_timeout", &self.drain_timeout)
             .finish()
     }
 }
 
 impl BalancerConfig {
     /// A balancer called `name` (its pg group), with [`Random`] selection, every node a
-    /// member, and the node's `call_timeout`.
+    /// member, the node's `call_timeout`, `leave_grace` 500 ms and `drain_timeout` 15 s.
     pub fn new(name: impl Into<String>) -> Self {
         Self {
             name: name.into(),
             algorithm: Arc::new(Random::new()),
             node_match_list: None,
             call_timeout: None,
+            leave_grace: DEFAULT_LEAVE_GRACE,
+            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
         }
+    }
+
+    /// How long, after leaving the group at [`Balancer::stop`](crate::Balancer::stop), this
+    /// member still accepts calls that other nodes selected before they saw it leave
+    /// (default 500 ms). Calls arriving later are refused unrun, and their callers send them
+    /// to another member.
+    pub fn leave_grace(mut self, grace: Duration) -> Self {
+        self.leave_grace = grace;
+        self
+    }
+
+    /// The longest [`Balancer::stop`](crate::Balancer::stop) waits, grace included, for the
+    /// calls this node has routed through the balancer and the calls it serves as a member to
+    /// finish (default 15 s); then it stops anyway, cutting them off. Zero stops at once.
+    pub fn drain_timeout(mut self, timeout: Duration) -> Self {
+        self.drain_timeout = timeout;
+        self
     }
 
     /// The selection algorithm (default [`Random`]).

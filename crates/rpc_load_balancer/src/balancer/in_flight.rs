@@ -46,6 +46,29 @@ impl Drop for InFlightToken<'_> {
     }
 }
 
+/// One routed call or cast this node serves as a member, counted in the balancer's served
+/// total until dropped (owned, so it can move into the task that serves the call).
+pub(crate) struct ServedToken {
+    shared: std::sync::Arc<super::shared::BalancerShared>,
+    stripe: usize,
+}
+
+impl ServedToken {
+    pub(crate) fn new(shared: &std::sync::Arc<super::shared::BalancerShared>) -> Self {
+        let stripe = shared.served.acquire();
+        Self {
+            shared: std::sync::Arc::clone(shared),
+            stripe,
+        }
+    }
+}
+
+impl Drop for ServedToken {
+    fn drop(&mut self) {
+        self.shared.served.release(self.stripe);
+    }
+}
+
 /// A striped count of selections in flight.
 pub(crate) struct InFlightTotal {
     stripes: Box<[CachePadded<AtomicUsize>; STRIPES]>,

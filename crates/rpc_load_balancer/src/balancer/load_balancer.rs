@@ -12,8 +12,12 @@ use std::sync::Arc;
 use ractor::pg::GroupChangeMessage;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
+use std::sync::atomic::Ordering;
+
+use super::in_flight::ServedToken;
 use super::shared::BalancerShared;
-use crate::endpoint::dispatch;
+use crate::endpoint::{dispatch, dispatch_with};
+use crate::wire::reply::{self, ReplyStatus};
 use crate::wire::{RpcMessage, SCOPE};
 
 pub(crate) struct LoadBalancer;
@@ -29,7 +33,8 @@ impl Actor for LoadBalancer {
         shared: Arc<BalancerShared>,
     ) -> Result<Arc<BalancerShared>, ActorProcessingErr> {
         ractor::pg::monitor_scope(SCOPE.to_string(), myself.get_cell());
-        if shared.member {
+        // A member restarted while its balancer drains does not join again.
+        if shared.member && !shared.stopping.load(Ordering::Acquire) {
             ractor::pg::join_scoped(
                 SCOPE.to_string(),
                 shared.name.clone(),
@@ -46,7 +51,17 @@ impl Actor for LoadBalancer {
         message: RpcMessage,
         shared: &mut Arc<BalancerShared>,
     ) -> Result<(), ActorProcessingErr> {
-        dispatch(&shared.node, message);
+        match message {
+            RpcMessage::Call(_, port) if !shared.accepting.load(Ordering::Acquire) => {
+                // Past the leave grace: refuse unrun, so the caller sends it elsewhere.
+                let _ = port.send(reply::encode_status(&ReplyStatus::Leaving));
+            }
+            message @ (RpcMessage::Call(..) | RpcMessage::Cast(..)) => {
+                let serving = ServedToken::new(shared);
+                dispatch_with(&shared.node, message, serving);
+            }
+            other => dispatch(&shared.node, other),
+        }
         Ok(())
     }
 

@@ -44,6 +44,9 @@ mod members;
 mod shared;
 pub(crate) mod supervisor;
 
+/// How often [`Balancer::stop`] checks whether the counts reached zero.
+const DRAIN_POLL: Duration = Duration::from_millis(10);
+
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,7 +55,7 @@ use ractor::{Actor, ActorCell, ActorRef};
 use tokio::sync::watch;
 
 pub use call::{BalancedCall, BalancedCast};
-pub use config::BalancerConfig;
+pub use config::{BalancerConfig, DEFAULT_DRAIN_TIMEOUT, DEFAULT_LEAVE_GRACE};
 pub use members::{Member, Members};
 pub use supervisor::SupervisorMsg;
 
@@ -220,7 +223,7 @@ impl Balancer {
     ///
     /// Errors: [`Error::NoMembers`]; an algorithm's own selection error.
     pub fn select_node(&self, key: Option<&[u8]>) -> Result<SelectionGuard<'_>, Error> {
-        let (members, index) = self.shared.choose(key, None)?;
+        let (members, index) = self.shared.choose(key, &[])?;
         Ok(SelectionGuard::new(&self.shared, members, index))
     }
 
@@ -290,14 +293,59 @@ impl Balancer {
         BalancedCast::new(self.clone(), args)
     }
 
-    /// Leaves the group and stops the balancer's actors. Afterwards calls through any handle of
-    /// it fail with [`Error::UnknownBalancer`], [`Balancer::lookup`] of the name fails, and the
-    /// name may be started again. Idempotent.
+    /// Stops the balancer on this node gracefully (draining), and returns when it is stopped:
+    ///
+    /// 1. new calls through this balancer on this node fail with [`Error::UnknownBalancer`];
+    /// 2. this node leaves the group, so other nodes stop selecting it;
+    /// 3. for `leave_grace` (500 ms) it still serves calls other nodes selected before they saw
+    ///    it leave; later ones are refused unrun and their callers send them to another member;
+    /// 4. it waits until the calls this node routed through the balancer and the calls it
+    ///    serves as a member have finished, or `drain_timeout` (15 s, grace included) is up;
+    /// 5. it stops its actors and frees the name (a new start under it may follow).
+    ///
+    /// A second call returns at once. Killing the balancer's supervisor (or its parent, see
+    /// [`Balancer::spawn_linked`]) skips the drain: call this from the parent's `post_stop`.
     pub async fn stop(&self) {
-        if self.shared.stopping.swap(true, Ordering::AcqRel) {
+        let shared = &self.shared;
+        if shared.stopping.swap(true, Ordering::AcqRel) {
             return;
         }
-        self.shared.node.release_balancer(&self.shared.name);
+        let config = &shared.config;
+        let deadline = tokio::time::Instant::now() + config.drain_timeout;
+        if shared.member {
+            if let Some(cell) =
+                ractor::registry::where_is(member_name(&shared.name, &shared.node.name))
+            {
+                ractor::pg::leave_scoped(
+                    crate::wire::SCOPE.to_string(),
+                    shared.name.clone(),
+                    vec![cell],
+                );
+            }
+            tokio::time::sleep_until(
+                deadline.min(tokio::time::Instant::now() + config.leave_grace),
+            )
+            .await;
+        }
+        shared.accepting.store(false, Ordering::Release);
+        let drained = loop {
+            if shared.in_flight.get() == 0 && shared.served.get() == 0 {
+                break true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                break false;
+            }
+            tokio::time::sleep(DRAIN_POLL).await;
+        };
+        if !drained {
+            tracing::warn!(
+                balancer = %shared.name,
+                routed = shared.in_flight.get(),
+                served = shared.served.get(),
+                drain_timeout_ms = config.drain_timeout.as_millis() as u64,
+                "drain timed out; stopping with calls in flight"
+            );
+        }
         let _ = self
             .supervisor
             .stop_and_wait(
@@ -305,8 +353,15 @@ impl Balancer {
                 Some(Duration::from_secs(5)),
             )
             .await;
-        self.shared.clear();
-        tracing::info!(balancer = %self.shared.name, "balancer stopped");
+        shared.clear();
+        shared.node.release_balancer(&shared.name);
+        tracing::info!(balancer = %shared.name, drained, "balancer stopped");
+    }
+
+    /// Calls of this balancer this node is serving as a member now (routed to it by any node,
+    /// itself included). [`Balancer::stop`] waits for them.
+    pub fn served(&self) -> usize {
+        self.shared.served.get()
     }
 
     pub(crate) fn shared(&self) -> &Arc<BalancerShared> {

@@ -33,6 +33,10 @@ pub(crate) struct BalancerShared {
     pub(crate) metrics: SelectionMetrics,
     /// Selections in flight on this node (every guard).
     pub(crate) in_flight: InFlightTotal,
+    /// Calls and casts routed through this balancer that this node is serving as a member.
+    pub(crate) served: InFlightTotal,
+    /// Whether this member takes routed calls; false once its leave grace is over.
+    pub(crate) accepting: AtomicBool,
     /// Whether guards also count each member's in-flight selections: only when the algorithm
     /// reads them ([`SelectionAlgorithm::counts_in_flight`](crate::SelectionAlgorithm::counts_in_flight)),
     /// so that other algorithms' selections write no memory shared between threads.
@@ -45,6 +49,8 @@ impl BalancerShared {
         let counts_members = config.algorithm.counts_in_flight();
         Self {
             in_flight: InFlightTotal::default(),
+            served: InFlightTotal::default(),
+            accepting: AtomicBool::new(true),
             counts_members,
             metrics: SelectionMetrics::new(config.algorithm.name(), &config.name),
             name: config.name.clone(),
@@ -133,7 +139,7 @@ impl BalancerShared {
         self.members_watch.send_replace(next);
     }
 
-    /// Picks a member for a call, skipping `exclude` (a member a send just failed to reach):
+    /// Picks a member for a call, skipping `exclude` (members a send just failed to reach):
     /// the snapshot it was picked from and its index there.
     ///
     /// Errors: [`Error::UnknownBalancer`] once the balancer is stopped; [`Error::NoMembers`];
@@ -141,7 +147,7 @@ impl BalancerShared {
     pub(crate) fn choose(
         &self,
         key: Option<&[u8]>,
-        exclude: Option<&str>,
+        exclude: &[Arc<str>],
     ) -> Result<(Guard<Arc<Members>>, usize), Error> {
         self.check_running()?;
         // A guard, not a clone: no reference count shared between threads is written.
@@ -151,11 +157,10 @@ impl BalancerShared {
             key,
             version: snapshot.version(),
         };
-        let index = match exclude {
-            Some(node) if snapshot.contains(node) => {
-                self.pick_excluding(&snapshot, node, &request)?
-            }
-            _ => self.pick(snapshot.as_slice(), &request)?,
+        let index = if exclude.iter().any(|node| snapshot.contains(node)) {
+            self.pick_excluding(&snapshot, exclude, &request)?
+        } else {
+            self.pick(snapshot.as_slice(), &request)?
         };
         Ok((snapshot, index))
     }
@@ -185,19 +190,19 @@ impl BalancerShared {
         Ok(index)
     }
 
-    /// Rare (a send just failed): picks among the members other than `node`, and returns the
+    /// Rare (a send just failed): picks among the members not in `exclude`, and returns the
     /// pick's index in the whole snapshot.
     #[cold]
     fn pick_excluding(
         &self,
         snapshot: &Members,
-        node: &str,
+        exclude: &[Arc<str>],
         request: &SelectionRequest<'_>,
     ) -> Result<usize, Error> {
         let rest: Vec<Member> = snapshot
             .as_slice()
             .iter()
-            .filter(|m| m.node() != node)
+            .filter(|m| !exclude.iter().any(|node| **node == *m.node()))
             .cloned()
             .collect();
         // Not the snapshot's list: nothing an algorithm cached for the snapshot applies.

@@ -388,7 +388,8 @@ impl Node {
         }
     }
 
-    /// Stops the node: stops its balancers, dialling and CPU sampling, leaves pg, stops the
+    /// Stops the node: stops its balancers gracefully (all at once, each draining as
+    /// [`Balancer::stop`](crate::Balancer::stop) does), then dialling and CPU sampling, leaves pg, stops the
     /// endpoint and manager, and stops the NodeServer if [`Node::start`] created it (closing
     /// every session). Calls made afterwards fail with [`Error::ServiceUnavailable`]; a new node
     /// may then be started in this process. Idempotent.
@@ -397,9 +398,9 @@ impl Node {
         if inner.shut_down.swap(true, Ordering::AcqRel) {
             return;
         }
-        for balancer in inner.shared.all_balancers() {
-            balancer.stop().await;
-        }
+        // Every balancer drains at once (each bounded by its drain_timeout).
+        let balancers = inner.shared.all_balancers();
+        futures_util::future::join_all(balancers.iter().map(|b| b.stop())).await;
         inner.shared.stopped.store(true, Ordering::Release);
         let dialers = std::mem::take(&mut *inner.dialers.lock().unwrap_or_else(|p| p.into_inner()));
         for dialer in dialers {

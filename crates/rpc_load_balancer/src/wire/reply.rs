@@ -21,6 +21,9 @@ pub(crate) enum ReplyStatus<'a> {
     PayloadTooLarge { size: u64, limit: u64 },
     /// The call's deadline passed while it ran on the serving node.
     DeadlineExceeded,
+    /// The member is leaving its balancer: the call was refused without running, so the
+    /// caller may send it to another member.
+    Leaving,
 }
 
 /// Encodes a complete reply carrying `status` and no value.
