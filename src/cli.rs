@@ -94,6 +94,14 @@ pub struct NodeArgs {
     /// Poller); by default this node accepts them from any node holding the cookie.
     #[arg(long)]
     pub no_remote_admin: bool,
+    /// After leaving a balancer at stop or SIGTERM, how long this node still serves calls
+    /// selected before others saw it leave, in ms (later ones go to other members).
+    #[arg(long, value_name = "MS", default_value_t = 500)]
+    pub leave_grace_ms: u64,
+    /// Longest wait at stop or SIGTERM for the calls this node routes and serves to finish,
+    /// in ms (grace included); then it stops anyway.
+    #[arg(long, value_name = "MS", default_value_t = 15_000)]
+    pub drain_timeout_ms: u64,
     /// How this node measures the CPU load it reports to LeastCpu balancers: `system` (the
     /// whole machine), `process` (this process, over the cores it may use), `runtime` (busy
     /// share of its tokio workers), or the test samplers `const:N` (always N %), `panic` (every

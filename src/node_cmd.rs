@@ -77,7 +77,10 @@ pub async fn run(args: NodeArgs) -> CmdResult {
     start_burning(args.burn_threads);
     functions::register_all(&node, Duration::from_millis(args.delay_ms))?;
     for name in &args.balancers {
-        let config = BalancerConfig::new(name).algorithm_arc(std::sync::Arc::clone(&algorithm));
+        let config = BalancerConfig::new(name)
+            .algorithm_arc(std::sync::Arc::clone(&algorithm))
+            .leave_grace(Duration::from_millis(args.leave_grace_ms))
+            .drain_timeout(Duration::from_millis(args.drain_timeout_ms));
         Balancer::start(config).await?;
     }
     let mut events = node.events();

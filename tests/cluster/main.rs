@@ -6,6 +6,7 @@ mod algorithms;
 mod balancer;
 mod commands;
 mod cpu_sampling;
+mod drain;
 mod errors;
 mod handshake;
 mod least_cpu;
