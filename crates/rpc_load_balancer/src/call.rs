@@ -220,7 +220,7 @@ pub(crate) enum Sent<T> {
     Replied(Result<T, Error>),
     /// It never left this node (the target's actor or session was already gone); the bytes
     /// are given back so the call can go elsewhere.
-    NotSent(Vec<u8>),
+    Unsent(Vec<u8>),
     /// The member refused it unrun (it is leaving its balancer): it can go elsewhere.
     Refused,
 }
@@ -234,7 +234,7 @@ pub(crate) async fn send_encoded<F: RemoteFunction>(
 ) -> Sent<F::Reply> {
     let outcome = send_call(actor, RpcMessage::Call, bytes, timeout).await;
     match outcome {
-        Err(MessagingErr::SendErr(RpcMessage::Call(bytes, _))) => Sent::NotSent(bytes),
+        Err(MessagingErr::SendErr(RpcMessage::Call(bytes, _))) => Sent::Unsent(bytes),
         Ok(CallResult::Success(reply))
             if matches!(reply::decode(&reply), Ok((ReplyStatus::Leaving, _))) =>
         {

@@ -115,7 +115,7 @@ impl<F: RemoteFunction> BalancedCall<F> {
                 Sent::Replied(result) => {
                     return result.map(|reply| (reply, Arc::clone(member.node_arc())))
                 }
-                Sent::NotSent(bytes) if exclude.len() < MAX_RESELECTIONS => {
+                Sent::Unsent(bytes) if exclude.len() < MAX_RESELECTIONS => {
                     // The member went away before the call left: pick another.
                     exclude.push(Arc::clone(member.node_arc()));
                     encoded = Some(bytes);
@@ -124,7 +124,7 @@ impl<F: RemoteFunction> BalancedCall<F> {
                     // The member is leaving (draining) and did not run it: pick another.
                     exclude.push(Arc::clone(member.node_arc()));
                 }
-                Sent::NotSent(_) | Sent::Refused => {
+                Sent::Unsent(_) | Sent::Refused => {
                     return Err(Error::ServiceUnavailable {
                         node: member.node().to_string(),
                         reason: Unavailable::Disconnected,
