@@ -1,0 +1,127 @@
+//! Draining in one process (this node is the member): `drain_timeout` bounds a stop, and an
+//! app supervisor that stops its balancer in `post_stop` drains it.
+//!
+//! One `Node` per process: nextest runs each test alone.
+
+use std::time::{Duration, Instant};
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use rpc_load_balancer::{Balancer, BalancerConfig, Node, NodeConfig};
+use rpclb::functions::{register_all, Sleep};
+
+async fn node(name: &str) -> Node {
+    let node = Node::start(NodeConfig::new(name, "127.0.0.1:0").cookie(name))
+        .await
+        .unwrap();
+    register_all(&node, Duration::ZERO).unwrap();
+    node
+}
+
+/// Waits (≤ 2 s) until `balancer` serves `count` calls.
+async fn serving(balancer: &Balancer, count: usize) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while balancer.served() < count {
+        assert!(Instant::now() < deadline, "{} served", balancer.served());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_timeout_bounds_a_stop() {
+    let node = node("bounded").await;
+    let balancer = Balancer::start(
+        BalancerConfig::new("slow")
+            .leave_grace(Duration::from_millis(100))
+            .drain_timeout(Duration::from_secs(1)),
+    )
+    .await
+    .unwrap();
+    let call = {
+        let balancer = balancer.clone();
+        tokio::spawn(async move {
+            balancer
+                .call::<Sleep>(30_000)
+                .timeout(Duration::from_secs(60))
+                .await
+        })
+    };
+    serving(&balancer, 1).await;
+    assert_eq!(balancer.in_flight(), 1);
+    let started = Instant::now();
+    balancer.stop().await;
+    let took = started.elapsed();
+    assert!(
+        (Duration::from_secs(1)..Duration::from_secs(3)).contains(&took),
+        "stop took {took:?} with a 1 s drain_timeout"
+    );
+    call.abort();
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_with_nothing_in_flight_waits_only_the_grace() {
+    let node = node("idle").await;
+    let balancer =
+        Balancer::start(BalancerConfig::new("idle").leave_grace(Duration::from_millis(200)))
+            .await
+            .unwrap();
+    let started = Instant::now();
+    balancer.stop().await;
+    let took = started.elapsed();
+    assert!(
+        (Duration::from_millis(200)..Duration::from_millis(1_500)).contains(&took),
+        "{took:?}"
+    );
+    node.shutdown().await;
+}
+
+/// An app's supervisor that owns a balancer and drains it when it stops.
+struct App;
+
+impl Actor for App {
+    type Msg = ();
+    type State = Balancer;
+    type Arguments = ();
+
+    async fn pre_start(&self, myself: ActorRef<()>, _: ()) -> Result<Balancer, ActorProcessingErr> {
+        let config = BalancerConfig::new("app").leave_grace(Duration::from_millis(50));
+        Ok(Balancer::spawn_linked(config, myself.get_cell()).await?)
+    }
+
+    async fn post_stop(
+        &self,
+        _: ActorRef<()>,
+        balancer: &mut Balancer,
+    ) -> Result<(), ActorProcessingErr> {
+        // ractor stops a parent's children after its post_stop: drain first.
+        balancer.stop().await;
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_supervisor_that_stops_its_balancer_in_post_stop_drains_it() {
+    let node = node("supervised").await;
+    let (app, _) = Actor::spawn(None, App, ()).await.unwrap();
+    let balancer = Balancer::lookup("app").unwrap();
+    let call = {
+        let balancer = balancer.clone();
+        tokio::spawn(async move { balancer.call::<Sleep>(600).await })
+    };
+    serving(&balancer, 1).await;
+    let started = Instant::now();
+    app.stop_and_wait(None, Some(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    // The supervisor stopped only once the call it was serving had finished.
+    assert_eq!(balancer.served(), 0);
+    assert_eq!(balancer.in_flight(), 0);
+    assert!(
+        call.is_finished(),
+        "the call was still running when the app stopped"
+    );
+    call.await.unwrap().unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert!(!balancer.is_running());
+    node.shutdown().await;
+}
