@@ -62,6 +62,7 @@ mod endpoint;
 mod error;
 pub mod function;
 mod node;
+mod retry;
 pub mod telemetry;
 mod wire;
 
@@ -77,6 +78,7 @@ pub use control::{ControlReply, ControlRequest};
 pub use error::{Error, ErrorCode, PayloadDirection, RemoteFailure, Unavailable};
 pub use function::{FunctionError, RemoteFunction};
 pub use node::{Node, NodeConfig, NodeEvent, DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_CAP_BYTES};
+pub use retry::{Retry, RetryCount};
 pub use wire::{RpcMessage, ENDPOINT_GROUP, SCOPE, WIRE_VERSION};
 
 /// The README's code blocks, compiled as doc tests so they stay true.

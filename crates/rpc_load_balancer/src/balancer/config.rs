@@ -25,6 +25,7 @@ pub struct BalancerConfig {
     pub(crate) call_timeout: Option<Duration>,
     pub(crate) leave_grace: Duration,
     pub(crate) drain_timeout: Duration,
+    pub(crate) retry: Option<crate::Retry>,
 }
 
 /// Default [`BalancerConfig::leave_grace`]: 500 ms.
@@ -41,6 +42,7 @@ impl std::fmt::Debug for BalancerConfig {
             .field("call_timeout", &self.call_timeout)
             .field("leave_grace", &self.leave_grace)
             .field("drain_timeout", &self.drain_timeout)
+            .field("retry", &self.retry)
             .finish()
     }
 }
@@ -56,7 +58,15 @@ impl BalancerConfig {
             call_timeout: None,
             leave_grace: DEFAULT_LEAVE_GRACE,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+            retry: None,
         }
+    }
+
+    /// How this balancer's calls and casts retry while it has no member to send to (default:
+    /// the node's [`NodeConfig::retry`](crate::NodeConfig::retry)); a call may set its own.
+    pub fn retry(mut self, retry: crate::Retry) -> Self {
+        self.retry = Some(retry);
+        self
     }
 
     /// How long, after leaving the group at [`Balancer::stop`](crate::Balancer::stop), this

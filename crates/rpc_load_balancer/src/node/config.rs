@@ -40,6 +40,7 @@ pub struct NodeConfig {
     pub(crate) connect_timeout: Duration,
     pub(crate) dial_backoff_max: Duration,
     pub(crate) remote_admin: bool,
+    pub(crate) retry: crate::Retry,
     pub(crate) cpu_sampler: CpuSampler,
     pub(crate) cpu_sample_interval: Duration,
     pub(crate) cpu_reply_garbage: bool,
@@ -66,6 +67,7 @@ impl NodeConfig {
             connect_timeout: Duration::from_secs(5),
             dial_backoff_max: Duration::from_secs(5),
             remote_admin: false,
+            retry: crate::Retry::default(),
             cpu_sampler: CpuSampler::System,
             cpu_sample_interval: Duration::from_millis(1_000),
             cpu_reply_garbage: false,
@@ -122,6 +124,14 @@ impl NodeConfig {
     /// (backoff starts at 100 ms and doubles), must be ≥ 100 ms.
     pub fn dial_backoff_max(mut self, max: Duration) -> Self {
         self.dial_backoff_max = max;
+        self
+    }
+
+    /// The default [`Retry`](crate::Retry) of routed calls and casts on this node while their
+    /// balancer has no member to send to (default: 5 retries, 5,000 ms apart, ±20 %), unless
+    /// the balancer or the call sets its own.
+    pub fn retry(mut self, retry: crate::Retry) -> Self {
+        self.retry = retry;
         self
     }
 

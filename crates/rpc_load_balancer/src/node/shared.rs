@@ -98,6 +98,8 @@ pub(crate) struct NodeShared {
     pub(crate) connection_string: Option<String>,
     pub(crate) max_payload: usize,
     pub(crate) call_timeout: Duration,
+    /// Default retry of routed calls and casts on an empty pool.
+    pub(crate) retry: crate::Retry,
     pub(crate) connect_timeout: Duration,
     pub(crate) dial_backoff_max: Duration,
     pub(crate) remote_admin: bool,
@@ -133,6 +135,7 @@ impl NodeShared {
             connection_string,
             max_payload: config.max_payload_bytes,
             call_timeout: config.call_timeout,
+            retry: config.retry,
             connect_timeout: config.connect_timeout,
             dial_backoff_max: config.dial_backoff_max,
             remote_admin: config.remote_admin,
