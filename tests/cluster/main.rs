@@ -17,6 +17,7 @@ mod node_death;
 mod payload;
 #[cfg(feature = "telemetry")]
 mod prometheus;
+mod retry;
 #[cfg(feature = "telemetry")]
 mod telemetry;
 

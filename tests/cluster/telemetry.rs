@@ -137,7 +137,11 @@ async fn spans_events_and_metrics_carry_the_documented_names_and_labels() {
         Balancer::start(BalancerConfig::new("nobody").node_match_list(Vec::<String>::new()))
             .await
             .unwrap();
-    nobody.call::<Whoami>(()).await.unwrap_err();
+    nobody
+        .call::<Whoami>(())
+        .retry(rpc_load_balancer::Retry::never())
+        .await
+        .unwrap_err();
 
     // Metrics: the emitted set is the described set, with the described labels.
     let snapshot = snapshotter.snapshot().into_vec();

@@ -1,6 +1,7 @@
-//! Balanced `call` and `cast`: select a member, send, and — only when the send failed before
-//! anything left this node (a member that just went away) — select once more. A call that was
-//! sent is never sent again.
+//! Balanced `call` and `cast`: select a member, send, and — only when the call could not be
+//! handed over (a member that just went away, or one leaving that refused it unrun) — select
+//! another. While the pool is empty, wait and select again as the call's [`Retry`] allows,
+//! within its timeout. A call that was sent is never sent again.
 
 use std::future::{Future, IntoFuture};
 use std::marker::PhantomData;
@@ -10,16 +11,50 @@ use std::time::Duration;
 
 use tracing::Instrument;
 
+use tokio::time::Instant;
+
 use super::in_flight::{InFlightToken, ServedToken};
+use super::shared::BalancerShared;
+use super::{Balancer, Members, SelectionGuard};
+use crate::call::{self, Sent};
+use crate::function::RemoteFunction;
+use crate::retry::retryable;
+use crate::telemetry::RpcTelemetry;
+use crate::{Error, Retry, Unavailable};
 
 /// How many members a call may skip because they could not take it without running it.
 const MAX_RESELECTIONS: usize = 3;
-use super::shared::BalancerShared;
-use super::{Balancer, SelectionGuard};
-use crate::call::{self, Sent};
-use crate::function::RemoteFunction;
-use crate::telemetry::RpcTelemetry;
-use crate::{Error, Unavailable};
+
+/// Selects a member for a call or cast, waiting as `retry` allows while there is nobody to
+/// send to, until `deadline`; also whether it waited. Errors: as [`BalancerShared::choose`].
+async fn choose_with_retry(
+    shared: &BalancerShared,
+    key: Option<&[u8]>,
+    exclude: &[Arc<str>],
+    retry: Retry,
+    deadline: Instant,
+) -> Result<(arc_swap::Guard<Arc<Members>>, usize, bool), Error> {
+    let mut attempt = 0u32;
+    loop {
+        // Subscribed before looking, so a change in between ends the wait at once.
+        let mut members = shared.watch();
+        match shared.choose(key, exclude) {
+            Err(error)
+                if retryable(&error)
+                    && retry.allows_after(attempt)
+                    && Instant::now() < deadline =>
+            {
+                attempt += 1;
+                let wake = deadline.min(Instant::now() + retry.jittered());
+                tracing::debug!(balancer = %shared.name, attempt, %error, "nobody to send to; waiting to select again");
+                // A membership change ends the wait early; a closed watch (the balancer is
+                // gone) is seen by the next attempt.
+                let _ = tokio::time::timeout_at(wake, members.changed()).await;
+            }
+            outcome => return outcome.map(|(members, index)| (members, index, attempt > 0)),
+        }
+    }
+}
 
 /// A balanced call of `F`, built by [`Balancer::call`]. Await it.
 #[must_use = "a call does nothing until awaited"]
@@ -28,6 +63,7 @@ pub struct BalancedCall<F: RemoteFunction> {
     args: F::Args,
     key: Option<Vec<u8>>,
     timeout: Option<Duration>,
+    retry: Option<Retry>,
     function: PhantomData<fn() -> F>,
 }
 
@@ -38,8 +74,16 @@ impl<F: RemoteFunction> BalancedCall<F> {
             args,
             key: None,
             timeout: None,
+            retry: None,
             function: PhantomData,
         }
+    }
+
+    /// How this call retries while the balancer has no member to send to (default: the
+    /// balancer's, else the node's [`Retry`]). Waiting counts against the call's timeout.
+    pub fn retry(mut self, retry: Retry) -> Self {
+        self.retry = Some(retry);
+        self
     }
 
     /// The routing key, as bytes (used by key-aware algorithms).
@@ -79,6 +123,8 @@ impl<F: RemoteFunction> BalancedCall<F> {
             .unwrap_or(node.call_timeout);
         shared.check_running()?;
         call::check_timeout(timeout)?;
+        let deadline = Instant::now() + timeout;
+        let retry = self.retry.or(shared.config.retry).unwrap_or(node.retry);
         if shared.config.algorithm.is_local() {
             let here: Arc<str> = Arc::from(node.name.as_str());
             telemetry.target(&here);
@@ -89,17 +135,29 @@ impl<F: RemoteFunction> BalancedCall<F> {
         }
         let key = self.key.as_deref();
         let mut encoded = None;
+        let mut waited = false;
         // Members that turned out unable to take the call without running it: the call goes
         // to another member, up to MAX_RESELECTIONS times.
         let mut exclude: Vec<Arc<str>> = Vec::new();
         loop {
-            let (members, index) = shared.choose(key, &exclude)?;
+            let (members, index, waited_now) =
+                choose_with_retry(shared, key, &exclude, retry, deadline).await?;
+            waited |= waited_now;
             // Held across the call: by a full reference, so it doesn't keep one of the
             // thread's few fast arc-swap slots.
             let members = arc_swap::Guard::from_inner(arc_swap::Guard::into_inner(members));
             let guard = SelectionGuard::new(shared, members, index);
             let member = guard.member();
             telemetry.target(member.node_arc());
+            // What is left of the call's timeout after waiting for members, if it waited.
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(Error::RequestTimeout {
+                    node: member.node().to_string(),
+                    timeout,
+                });
+            }
+            let timeout = if waited { remaining } else { timeout };
             if member.is_local() {
                 if let Some(function) = node.registry.get_typed::<F>() {
                     let _serving = ServedToken::new(shared);
@@ -124,10 +182,16 @@ impl<F: RemoteFunction> BalancedCall<F> {
                     // The member is leaving (draining) and did not run it: pick another.
                     exclude.push(Arc::clone(member.node_arc()));
                 }
-                Sent::Unsent(_) | Sent::Refused => {
+                Sent::Unsent(_) => {
                     return Err(Error::ServiceUnavailable {
                         node: member.node().to_string(),
                         reason: Unavailable::Disconnected,
+                    })
+                }
+                Sent::Refused => {
+                    return Err(Error::ServiceUnavailable {
+                        node: member.node().to_string(),
+                        reason: Unavailable::Leaving,
                     })
                 }
             }
@@ -150,6 +214,8 @@ pub struct BalancedCast<F: RemoteFunction> {
     balancer: Balancer,
     args: F::Args,
     key: Option<Vec<u8>>,
+    timeout: Option<Duration>,
+    retry: Option<Retry>,
     function: PhantomData<fn() -> F>,
 }
 
@@ -159,8 +225,25 @@ impl<F: RemoteFunction> BalancedCast<F> {
             balancer,
             args,
             key: None,
+            timeout: None,
+            retry: None,
             function: PhantomData,
         }
+    }
+
+    /// How this cast retries while the balancer has no member to send to (default: the
+    /// balancer's, else the node's [`Retry`]).
+    pub fn retry(mut self, retry: Retry) -> Self {
+        self.retry = Some(retry);
+        self
+    }
+
+    /// The longest this cast waits for a member to send to when retrying (default: the
+    /// balancer's, else the node's `call_timeout`). Zero is refused with
+    /// [`Error::InvalidConfig`] (`timeout`).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
     }
 
     /// The routing key, as bytes.
@@ -176,6 +259,13 @@ impl<F: RemoteFunction> BalancedCast<F> {
     ) -> Result<(), Error> {
         let node = &shared.node;
         shared.check_running()?;
+        let timeout = self
+            .timeout
+            .or(shared.config.call_timeout)
+            .unwrap_or(node.call_timeout);
+        call::check_timeout(timeout)?;
+        let deadline = Instant::now() + timeout;
+        let retry = self.retry.or(shared.config.retry).unwrap_or(node.retry);
         if shared.config.algorithm.is_local() {
             let here: Arc<str> = Arc::from(node.name.as_str());
             telemetry.target(&here);
@@ -185,7 +275,8 @@ impl<F: RemoteFunction> BalancedCast<F> {
         let key = self.key.as_deref();
         let mut exclude: Vec<Arc<str>> = Vec::new();
         loop {
-            let (members, index) = shared.choose(key, &exclude)?;
+            let (members, index, _) =
+                choose_with_retry(shared, key, &exclude, retry, deadline).await?;
             // Held across the call: by a full reference, so it doesn't keep one of the
             // thread's few fast arc-swap slots.
             let members = arc_swap::Guard::from_inner(arc_swap::Guard::into_inner(members));

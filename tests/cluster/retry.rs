@@ -1,0 +1,99 @@
+//! Retry across processes: a call waiting on an empty pool succeeds once a connected node
+//! starts the balancer; a call that timed out is not sent again.
+
+use std::time::Duration;
+
+use rpc_load_balancer::{
+    Balancer, BalancerConfig, ControlReply, ControlRequest, Retry, RetryCount,
+};
+use rpclb::harness::Cluster;
+
+use crate::{Sleep, Whoami, BIN, MESH_TIMEOUT};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_call_succeeds_once_a_node_starts_the_balancer() {
+    let cluster = Cluster::start(BIN, 1, &[]).await.unwrap();
+    let child = cluster.nodes[0].node().to_string();
+    let me = cluster.join("tester", MESH_TIMEOUT).await.unwrap();
+    let later = Balancer::start(
+        BalancerConfig::new("later")
+            .node_match_list(Vec::<String>::new())
+            .retry(Retry::new(
+                RetryCount::Unlimited,
+                Duration::from_millis(200),
+            )),
+    )
+    .await
+    .unwrap();
+    let call = {
+        let later = later.clone();
+        tokio::spawn(async move {
+            later
+                .call::<Whoami>(())
+                .timeout(Duration::from_secs(8))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!call.is_finished(), "the call gave up on the empty pool");
+    let started = me
+        .control(
+            &child,
+            ControlRequest::StartBalancer {
+                name: "later".into(),
+                algorithm: "random".into(),
+                node_match_list: None,
+            },
+        )
+        .await;
+    assert!(matches!(started, Ok(ControlReply::Done)), "{started:?}");
+    let served_by = tokio::time::timeout(Duration::from_secs(5), call)
+        .await
+        .expect("the waiting call ended")
+        .unwrap()
+        .unwrap();
+    assert_eq!(served_by, child);
+    later.stop().await;
+    me.shutdown().await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_out_call_is_not_sent_again() {
+    let cluster = Cluster::start(BIN, 1, &["--balancer", "work"])
+        .await
+        .unwrap();
+    let child = cluster.nodes[0].node().to_string();
+    let me = cluster.join("tester", MESH_TIMEOUT).await.unwrap();
+    let work = Balancer::start(
+        BalancerConfig::new("work")
+            .node_match_list(Vec::<String>::new())
+            .retry(Retry::new(RetryCount::Unlimited, Duration::from_millis(50))),
+    )
+    .await
+    .unwrap();
+    work.wait_for_members(1, MESH_TIMEOUT).await.unwrap();
+    let total = || async {
+        match me.control(&child, ControlRequest::Stats).await {
+            Ok(ControlReply::Stats { served_total, .. }) => served_total,
+            other => panic!("{other:?}"),
+        }
+    };
+    let before = total().await;
+    let outcome = work
+        .call::<Sleep>(1_000)
+        .timeout(Duration::from_millis(200))
+        .await;
+    assert!(
+        matches!(
+            outcome,
+            Err(rpc_load_balancer::Error::RequestTimeout { .. })
+        ),
+        "{outcome:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(total().await - before, 1, "the call ran more than once");
+    work.stop().await;
+    me.shutdown().await;
+    cluster.shutdown().await;
+}
