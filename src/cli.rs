@@ -8,11 +8,16 @@ use clap::builder::PossibleValuesParser;
 use clap::{ArgGroup, Args, Parser, Subcommand};
 use rpc_load_balancer::algorithm::{LeastCpuOptions, BUILT_IN};
 use rpc_load_balancer::cpu::CpuSampler;
-use rpc_load_balancer::{Error, LeastCpu, SelectionAlgorithm};
+use rpc_load_balancer::{Error, LeastCpu, NodeFilter, SelectionAlgorithm};
 
 /// Names `--algorithm` accepts where `all` is allowed too.
 fn algorithms_or_all() -> Vec<&'static str> {
     BUILT_IN.iter().copied().chain(["all"]).collect()
+}
+
+/// Parses a `--node-match-regex` value (the regex must compile).
+fn node_filter_regex(pattern: &str) -> Result<NodeFilter, String> {
+    NodeFilter::regex(pattern).map_err(|e| e.to_string())
 }
 
 /// `rpclb`: run rpc_load_balancer cluster nodes and talk to them.
@@ -90,6 +95,22 @@ pub struct NodeArgs {
     /// The algorithm of the balancers started with --balancer.
     #[arg(long, default_value = "random", value_parser = PossibleValuesParser::new(BUILT_IN))]
     pub algorithm: String,
+    /// node_match_list of the balancers started with --balancer: this node is their member only
+    /// if its full name (NAME@HOST) contains SUBSTRING (repeat for several; with
+    /// --node-match-regex, any one matching is enough). Without either flag the node is a
+    /// member. Subject to --exclude-pattern.
+    #[arg(long = "node-match", value_name = "SUBSTRING")]
+    pub node_match: Vec<String>,
+    /// Like --node-match with a regex found anywhere in the full name, e.g. `^feed@` for the
+    /// node named exactly `feed` (repeat for several).
+    #[arg(long = "node-match-regex", value_name = "REGEX", value_parser = node_filter_regex)]
+    pub node_match_regex: Vec<NodeFilter>,
+    /// A name part that keeps this node out of balancers whose node_match_list does not name
+    /// it (repeat for several): with `_qa`, node `feed_qa` is not a member of balancers matched
+    /// on `feed`, but is of those matched on `feed_qa`. Balancers without a node_match_list
+    /// take every node.
+    #[arg(long = "exclude-pattern", value_name = "PATTERN")]
+    pub exclude_patterns: Vec<String>,
     /// Refuse remote admin requests (start/stop balancers, kill a LoadBalancer, crash a
     /// Poller); by default this node accepts them from any node holding the cookie.
     #[arg(long)]
@@ -126,6 +147,22 @@ pub struct NodeArgs {
     /// dies the node exits too).
     #[arg(long)]
     pub exit_with_stdin: bool,
+}
+
+impl NodeArgs {
+    /// The node_match_list of the balancers started with --balancer (`--node-match` then
+    /// `--node-match-regex`); `None` when neither is given (every node is a member).
+    pub fn node_match_list(&self) -> Option<Vec<NodeFilter>> {
+        if self.node_match.is_empty() && self.node_match_regex.is_empty() {
+            return None;
+        }
+        let substrings = self.node_match.iter().map(NodeFilter::from);
+        Some(
+            substrings
+                .chain(self.node_match_regex.iter().cloned())
+                .collect(),
+        )
+    }
 }
 
 /// `rpclb call`.
@@ -357,6 +394,39 @@ mod tests {
             "least_cpu"
         );
         assert_eq!(args.least_cpu.algorithm("random").unwrap().name(), "random");
+    }
+
+    #[test]
+    fn node_match_flags() {
+        let args = node_args(&[]).unwrap();
+        assert_eq!(args.node_match_list(), None);
+        assert!(args.exclude_patterns.is_empty());
+        let args = node_args(&[
+            "--node-match",
+            "feed",
+            "--node-match-regex",
+            "^options_feed@",
+            "--node-match",
+            "web",
+            "--exclude-pattern",
+            "_qa",
+            "--exclude-pattern",
+            "_canary",
+        ])
+        .unwrap();
+        assert_eq!(
+            args.node_match_list().unwrap(),
+            vec![
+                NodeFilter::from("feed"),
+                NodeFilter::from("web"),
+                NodeFilter::regex("^options_feed@").unwrap(),
+            ]
+        );
+        assert_eq!(args.exclude_patterns, ["_qa", "_canary"]);
+        let only_regex = node_args(&["--node-match-regex", "x"]).unwrap();
+        assert_eq!(only_regex.node_match_list().unwrap().len(), 1);
+        let error = node_args(&["--node-match-regex", "(unclosed"]).unwrap_err();
+        assert!(error.to_string().contains("not a valid regex"), "{error}");
     }
 
     #[test]

@@ -62,11 +62,13 @@ pub async fn run(args: NodeArgs) -> CmdResult {
         .max_payload_bytes(args.max_payload_bytes)
         .cpu_sampler(args.cpu_sampler.clone())
         .cpu_sample_interval(Duration::from_millis(args.cpu_sample_interval_ms))
-        .cpu_reply_garbage(args.cpu_reply == "garbage");
+        .cpu_reply_garbage(args.cpu_reply == "garbage")
+        .excluded_node_patterns(args.exclude_patterns.clone());
     if let Some(host) = &args.advertise {
         config = config.advertise_host(host);
     }
     let algorithm = args.least_cpu.algorithm(&args.algorithm)?;
+    let node_match_list = args.node_match_list();
     if matches!(
         args.cpu_sampler,
         CpuSampler::Panic | CpuSampler::ConstThenPanic { .. }
@@ -81,6 +83,10 @@ pub async fn run(args: NodeArgs) -> CmdResult {
             .algorithm_arc(std::sync::Arc::clone(&algorithm))
             .leave_grace(Duration::from_millis(args.leave_grace_ms))
             .drain_timeout(Duration::from_millis(args.drain_timeout_ms));
+        let config = match &node_match_list {
+            Some(filters) => config.node_match_list(filters.iter().cloned()),
+            None => config,
+        };
         Balancer::start(config).await?;
     }
     let mut events = node.events();

@@ -60,6 +60,7 @@ pub mod control;
 pub mod cpu;
 mod endpoint;
 mod error;
+pub mod filter;
 pub mod function;
 mod node;
 mod retry;
@@ -76,6 +77,7 @@ pub use balancer::{
 pub use call::Call;
 pub use control::{ControlReply, ControlRequest};
 pub use error::{Error, ErrorCode, PayloadDirection, RemoteFailure, Unavailable};
+pub use filter::NodeFilter;
 pub use function::{FunctionError, RemoteFunction};
 pub use node::{Node, NodeConfig, NodeEvent, DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_CAP_BYTES};
 pub use retry::{Retry, RetryCount};

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::algorithm::{Random, SelectionAlgorithm};
+use crate::filter::{self, NodeFilter};
 use crate::Error;
 
 /// Settings of one balancer on one node. The same name started on many nodes forms one
@@ -17,11 +18,23 @@ use crate::Error;
 ///     .node_match_list(["worker"]); // only nodes whose name contains "worker" serve
 /// assert_eq!(config.name(), "reports");
 /// ```
+///
+/// Regex filters too ([`NodeFilter`]):
+///
+/// ```
+/// use rpc_load_balancer::{BalancerConfig, NodeFilter};
+///
+/// let config = BalancerConfig::new("feeds")
+///     .node_match_list([NodeFilter::regex("^options_feed@")?]); // exactly `options_feed`
+/// assert!(config.matches("options_feed@10.0.0.7"));
+/// assert!(!config.matches("options_feed_kurt@10.0.0.7"));
+/// # Ok::<(), rpc_load_balancer::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct BalancerConfig {
     pub(crate) name: String,
     pub(crate) algorithm: Arc<dyn SelectionAlgorithm>,
-    pub(crate) node_match_list: Option<Vec<String>>,
+    pub(crate) node_match_list: Option<Vec<NodeFilter>>,
     pub(crate) call_timeout: Option<Duration>,
     pub(crate) leave_grace: Duration,
     pub(crate) drain_timeout: Duration,
@@ -101,14 +114,24 @@ impl BalancerConfig {
         self
     }
 
-    /// This node is a member only if its full name contains one of `patterns` (substrings).
-    /// An empty list makes this node a caller only. Default: every node is a member.
-    pub fn node_match_list<I, S>(mut self, patterns: I) -> Self
+    /// This node is a member only if its full name matches one of `filters` under the rule of
+    /// [`filter::matches`] — strings are substrings (`["worker"]`: names containing
+    /// `worker`), [`NodeFilter::regex`] gives a regex (`^worker@`: the node named `worker`) —
+    /// with the node's [`excluded_node_patterns`](crate::NodeConfig::excluded_node_patterns)
+    /// applied. An empty list makes this node a caller only. Default (no list): every node is
+    /// a member, whatever its excluded patterns.
+    ///
+    /// An empty substring (or an empty regex) is refused when the balancer starts
+    /// ([`Error::InvalidConfig`] naming `node_match_list`), although [`filter::matches`] says
+    /// it matches every node: leaving `node_match_list` unset already means that, so an empty
+    /// entry is almost always an unset variable or a blank config line, and making every node
+    /// a member by mistake is the costly outcome.
+    pub fn node_match_list<I, S>(mut self, filters: I) -> Self
     where
         I: IntoIterator<Item = S>,
-        S: Into<String>,
+        S: Into<NodeFilter>,
     {
-        self.node_match_list = Some(patterns.into_iter().map(Into::into).collect());
+        self.node_match_list = Some(filters.into_iter().map(Into::into).collect());
         self
     }
 
@@ -124,11 +147,37 @@ impl BalancerConfig {
         &self.name
     }
 
-    /// Whether the node named `node` is a member under `node_match_list`.
+    /// The `node_match_list` filters; `None` when unset (every node is a member).
+    pub fn node_filters(&self) -> Option<&[NodeFilter]> {
+        self.node_match_list.as_deref()
+    }
+
+    /// Whether the node named `node` (full name) is a member under `node_match_list`, with no
+    /// excluded patterns. Same as [`matches_excluding`](Self::matches_excluding)`(node, &[])`.
     pub fn matches(&self, node: &str) -> bool {
+        self.matches_excluding(node, &[])
+    }
+
+    /// Whether the node named `node` (full name) whose
+    /// [`excluded_node_patterns`](crate::NodeConfig::excluded_node_patterns) are `excluded` is
+    /// a member: no `node_match_list` → always (exclusions only narrow filters); otherwise
+    /// when [`filter::matches`] holds for one of its filters. An empty list → never.
+    ///
+    /// ```
+    /// use rpc_load_balancer::BalancerConfig;
+    ///
+    /// let excluded = ["_qa".to_string()];
+    /// let workers = BalancerConfig::new("b").node_match_list(["worker"]);
+    /// assert!(workers.matches_excluding("worker_1@h", &excluded));
+    /// assert!(!workers.matches_excluding("worker_qa@h", &excluded));
+    /// let qa = BalancerConfig::new("b").node_match_list(["worker_qa"]);
+    /// assert!(qa.matches_excluding("worker_qa@h", &excluded));
+    /// assert!(BalancerConfig::new("b").matches_excluding("worker_qa@h", &excluded));
+    /// ```
+    pub fn matches_excluding(&self, node: &str, excluded: &[String]) -> bool {
         match &self.node_match_list {
             None => true,
-            Some(patterns) => patterns.iter().any(|p| node.contains(p.as_str())),
+            Some(filters) => filters.iter().any(|f| filter::matches(node, f, excluded)),
         }
     }
 
@@ -148,11 +197,12 @@ impl BalancerConfig {
                 ),
             );
         }
-        if let Some(patterns) = &self.node_match_list {
-            if patterns.iter().any(String::is_empty) {
+        if let Some(filters) = &self.node_match_list {
+            if filters.iter().any(|f| f.as_str().is_empty()) {
                 return invalid(
                     "node_match_list",
-                    "an empty pattern would match every node".into(),
+                    "an empty pattern would match every node (leave node_match_list unset for that)"
+                        .into(),
                 );
             }
         }
@@ -175,6 +225,8 @@ mod tests {
         assert!(some.matches("worker_1@h") && !some.matches("api@h"));
         let none = BalancerConfig::new("b").node_match_list(Vec::<String>::new());
         assert!(!none.matches("worker_1@h"));
+        assert_eq!(none.node_filters(), Some(&[][..]));
+        assert_eq!(all.node_filters(), None);
         assert!(all.validate().is_ok());
         for (config, option) in [
             (BalancerConfig::new(""), "name"),
@@ -187,6 +239,14 @@ mod tests {
                 "node_match_list",
             ),
             (
+                BalancerConfig::new("b").node_match_list(["w", ""]),
+                "node_match_list",
+            ),
+            (
+                BalancerConfig::new("b").node_match_list([NodeFilter::regex("").unwrap()]),
+                "node_match_list",
+            ),
+            (
                 BalancerConfig::new("b").call_timeout(Duration::ZERO),
                 "call_timeout",
             ),
@@ -196,5 +256,29 @@ mod tests {
                 other => panic!("{option}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn regex_filters_and_exclusions() {
+        let feed = BalancerConfig::new("b").node_match_list([
+            NodeFilter::regex("^options_feed@").unwrap(),
+            NodeFilter::from("web"),
+        ]);
+        assert!(feed.validate().is_ok());
+        assert!(feed.matches("options_feed@h"));
+        assert!(!feed.matches("options_feed_kurt@h"));
+        assert!(feed.matches("cfx_web_2@h"), "any filter matching is enough");
+        let excluded = ["_qa".to_string()];
+        assert!(!feed.matches_excluding("cfx_web_qa@h", &excluded));
+        assert!(feed.matches("cfx_web_qa@h"), "matches() excludes nothing");
+        assert!(feed.matches_excluding("cfx_web@h_qa", &excluded));
+        // Strings, owned or borrowed, still make substring filters.
+        let names = vec!["work".to_string()];
+        let borrowed = BalancerConfig::new("b").node_match_list(&names);
+        assert_eq!(
+            borrowed.node_filters(),
+            Some(&[NodeFilter::from("work")][..])
+        );
+        assert!(format!("{feed:?}").contains("Regex(\"^options_feed@\")"));
     }
 }

@@ -44,6 +44,7 @@ pub struct NodeConfig {
     pub(crate) cpu_sampler: CpuSampler,
     pub(crate) cpu_sample_interval: Duration,
     pub(crate) cpu_reply_garbage: bool,
+    pub(crate) excluded_node_patterns: Vec<String>,
 }
 
 impl NodeConfig {
@@ -54,7 +55,7 @@ impl NodeConfig {
     /// Defaults: advertised host = the listen IP, no cookie (must be set), no peers,
     /// `max_payload_bytes` 8 MiB, `call_timeout` 10 s, `connect_timeout` 5 s,
     /// `dial_backoff_max` 5 s, `remote_admin` off, `cpu_sampler` [`CpuSampler::System`],
-    /// `cpu_sample_interval` 1,000 ms, `cpu_reply_garbage` off.
+    /// `cpu_sample_interval` 1,000 ms, `cpu_reply_garbage` off, no `excluded_node_patterns`.
     pub fn new(name: impl Into<String>, listen: impl Into<String>) -> Self {
         Self {
             name: name.into(),
@@ -71,6 +72,7 @@ impl NodeConfig {
             cpu_sampler: CpuSampler::System,
             cpu_sample_interval: Duration::from_millis(1_000),
             cpu_reply_garbage: false,
+            excluded_node_patterns: Vec::new(),
         }
     }
 
@@ -173,6 +175,40 @@ impl NodeConfig {
         self
     }
 
+    /// Name parts that keep this node out of the balancers whose `node_match_list` doesn't ask
+    /// for them (the original's `excluded_node_patterns`; default none): a filter of
+    /// [`BalancerConfig::node_match_list`](crate::BalancerConfig::node_match_list) that matches
+    /// this node still rejects it when one of `patterns` is contained in the node's short name
+    /// (`name`, without the host) and not in the filter's text. So with `["_qa"]`, node
+    /// `worker_qa` joins balancers filtered on `"worker_qa"` but not those filtered on
+    /// `"worker"`. Balancers without a `node_match_list` take every node. The full rule is in
+    /// [`filter`](crate::filter).
+    ///
+    /// An empty pattern is refused at start ([`Error::InvalidConfig`] naming
+    /// `excluded_node_patterns`).
+    ///
+    /// ```
+    /// use rpc_load_balancer::{BalancerConfig, NodeConfig};
+    ///
+    /// let node = NodeConfig::new("worker_qa", "127.0.0.1:0")
+    ///     .cookie("secret")
+    ///     .excluded_node_patterns(["_qa", "_canary"]);
+    /// // On that node, a balancer filtered on "worker" leaves it out; one on "worker_qa" takes it.
+    /// let excluded = ["_qa".to_string(), "_canary".to_string()];
+    /// let workers = BalancerConfig::new("work").node_match_list(["worker"]);
+    /// assert!(!workers.matches_excluding(&node.full_name(), &excluded));
+    /// let qa = BalancerConfig::new("qa_work").node_match_list(["worker_qa"]);
+    /// assert!(qa.matches_excluding(&node.full_name(), &excluded));
+    /// ```
+    pub fn excluded_node_patterns<I, S>(mut self, patterns: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.excluded_node_patterns = patterns.into_iter().map(Into::into).collect();
+        self
+    }
+
     /// The node's full name, `name@host`, as other nodes see it.
     pub fn full_name(&self) -> String {
         format!("{}@{}", self.name, self.host())
@@ -271,6 +307,12 @@ impl NodeConfig {
         if self.cpu_sample_interval.is_zero() {
             return Err(invalid("cpu_sample_interval", "must be above 0 ms".into()));
         }
+        if self.excluded_node_patterns.iter().any(String::is_empty) {
+            return Err(invalid(
+                "excluded_node_patterns",
+                "an empty pattern is contained in every name".into(),
+            ));
+        }
         Ok(ValidConfig {
             bind_ip: listen.ip(),
             port: listen.port(),
@@ -350,6 +392,18 @@ mod tests {
             option_of(ok().cpu_sample_interval(Duration::ZERO)),
             "cpu_sample_interval"
         );
+        assert_eq!(
+            option_of(ok().excluded_node_patterns(["_qa", ""])),
+            "excluded_node_patterns"
+        );
+    }
+
+    #[test]
+    fn excluded_node_patterns_default_to_none() {
+        assert!(ok().excluded_node_patterns.is_empty());
+        let set = ok().excluded_node_patterns(vec!["_qa".to_string()]);
+        assert_eq!(set.excluded_node_patterns, ["_qa"]);
+        assert!(set.validate(false).is_ok());
     }
 
     #[test]

@@ -107,6 +107,9 @@ pub(crate) struct NodeShared {
     pub(crate) cpu_sample_interval: Duration,
     /// `NodeConfig::cpu_reply_garbage`: answer CPU-reading requests with undecodable bytes.
     pub(crate) cpu_reply_garbage: bool,
+    /// `NodeConfig::excluded_node_patterns`: applied to balancers' `node_match_list` here.
+    #[allow(dead_code)] // until `BalancerShared::new` reads it
+    pub(crate) excluded_node_patterns: Vec<String>,
     pub(crate) registry: Registry,
     pub(crate) peers: ArcSwap<HashMap<String, Peer>>,
     pub(crate) self_endpoint: OnceLock<ActorRef<RpcMessage>>,
@@ -141,6 +144,7 @@ impl NodeShared {
             remote_admin: config.remote_admin,
             cpu_sample_interval: config.cpu_sample_interval,
             cpu_reply_garbage: config.cpu_reply_garbage,
+            excluded_node_patterns: config.excluded_node_patterns.clone(),
             registry: Registry::default(),
             peers: ArcSwap::default(),
             self_endpoint: OnceLock::new(),
