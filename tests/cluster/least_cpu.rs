@@ -380,3 +380,54 @@ async fn a_burning_node_gets_few_calls() {
     me.shutdown().await;
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_poller_skips_the_startup_jitter_and_joins_are_polled_at_once() {
+    let mut cluster = cluster(&[member("const:30")]).await;
+    let first = cluster.names();
+    let config = NodeConfig::new("tester", "127.0.0.1:0")
+        .cpu_sample_interval(Duration::from_millis(100))
+        .remote_admin(true);
+    let me = cluster.join_with(config, MESH_TIMEOUT).await.unwrap();
+    // A 60 s startup jitter and a 60 s poll interval: only a restart without jitter, and
+    // polls on membership changes, can bring readings within seconds.
+    let least_cpu = LeastCpu::new()
+        .poll_interval(Duration::from_secs(60))
+        .poll_startup_jitter(Duration::from_secs(60))
+        .cpu_cache_ttl(Duration::from_millis(TTL_MS));
+    let work = Balancer::start(
+        BalancerConfig::new("work")
+            .algorithm(least_cpu)
+            .node_match_list(Vec::<String>::new()),
+    )
+    .await
+    .unwrap();
+    work.wait_for_members(1, MESH_TIMEOUT).await.unwrap();
+    match me
+        .control(me.name(), ControlRequest::CrashPoller("work".into()))
+        .await
+    {
+        Ok(ControlReply::Done) => {}
+        other => panic!("crash_poller: {other:?}"),
+    }
+    readings_until(&first, Duration::from_secs(3), all_fresh(&first)).await;
+
+    // A member joining between ticks is polled when it joins.
+    let joining = rpclb::harness::NodeSpec::new("late", cluster.cookie())
+        .peer(cluster.nodes[0].addr())
+        .arg("--balancer")
+        .arg("work")
+        .cpu_sampler("const:20")
+        .cpu_sample_interval_ms(100)
+        .start(BIN)
+        .await
+        .unwrap();
+    let late = vec![joining.node().to_string()];
+    cluster.nodes.push(joining);
+    work.wait_for_members(2, MESH_TIMEOUT).await.unwrap();
+    let held = readings_until(&late, Duration::from_secs(3), all_fresh(&late)).await;
+    assert_eq!(held[&late[0]].cpu, 20.0);
+    work.stop().await;
+    me.shutdown().await;
+    cluster.shutdown().await;
+}

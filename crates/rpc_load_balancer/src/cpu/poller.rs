@@ -28,6 +28,9 @@ use crate::{Error, Node};
 /// How long one remote reading may take.
 pub const REMOTE_TIMEOUT: Duration = Duration::from_millis(2_000);
 
+/// When a node has no reading yet, how soon it is asked again (at most the poll interval).
+const NO_READING_RETRY: Duration = Duration::from_millis(500);
+
 /// The Poller actor's registered name for balancer `balancer`.
 pub(crate) fn poller_name(balancer: &str) -> String {
     format!("rpc_load_balancer/{balancer}/cpu_poller")
@@ -38,23 +41,30 @@ pub(crate) fn child(balancer: &str, options: LeastCpuOptions) -> AlgorithmChild 
     let balancer = balancer.to_string();
     AlgorithmChild {
         name: poller_name(&balancer),
-        spawn: Arc::new(move |supervisor: ActorCell| {
-            let balancer = balancer.clone();
-            Box::pin(async move {
-                let node = Node::current().ok_or_else(|| {
-                    ractor::SpawnErr::StartupFailed("no node runs in this process".into())
-                })?;
-                let args = PollerArgs {
-                    node: node.shared(),
-                    metrics: PollMetrics::new(&balancer),
-                    balancer: balancer.clone(),
-                    options,
-                };
-                let (actor, _) =
-                    Actor::spawn_linked(Some(poller_name(&balancer)), Poller, args, supervisor)
-                        .await?;
-                Ok(actor.get_cell())
-            })
+        // Only the balancer's first Poller waits out the startup jitter: a restarted one polls
+        // at once, so a crash does not leave readings stale for up to the jitter.
+        spawn: Arc::new({
+            let restarted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            move |supervisor: ActorCell| {
+                let balancer = balancer.clone();
+                let restart = restarted.swap(true, std::sync::atomic::Ordering::AcqRel);
+                Box::pin(async move {
+                    let node = Node::current().ok_or_else(|| {
+                        ractor::SpawnErr::StartupFailed("no node runs in this process".into())
+                    })?;
+                    let args = PollerArgs {
+                        node: node.shared(),
+                        metrics: PollMetrics::new(&balancer),
+                        balancer: balancer.clone(),
+                        options,
+                        restart,
+                    };
+                    let (actor, _) =
+                        Actor::spawn_linked(Some(poller_name(&balancer)), Poller, args, supervisor)
+                            .await?;
+                    Ok(actor.get_cell())
+                })
+            }
         }),
     }
 }
@@ -62,10 +72,16 @@ pub(crate) fn child(balancer: &str, options: LeastCpuOptions) -> AlgorithmChild 
 /// Makes balancer `balancer`'s Poller fail (admin control, to test its restart): it panics
 /// while handling the request, and its balancer's supervisor restarts it alone.
 ///
-/// Errors: [`Error::UnknownBalancer`] if no Poller of that balancer runs on this node.
+/// Errors: [`Error::InvalidConfig`] (`balancer`) if no Poller of that balancer runs on this
+/// node: it is not a LeastCpu balancer here, or its Poller is restarting.
 pub(crate) fn crash(balancer: &str) -> Result<(), Error> {
-    let unknown = || Error::UnknownBalancer {
-        balancer: balancer.to_string(),
+    let unknown = || {
+        Error::InvalidConfig {
+        option: "balancer",
+        reason: format!(
+            "no LeastCpu Poller of balancer {balancer} runs on this node (not started here, not LeastCpu, or its Poller is restarting)"
+        ),
+    }
     };
     let cell = ractor::registry::where_is(poller_name(balancer)).ok_or_else(unknown)?;
     ActorRef::<PollerMsg>::from(cell)
@@ -78,6 +94,9 @@ pub(crate) fn crash(balancer: &str) -> Result<(), Error> {
 pub(crate) enum PollerMsg {
     /// Poll now and schedule the next tick.
     Tick,
+    /// The balancer's members changed: poll the ones without a request outstanding now,
+    /// so a member that joins between ticks has a reading before the next tick.
+    MembersChanged,
     /// Fail (admin control).
     Crash,
 }
@@ -89,6 +108,8 @@ struct PollerArgs {
     metrics: PollMetrics,
     balancer: String,
     options: LeastCpuOptions,
+    /// A restart (not the balancer's first Poller): no startup jitter.
+    restart: bool,
 }
 
 struct PollerState {
@@ -97,8 +118,18 @@ struct PollerState {
     pending: Arc<Mutex<HashSet<Arc<str>>>>,
     /// The running cycles (aborted when the Poller stops or fails).
     cycles: JoinSet<()>,
+    /// Forwards membership changes as [`PollerMsg::MembersChanged`] (from the first tick on).
+    watcher: Option<tokio::task::JoinHandle<()>>,
     /// When the current tick was due (ticks are at fixed offsets from the first).
     due: Instant,
+}
+
+impl Drop for PollerState {
+    fn drop(&mut self) {
+        if let Some(watcher) = self.watcher.take() {
+            watcher.abort();
+        }
+    }
 }
 
 impl Actor for Poller {
@@ -114,7 +145,7 @@ impl Actor for Poller {
         // The first poll after a uniform random delay in [0, jitter], spreading a whole
         // cluster's first polls; later ones at a fixed rate.
         let jitter = args.options.poll_startup_jitter.as_millis() as u64;
-        let delay = Duration::from_millis(if jitter == 0 {
+        let delay = Duration::from_millis(if jitter == 0 || args.restart {
             0
         } else {
             rand::rng().random_range(0..=jitter)
@@ -124,6 +155,7 @@ impl Actor for Poller {
             args: Arc::new(args),
             pending: Arc::default(),
             cycles: JoinSet::new(),
+            watcher: None,
             due: Instant::now() + delay,
         })
     }
@@ -141,7 +173,9 @@ impl Actor for Poller {
                     state.args.balancer
                 )
             }
+            PollerMsg::MembersChanged => state.start_cycle(),
             PollerMsg::Tick => {
+                state.watch_members(&myself);
                 state.start_cycle();
                 let interval = state.args.options.poll_interval;
                 let now = Instant::now();
@@ -194,6 +228,25 @@ impl FailureKind {
 }
 
 impl PollerState {
+    /// Once the balancer is registered: forwards its membership changes to the Poller.
+    fn watch_members(&mut self, myself: &ActorRef<PollerMsg>) {
+        if self.watcher.is_some() {
+            return;
+        }
+        let Ok(balancer) = self.args.node.balancer(&self.args.balancer) else {
+            return;
+        };
+        let mut members = balancer.watch_members();
+        let poller = myself.clone();
+        self.watcher = Some(tokio::spawn(async move {
+            while members.changed().await.is_ok() {
+                if poller.cast(PollerMsg::MembersChanged).is_err() {
+                    return;
+                }
+            }
+        }));
+    }
+
     /// Starts a cycle over the remote members that have no request outstanding.
     fn start_cycle(&mut self) {
         while self.cycles.try_join_next().is_some() {}
@@ -229,7 +282,13 @@ async fn cycle(
         let (args, pending) = (&args, &pending);
         async move {
             let request = ControlRequest::CpuReading;
-            let reply = crate::call::control(&args.node, node, &request, REMOTE_TIMEOUT).await;
+            let mut reply = crate::call::control(&args.node, node, &request, REMOTE_TIMEOUT).await;
+            if matches!(reply, Ok(ControlReply::CpuReading(None))) {
+                // A node that has no reading yet (it just started) is asked once more soon,
+                // not only at the next tick.
+                tokio::time::sleep(args.options.poll_interval.min(NO_READING_RETRY)).await;
+                reply = crate::call::control(&args.node, node, &request, REMOTE_TIMEOUT).await;
+            }
             let failed = record(args, node, reply);
             pending
                 .lock()
