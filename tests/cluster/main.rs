@@ -8,6 +8,7 @@ mod commands;
 mod cpu_sampling;
 mod drain;
 mod errors;
+mod filters;
 mod handshake;
 mod least_cpu;
 mod lifecycle;

@@ -45,7 +45,7 @@ pub(crate) struct BalancerShared {
 
 impl BalancerShared {
     pub(crate) fn new(config: BalancerConfig, node: Arc<NodeShared>) -> Self {
-        let member = config.matches(&node.name);
+        let member = config.matches_excluding(&node.name, &node.excluded_node_patterns);
         let counts_members = config.algorithm.counts_in_flight();
         Self {
             in_flight: InFlightTotal::default(),

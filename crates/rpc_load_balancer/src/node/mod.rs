@@ -339,6 +339,12 @@ impl Node {
         call::control(shared, node, &request, shared.call_timeout).await
     }
 
+    /// The node-name patterns that keep nodes out of a balancer's members unless its filter
+    /// names them (`NodeConfig::excluded_node_patterns`; see [`crate::filter::matches`]).
+    pub fn excluded_node_patterns(&self) -> &[String] {
+        &self.inner.shared.excluded_node_patterns
+    }
+
     /// How often this node samples its CPU: its
     /// [`NodeConfig::cpu_sample_interval`] (default 1,000 ms).
     pub fn cpu_sample_interval(&self) -> Duration {

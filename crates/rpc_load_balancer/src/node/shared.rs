@@ -108,7 +108,6 @@ pub(crate) struct NodeShared {
     /// `NodeConfig::cpu_reply_garbage`: answer CPU-reading requests with undecodable bytes.
     pub(crate) cpu_reply_garbage: bool,
     /// `NodeConfig::excluded_node_patterns`: applied to balancers' `node_match_list` here.
-    #[allow(dead_code)] // until `BalancerShared::new` reads it
     pub(crate) excluded_node_patterns: Vec<String>,
     pub(crate) registry: Registry,
     pub(crate) peers: ArcSwap<HashMap<String, Peer>>,
