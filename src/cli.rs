@@ -117,21 +117,37 @@ pub struct NodeArgs {
     pub no_remote_admin: bool,
     /// After leaving a balancer at stop or SIGTERM, how long this node still serves calls
     /// selected before others saw it leave, in ms (later ones go to other members).
-    #[arg(long, value_name = "MS", default_value_t = 500)]
+    #[arg(
+        long,
+        value_name = "MS",
+        allow_negative_numbers = true,
+        default_value_t = 500
+    )]
     pub leave_grace_ms: u64,
     /// Longest wait at stop or SIGTERM for the calls this node routes and serves to finish,
     /// in ms (grace included); then it stops anyway.
-    #[arg(long, value_name = "MS", default_value_t = 15_000)]
+    #[arg(
+        long,
+        value_name = "MS",
+        allow_negative_numbers = true,
+        default_value_t = 15_000
+    )]
     pub drain_timeout_ms: u64,
     /// How this node measures the CPU load it reports to LeastCpu balancers: `system` (the
     /// whole machine), `process` (this process, over the cores it may use), `runtime` (busy
     /// share of its tokio workers), or the test samplers `const:N` (always N %), `panic` (every
     /// sample fails) and `const-then-panic:N:AFTER_MS` (N %, then failing from AFTER_MS after
-    /// start).
+    /// start). N outside 0–100 is accepted here but every sample with it fails (a warning each
+    /// time).
     #[arg(long, value_name = "SPEC", default_value = "system")]
     pub cpu_sampler: CpuSampler,
     /// How often the node samples its CPU, in ms (0 is refused at start).
-    #[arg(long, value_name = "MS", default_value_t = 1_000)]
+    #[arg(
+        long,
+        value_name = "MS",
+        allow_negative_numbers = true,
+        default_value_t = 1_000
+    )]
     pub cpu_sample_interval_ms: u64,
     /// `garbage` answers CPU-reading requests with bytes that don't decode (test flag: the
     /// asking node gets a codec error).
@@ -139,7 +155,7 @@ pub struct NodeArgs {
     pub cpu_reply: String,
     /// Threads that spin (busy loop) for the node's whole life, to load its CPU (test and
     /// demo flag; 0 = none).
-    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1024))]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1024))]
     pub burn_threads: u32,
     #[command(flatten)]
     pub least_cpu: LeastCpuArgs,
@@ -298,18 +314,20 @@ pub struct LoadArgs {
 #[derive(Debug, Clone, Args)]
 pub struct LeastCpuArgs {
     /// least_cpu: period of the Poller's polls of the members' CPU readings, in ms (> 0).
-    #[arg(long, value_name = "MS", default_value_t = LeastCpuOptions::default().poll_interval.as_millis() as u64)]
+    #[arg(long, value_name = "MS", allow_negative_numbers = true, default_value_t = LeastCpuOptions::default().poll_interval.as_millis() as u64)]
     pub poll_interval_ms: u64,
     /// least_cpu: the first poll waits a uniform random delay in [0, this] ms (0 = at once).
-    #[arg(long, value_name = "MS", default_value_t = LeastCpuOptions::default().poll_startup_jitter.as_millis() as u64)]
+    #[arg(long, value_name = "MS", allow_negative_numbers = true, default_value_t = LeastCpuOptions::default().poll_startup_jitter.as_millis() as u64)]
     pub poll_startup_jitter_ms: u64,
-    /// least_cpu: oldest reading that counts, in ms (older or missing = 50 %); must exceed
-    /// the members' --cpu-sample-interval-ms.
-    #[arg(long, value_name = "MS", default_value_t = LeastCpuOptions::default().cpu_cache_ttl.as_millis() as u64)]
+    /// least_cpu: oldest reading that counts, in ms (older or missing = 50 %). Must exceed
+    /// the CPU sample interval of the node running the balancer (`rpclb load` samples every
+    /// half of it, at most 1 s); keep it above the members' --cpu-sample-interval-ms too, or
+    /// their readings age out between samples.
+    #[arg(long, value_name = "MS", allow_negative_numbers = true, default_value_t = LeastCpuOptions::default().cpu_cache_ttl.as_millis() as u64)]
     pub cpu_cache_ttl_ms: u64,
     /// least_cpu: calls go uniformly at random to the members within this many percentage
     /// points of the least loaded one (≥ 0).
-    #[arg(long, value_name = "POINTS", default_value_t = LeastCpuOptions::default().cpu_threshold)]
+    #[arg(long, value_name = "POINTS", allow_negative_numbers = true, default_value_t = LeastCpuOptions::default().cpu_threshold)]
     pub cpu_threshold: f64,
 }
 

@@ -20,8 +20,24 @@ use crate::{load, CmdResult};
 ///
 /// Errors: the node's start or connect error.
 pub async fn join_cluster(cluster: &ClusterArgs, peer: &str) -> Result<Node, Error> {
+    join_cluster_sampling(cluster, peer, None).await
+}
+
+/// [`join_cluster`], the client node sampling its CPU every `sample_interval` (default 1 s):
+/// a LeastCpu balancer's `cpu_cache_ttl` must exceed the interval of the node it runs on.
+///
+/// Errors: the node's start or connect error.
+pub async fn join_cluster_sampling(
+    cluster: &ClusterArgs,
+    peer: &str,
+    sample_interval: Option<Duration>,
+) -> Result<Node, Error> {
     let name = format!("rpclb-client-{}", std::process::id());
-    let node = Node::start(NodeConfig::new(name, "127.0.0.1:0").cookie(&cluster.cookie)).await?;
+    let mut config = NodeConfig::new(name, "127.0.0.1:0").cookie(&cluster.cookie);
+    if let Some(interval) = sample_interval {
+        config = config.cpu_sample_interval(interval);
+    }
+    let node = Node::start(config).await?;
     crate::functions::register_all(&node, Duration::ZERO)?;
     if let Err(error) = node.connect(peer).await {
         node.shutdown().await;
@@ -363,7 +379,11 @@ pub async fn load(args: LoadArgs) -> CmdResult<i32> {
             return Ok(2);
         }
     };
-    let node = join_cluster(&args.cluster, &args.peer).await?;
+    // The client node samples often enough for the LeastCpu TTL it is given (it is no
+    // member, so its own reading does not matter).
+    let sampling = (args.algorithm == "least_cpu")
+        .then(|| Duration::from_millis((args.least_cpu.cpu_cache_ttl_ms / 2).clamp(1, 1_000)));
+    let node = join_cluster_sampling(&args.cluster, &args.peer, sampling).await?;
     let algorithm = match args.least_cpu.algorithm(&args.algorithm) {
         Ok(algorithm) => algorithm,
         Err(error) => {
