@@ -6,6 +6,7 @@ mod algorithms;
 mod balancer;
 mod commands;
 mod cpu_sampling;
+mod direct;
 mod drain;
 mod errors;
 mod filters;

@@ -64,6 +64,7 @@ pub struct BalancedCall<F: RemoteFunction> {
     key: Option<Vec<u8>>,
     timeout: Option<Duration>,
     retry: Option<Retry>,
+    call_directly: Option<bool>,
     function: PhantomData<fn() -> F>,
 }
 
@@ -75,8 +76,18 @@ impl<F: RemoteFunction> BalancedCall<F> {
             key: None,
             timeout: None,
             retry: None,
+            call_directly: None,
             function: PhantomData,
         }
+    }
+
+    /// `true` runs the call on this node, ignoring the algorithm and the members (the
+    /// original's `call_directly?`), with the remote call's errors and timeout; `false` routes
+    /// it even when the node's [`NodeConfig::call_directly`](crate::NodeConfig::call_directly)
+    /// default is on.
+    pub fn call_directly(mut self, directly: bool) -> Self {
+        self.call_directly = Some(directly);
+        self
     }
 
     /// How this call retries while the balancer has no member to send to (default: the
@@ -125,7 +136,8 @@ impl<F: RemoteFunction> BalancedCall<F> {
         call::check_timeout(timeout)?;
         let deadline = Instant::now() + timeout;
         let retry = self.retry.or(shared.config.retry).unwrap_or(node.retry);
-        if shared.config.algorithm.is_local() {
+        let directly = self.call_directly.unwrap_or(node.call_directly);
+        if directly || shared.config.algorithm.is_local() {
             let here: Arc<str> = Arc::from(node.name.as_str());
             telemetry.target(&here);
             let _counted = InFlightToken::new(shared);
@@ -216,6 +228,7 @@ pub struct BalancedCast<F: RemoteFunction> {
     key: Option<Vec<u8>>,
     timeout: Option<Duration>,
     retry: Option<Retry>,
+    call_directly: Option<bool>,
     function: PhantomData<fn() -> F>,
 }
 
@@ -227,8 +240,17 @@ impl<F: RemoteFunction> BalancedCast<F> {
             key: None,
             timeout: None,
             retry: None,
+            call_directly: None,
             function: PhantomData,
         }
+    }
+
+    /// `true` runs the cast on this node, ignoring the algorithm and the members; `false`
+    /// routes it even when the node's
+    /// [`NodeConfig::call_directly`](crate::NodeConfig::call_directly) default is on.
+    pub fn call_directly(mut self, directly: bool) -> Self {
+        self.call_directly = Some(directly);
+        self
     }
 
     /// How this cast retries while the balancer has no member to send to (default: the
@@ -266,7 +288,8 @@ impl<F: RemoteFunction> BalancedCast<F> {
         call::check_timeout(timeout)?;
         let deadline = Instant::now() + timeout;
         let retry = self.retry.or(shared.config.retry).unwrap_or(node.retry);
-        if shared.config.algorithm.is_local() {
+        let directly = self.call_directly.unwrap_or(node.call_directly);
+        if directly || shared.config.algorithm.is_local() {
             let here: Arc<str> = Arc::from(node.name.as_str());
             telemetry.target(&here);
             let _counted = InFlightToken::new(shared);

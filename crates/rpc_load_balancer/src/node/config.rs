@@ -41,6 +41,7 @@ pub struct NodeConfig {
     pub(crate) dial_backoff_max: Duration,
     pub(crate) remote_admin: bool,
     pub(crate) retry: crate::Retry,
+    pub(crate) call_directly: bool,
     pub(crate) cpu_sampler: CpuSampler,
     pub(crate) cpu_sample_interval: Duration,
     pub(crate) cpu_reply_garbage: bool,
@@ -69,6 +70,7 @@ impl NodeConfig {
             dial_backoff_max: Duration::from_secs(5),
             remote_admin: false,
             retry: crate::Retry::default(),
+            call_directly: false,
             cpu_sampler: CpuSampler::System,
             cpu_sample_interval: Duration::from_millis(1_000),
             cpu_reply_garbage: false,
@@ -134,6 +136,14 @@ impl NodeConfig {
     /// the balancer or the call sets its own.
     pub fn retry(mut self, retry: crate::Retry) -> Self {
         self.retry = retry;
+        self
+    }
+
+    /// `true` makes routed calls and casts on this node run locally by default, ignoring
+    /// their balancer's algorithm and members (the original's global `call_directly?`; default
+    /// `false`). A call can override it with `call_directly(false)`.
+    pub fn call_directly(mut self, directly: bool) -> Self {
+        self.call_directly = directly;
         self
     }
 

@@ -100,6 +100,8 @@ pub(crate) struct NodeShared {
     pub(crate) call_timeout: Duration,
     /// Default retry of routed calls and casts on an empty pool.
     pub(crate) retry: crate::Retry,
+    /// Default of routed calls: run on this node.
+    pub(crate) call_directly: bool,
     pub(crate) connect_timeout: Duration,
     pub(crate) dial_backoff_max: Duration,
     pub(crate) remote_admin: bool,
@@ -138,6 +140,7 @@ impl NodeShared {
             max_payload: config.max_payload_bytes,
             call_timeout: config.call_timeout,
             retry: config.retry,
+            call_directly: config.call_directly,
             connect_timeout: config.connect_timeout,
             dial_backoff_max: config.dial_backoff_max,
             remote_admin: config.remote_admin,
