@@ -221,6 +221,25 @@ pub enum Error {
         /// Why none is eligible.
         reason: String,
     },
+    /// No connected node (nor this one) matched a random-node call's filter, over every
+    /// attempt its retry allowed (the original's "no nodes in cluster found with that
+    /// filter").
+    #[error("no nodes in cluster found with filter {filter}")]
+    NoMatchingNodes {
+        /// The filter, as displayed (`"text"` or `/regex/`).
+        filter: String,
+    },
+    /// The chosen member already has `limit` calls in flight from this node (the balancer's
+    /// `max_in_flight_per_member`): refused at once instead of queueing.
+    #[error("{node} already has {limit} calls in flight from this node for balancer {balancer}")]
+    Overloaded {
+        /// The balancer's name.
+        balancer: String,
+        /// Full name of the member.
+        node: String,
+        /// The cap that was reached.
+        limit: usize,
+    },
     /// No balancer of that name was started on this node.
     #[error("balancer {balancer} is not started on this node")]
     UnknownBalancer {
@@ -264,7 +283,9 @@ impl Error {
             | Self::ConnectFailed { .. }
             | Self::PeersNotReady { .. }
             | Self::NoMembers { .. }
-            | Self::NoEligibleMembers { .. } => ErrorCode::ServiceUnavailable,
+            | Self::NoEligibleMembers { .. }
+            | Self::NoMatchingNodes { .. }
+            | Self::Overloaded { .. } => ErrorCode::ServiceUnavailable,
             Self::BadRequest { .. }
             | Self::PayloadTooLarge { .. }
             | Self::Codec { .. }
@@ -281,7 +302,8 @@ impl Error {
     /// A short stable name of the variant, in snake case (`"request_timeout"`,
     /// `"service_unavailable"`, `"bad_request"`, `"remote"`, `"payload_too_large"`, `"codec"`,
     /// `"wire_version"`, `"connect_failed"`, `"peers_not_ready"`, `"invalid_config"`,
-    /// `"duplicate_function"`, `"no_members"`, `"no_eligible_members"`, `"unknown_balancer"`, `"balancer_already_started"`,
+    /// `"duplicate_function"`, `"no_members"`, `"no_eligible_members"`, `"no_matching_nodes"`,
+    /// `"overloaded"`, `"unknown_balancer"`, `"balancer_already_started"`,
     /// `"node_not_running"`, `"node_already_running"`, `"startup"`). Used as a metric label
     /// and in the `rpclb` binary's `--json` output.
     pub fn kind(&self) -> &'static str {
@@ -299,6 +321,8 @@ impl Error {
             Self::DuplicateFunction { .. } => "duplicate_function",
             Self::NoMembers { .. } => "no_members",
             Self::NoEligibleMembers { .. } => "no_eligible_members",
+            Self::NoMatchingNodes { .. } => "no_matching_nodes",
+            Self::Overloaded { .. } => "overloaded",
             Self::UnknownBalancer { .. } => "unknown_balancer",
             Self::BalancerAlreadyStarted { .. } => "balancer_already_started",
             Self::NodeNotRunning => "node_not_running",
@@ -314,7 +338,8 @@ impl Error {
             | Self::ServiceUnavailable { node, .. }
             | Self::BadRequest { node, .. }
             | Self::Remote { node, .. }
-            | Self::WireVersion { node, .. } => Some(node),
+            | Self::WireVersion { node, .. }
+            | Self::Overloaded { node, .. } => Some(node),
             _ => None,
         }
     }

@@ -364,6 +364,13 @@ impl Balancer {
         self.shared.served.get()
     }
 
+    /// Counts work (e.g. a random-node call tracked by this balancer) in the balancer's
+    /// in-flight total, which [`Balancer::stop`] drains, until the token drops.
+    #[allow(dead_code)] // until the random-node helpers use it
+    pub(crate) fn track(&self) -> in_flight::InFlightToken<'_> {
+        in_flight::InFlightToken::new(&self.shared)
+    }
+
     pub(crate) fn shared(&self) -> &Arc<BalancerShared> {
         &self.shared
     }
