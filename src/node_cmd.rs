@@ -119,6 +119,7 @@ pub async fn run(args: NodeArgs) -> CmdResult {
             event = events.recv() => match event {
                 Ok(NodeEvent::Up { node }) => emit(json!({"event": "node_up", "node": node})),
                 Ok(NodeEvent::Down { node }) => emit(json!({"event": "node_down", "node": node})),
+                Ok(NodeEvent::Leaving { node }) => emit(json!({"event": "node_leaving", "node": node})),
                 Ok(_) => {}
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => break,

@@ -31,6 +31,12 @@ async fn sigterm_stops_a_node_cleanly_and_peers_see_it_leave() {
         .await
         .expect("exits");
     assert!(status.success(), "exit status {status:?}");
+    // It announced it was leaving before its session closed.
+    let announced = cluster.nodes[0]
+        .wait_event("node_leaving", Duration::from_secs(2))
+        .await
+        .unwrap();
+    assert_eq!(announced["node"], leaving.as_str());
     let down = cluster.nodes[0]
         .wait_event("node_down", Duration::from_secs(2))
         .await

@@ -16,6 +16,7 @@ mod lifecycle;
 mod local;
 mod mesh;
 mod node_death;
+mod overload;
 mod payload;
 #[cfg(feature = "telemetry")]
 mod prometheus;

@@ -60,6 +60,13 @@ pub enum ControlRequest {
     /// [`ControlRequest::KillLoadBalancer`]; a remote error if no Poller of that balancer runs
     /// on the target.
     CrashPoller(String),
+    /// The calls routed through the named balancer that the target is serving as a member
+    /// now: [`ControlReply::Served`].
+    Served(String),
+    /// The sender (this full node name) is shutting down after draining: the target neither
+    /// treats its going away as a failure nor redials it eagerly. Answered with
+    /// [`ControlReply::Done`].
+    Leaving(String),
 }
 
 /// The answer to a [`ControlRequest`]. (Only `PartialEq`: CPU readings carry an `f64`.)
@@ -104,4 +111,7 @@ pub enum ControlReply {
     /// `(node, reading)` for every CPU reading the target holds, sorted by node, each with its
     /// age (ms) at the moment it answered.
     CpuReadings(Vec<(String, CpuReading)>),
+    /// Calls the named balancer's member on the target serves now; `None` if the balancer is
+    /// not started there.
+    Served(Option<u64>),
 }

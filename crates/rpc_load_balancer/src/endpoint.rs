@@ -222,6 +222,19 @@ async fn admin(
             ControlReply::CpuReading(crate::cpu::cache().get(&shared.name))
         }
         ControlRequest::CpuReadings => ControlReply::CpuReadings(crate::cpu::readings()),
+        ControlRequest::Served(name) => {
+            ControlReply::Served(shared.balancer(&name).ok().map(|b| b.served() as u64))
+        }
+        ControlRequest::Leaving(node) => {
+            tracing::debug!(%node, "peer announced it is leaving");
+            shared
+                .left
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(node.clone());
+            let _ = shared.events.send(crate::NodeEvent::Leaving { node });
+            ControlReply::Done
+        }
         ControlRequest::StartBalancer { .. }
         | ControlRequest::StopBalancer(_)
         | ControlRequest::KillLoadBalancer(_)

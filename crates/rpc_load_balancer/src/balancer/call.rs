@@ -148,9 +148,10 @@ impl<F: RemoteFunction> BalancedCall<F> {
         let key = self.key.as_deref();
         let mut encoded = None;
         let mut waited = false;
-        // Members that turned out unable to take the call without running it: the call goes
-        // to another member, up to MAX_RESELECTIONS times.
+        // Members that turned out unable to take the call without running it (the call goes
+        // to another member, up to MAX_RESELECTIONS times) or at the in-flight cap.
         let mut exclude: Vec<Arc<str>> = Vec::new();
+        let mut reselections = 0;
         loop {
             let (members, index, waited_now) =
                 choose_with_retry(shared, key, &exclude, retry, deadline).await?;
@@ -158,7 +159,29 @@ impl<F: RemoteFunction> BalancedCall<F> {
             // Held across the call: by a full reference, so it doesn't keep one of the
             // thread's few fast arc-swap slots.
             let members = arc_swap::Guard::from_inner(arc_swap::Guard::into_inner(members));
-            let guard = SelectionGuard::new(shared, members, index);
+            let guard = match shared.config.max_in_flight_per_member {
+                None => SelectionGuard::new(shared, members, index),
+                Some(limit) if members.as_slice()[index].try_acquire(limit) => {
+                    SelectionGuard::acquired(shared, members, index)
+                }
+                Some(limit) => {
+                    // At the cap: another member under it, or refuse at once.
+                    let full = Arc::clone(members.as_slice()[index].node_arc());
+                    exclude.push(Arc::clone(&full));
+                    let all_full = members
+                        .as_slice()
+                        .iter()
+                        .all(|m| exclude.iter().any(|n| **n == *m.node()));
+                    if all_full {
+                        return Err(Error::Overloaded {
+                            balancer: shared.name.clone(),
+                            node: full.to_string(),
+                            limit,
+                        });
+                    }
+                    continue;
+                }
+            };
             let member = guard.member();
             telemetry.target(member.node_arc());
             // What is left of the call's timeout after waiting for members, if it waited.
@@ -185,13 +208,15 @@ impl<F: RemoteFunction> BalancedCall<F> {
                 Sent::Replied(result) => {
                     return result.map(|reply| (reply, Arc::clone(member.node_arc())))
                 }
-                Sent::Unsent(bytes) if exclude.len() < MAX_RESELECTIONS => {
+                Sent::Unsent(bytes) if reselections < MAX_RESELECTIONS => {
                     // The member went away before the call left: pick another.
+                    reselections += 1;
                     exclude.push(Arc::clone(member.node_arc()));
                     encoded = Some(bytes);
                 }
-                Sent::Refused if exclude.len() < MAX_RESELECTIONS => {
+                Sent::Refused if reselections < MAX_RESELECTIONS => {
                     // The member is leaving (draining) and did not run it: pick another.
+                    reselections += 1;
                     exclude.push(Arc::clone(member.node_arc()));
                 }
                 Sent::Unsent(_) => {

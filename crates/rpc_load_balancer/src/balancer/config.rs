@@ -39,6 +39,7 @@ pub struct BalancerConfig {
     pub(crate) leave_grace: Duration,
     pub(crate) drain_timeout: Duration,
     pub(crate) retry: Option<crate::Retry>,
+    pub(crate) max_in_flight_per_member: Option<usize>,
 }
 
 /// Default [`BalancerConfig::leave_grace`]: 500 ms.
@@ -56,6 +57,7 @@ impl std::fmt::Debug for BalancerConfig {
             .field("leave_grace", &self.leave_grace)
             .field("drain_timeout", &self.drain_timeout)
             .field("retry", &self.retry)
+            .field("max_in_flight_per_member", &self.max_in_flight_per_member)
             .finish()
     }
 }
@@ -72,7 +74,17 @@ impl BalancerConfig {
             leave_grace: DEFAULT_LEAVE_GRACE,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             retry: None,
+            max_in_flight_per_member: None,
         }
+    }
+
+    /// Caps the calls this node may have in flight to any one member through this balancer
+    /// (default: no cap). A call whose chosen member is at the cap goes to another member
+    /// under it, else fails at once with [`Error::Overloaded`] instead of queueing without
+    /// bound behind a slow member. Must be ≥ 1. Casts are not capped.
+    pub fn max_in_flight_per_member(mut self, limit: usize) -> Self {
+        self.max_in_flight_per_member = Some(limit);
+        self
     }
 
     /// How this balancer's calls and casts retry while it has no member to send to (default:
@@ -205,6 +217,12 @@ impl BalancerConfig {
                         .into(),
                 );
             }
+        }
+        if self.max_in_flight_per_member == Some(0) {
+            return invalid(
+                "max_in_flight_per_member",
+                "must be at least 1: 0 would refuse every call".into(),
+            );
         }
         if self.call_timeout.is_some_and(|t| t.is_zero()) {
             return invalid("call_timeout", "must be greater than 0".into());

@@ -62,6 +62,15 @@ impl Member {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts one more routed call in flight if fewer than `limit` are; whether it did.
+    pub(crate) fn try_acquire(&self, limit: usize) -> bool {
+        self.in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
     /// Counts one routed call finished; never below zero.
     pub(crate) fn release(&self) {
         let _ = self

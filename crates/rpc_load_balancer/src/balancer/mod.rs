@@ -366,7 +366,6 @@ impl Balancer {
 
     /// Counts work (e.g. a random-node call tracked by this balancer) in the balancer's
     /// in-flight total, which [`Balancer::stop`] drains, until the token drops.
-    #[allow(dead_code)] // until the random-node helpers use it
     pub(crate) fn track(&self) -> in_flight::InFlightToken<'_> {
         in_flight::InFlightToken::new(&self.shared)
     }
@@ -395,10 +394,20 @@ impl<'a> SelectionGuard<'a> {
         members: arc_swap::Guard<Arc<Members>>,
         index: usize,
     ) -> Self {
-        let counted = in_flight::InFlightToken::new(shared);
         if shared.counts_members {
             members.as_slice()[index].acquire();
         }
+        Self::acquired(shared, members, index)
+    }
+
+    /// A guard for a selection whose member count is already taken (by
+    /// [`Member::try_acquire`]), or not kept.
+    pub(crate) fn acquired(
+        shared: &'a BalancerShared,
+        members: arc_swap::Guard<Arc<Members>>,
+        index: usize,
+    ) -> Self {
+        let counted = in_flight::InFlightToken::new(shared);
         Self {
             shared,
             members,

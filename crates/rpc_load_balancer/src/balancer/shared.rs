@@ -46,7 +46,8 @@ pub(crate) struct BalancerShared {
 impl BalancerShared {
     pub(crate) fn new(config: BalancerConfig, node: Arc<NodeShared>) -> Self {
         let member = config.matches_excluding(&node.name, &node.excluded_node_patterns);
-        let counts_members = config.algorithm.counts_in_flight();
+        let counts_members =
+            config.algorithm.counts_in_flight() || config.max_in_flight_per_member.is_some();
         Self {
             in_flight: InFlightTotal::default(),
             served: InFlightTotal::default(),

@@ -282,10 +282,31 @@ pub(crate) async fn keep_peer(
             Ok(name) => {
                 backoff = first;
                 failures = 0;
+                shared
+                    .left
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&name);
                 // Sleep until that peer goes down (or the node stops).
                 loop {
                     match events.recv().await {
-                        Ok(NodeEvent::Down { node }) if node == name => break,
+                        Ok(NodeEvent::Down { node }) if node == name => {
+                            let left = shared
+                                .left
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .contains(&name);
+                            if left {
+                                // It said it was leaving: expect it back no sooner than a
+                                // restart, and redial at the slowest pace.
+                                tracing::debug!(%addr, node = %name, "peer left; redialling slowly");
+                                failures = 1;
+                                backoff = shared.dial_backoff_max;
+                                let jitter = 0.8 + rand::random::<f64>() * 0.4;
+                                tokio::time::sleep(backoff.mul_f64(jitter)).await;
+                            }
+                            break;
+                        }
                         Ok(_) => {}
                         Err(RecvError::Lagged(_)) => {
                             if !shared.peers.load().contains_key(&name) {

@@ -407,6 +407,14 @@ impl Node {
         // Every balancer drains at once (each bounded by its drain_timeout).
         let balancers = inner.shared.all_balancers();
         futures_util::future::join_all(balancers.iter().map(|b| b.stop())).await;
+        // Drained: tell the peers this node is leaving (bounded; a peer that does not answer
+        // learns it when the session closes).
+        let leaving = ControlRequest::Leaving(inner.shared.name.clone());
+        let peers = self.nodes();
+        futures_util::future::join_all(peers.iter().map(|peer| {
+            crate::call::control(&inner.shared, peer, &leaving, Duration::from_millis(500))
+        }))
+        .await;
         inner.shared.stopped.store(true, Ordering::Release);
         let dialers = std::mem::take(&mut *inner.dialers.lock().unwrap_or_else(|p| p.into_inner()));
         for dialer in dialers {

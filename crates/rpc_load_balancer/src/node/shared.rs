@@ -31,6 +31,12 @@ pub enum NodeEvent {
         /// Full name of the node.
         node: String,
     },
+    /// `node` announced it is shutting down, having drained (a `Down` follows when its
+    /// sessions close). It is redialled only at the slowest pace.
+    Leaving {
+        /// Full name of the node.
+        node: String,
+    },
 }
 
 /// One connected peer, as the call path sees it.
@@ -100,6 +106,8 @@ pub(crate) struct NodeShared {
     pub(crate) call_timeout: Duration,
     /// Default retry of routed calls and casts on an empty pool.
     pub(crate) retry: crate::Retry,
+    /// Peers that announced they are leaving (shutting down after draining).
+    pub(crate) left: std::sync::Mutex<std::collections::HashSet<String>>,
     /// Default of routed calls: run on this node.
     pub(crate) call_directly: bool,
     pub(crate) connect_timeout: Duration,
@@ -140,6 +148,7 @@ impl NodeShared {
             max_payload: config.max_payload_bytes,
             call_timeout: config.call_timeout,
             retry: config.retry,
+            left: Default::default(),
             call_directly: config.call_directly,
             connect_timeout: config.connect_timeout,
             dial_backoff_max: config.dial_backoff_max,

@@ -1,0 +1,100 @@
+//! Deadlines and overload across processes: a per-member in-flight cap refuses the excess at
+//! once; a caller's deadline cancels the handler on the serving node.
+
+use std::time::{Duration, Instant};
+
+use rpc_load_balancer::{Balancer, BalancerConfig, ControlReply, ControlRequest, Error};
+use rpclb::harness::Cluster;
+
+use crate::{Sleep, Whoami, BIN, MESH_TIMEOUT};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capped_member_refuses_the_excess_at_once() {
+    let cluster = Cluster::start(BIN, 1, &["--balancer", "work", "--delay-ms", "1000"])
+        .await
+        .unwrap();
+    let me = cluster.join("tester", MESH_TIMEOUT).await.unwrap();
+    let work = Balancer::start(
+        BalancerConfig::new("work")
+            .node_match_list(Vec::<String>::new())
+            .max_in_flight_per_member(4),
+    )
+    .await
+    .unwrap();
+    work.wait_for_members(1, MESH_TIMEOUT).await.unwrap();
+    let calls: Vec<_> = (0..16)
+        .map(|_| {
+            let work = work.clone();
+            tokio::spawn(async move {
+                let started = Instant::now();
+                let outcome = work.call::<Whoami>(()).await;
+                (outcome, started.elapsed())
+            })
+        })
+        .collect();
+    let (mut ok, mut overloaded) = (0, 0);
+    for call in calls {
+        match call.await.unwrap() {
+            (Ok(_), took) => {
+                ok += 1;
+                assert!(took >= Duration::from_millis(900), "{took:?}");
+            }
+            (Err(Error::Overloaded { limit, .. }), took) => {
+                overloaded += 1;
+                assert_eq!(limit, 4);
+                assert!(took < Duration::from_millis(300), "refused after {took:?}");
+            }
+            (other, _) => panic!("{other:?}"),
+        }
+    }
+    assert_eq!((ok, overloaded), (4, 12));
+    assert_eq!(work.members().as_slice()[0].in_flight(), 0);
+    work.stop().await;
+    me.shutdown().await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_cancels_the_handler_on_the_serving_node() {
+    let cluster = Cluster::start(BIN, 1, &["--balancer", "work"])
+        .await
+        .unwrap();
+    let child = cluster.nodes[0].node().to_string();
+    let me = cluster.join("tester", MESH_TIMEOUT).await.unwrap();
+    let work = Balancer::start(BalancerConfig::new("work").node_match_list(Vec::<String>::new()))
+        .await
+        .unwrap();
+    work.wait_for_members(1, MESH_TIMEOUT).await.unwrap();
+    let served = || async {
+        match me
+            .control(&child, ControlRequest::Served("work".into()))
+            .await
+        {
+            Ok(ControlReply::Served(Some(n))) => n,
+            other => panic!("{other:?}"),
+        }
+    };
+    let call = {
+        let work = work.clone();
+        tokio::spawn(async move {
+            work.call::<Sleep>(5_000)
+                .timeout(Duration::from_millis(200))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(served().await, 1, "the call is being served");
+    let outcome = call.await.unwrap();
+    assert!(
+        matches!(outcome, Err(Error::RequestTimeout { .. })),
+        "{outcome:?}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while served().await != 0 {
+        assert!(Instant::now() < deadline, "the handler kept running");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    work.stop().await;
+    me.shutdown().await;
+    cluster.shutdown().await;
+}
