@@ -53,6 +53,55 @@ async fn a_waiting_call_succeeds_once_a_node_starts_the_balancer() {
         .unwrap()
         .unwrap();
     assert_eq!(served_by, child);
+    // A cast waiting on an empty pool runs once a member appears, too.
+    let total = || async {
+        match me.control(&child, ControlRequest::Stats).await {
+            Ok(ControlReply::Stats { served_total, .. }) => served_total,
+            other => panic!("{other:?}"),
+        }
+    };
+    let stopped = me
+        .control(&child, ControlRequest::StopBalancer("later".into()))
+        .await;
+    assert!(matches!(stopped, Ok(ControlReply::Done)), "{stopped:?}");
+    let mut members = later.watch_members();
+    tokio::time::timeout(MESH_TIMEOUT, members.wait_for(|m| m.is_empty()))
+        .await
+        .unwrap()
+        .unwrap();
+    let before = total().await;
+    let cast = {
+        let later = later.clone();
+        tokio::spawn(async move {
+            later
+                .cast::<Whoami>(())
+                .timeout(Duration::from_secs(8))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!cast.is_finished(), "the cast gave up on the empty pool");
+    let started = me
+        .control(
+            &child,
+            ControlRequest::StartBalancer {
+                name: "later".into(),
+                algorithm: "random".into(),
+                node_match_list: None,
+            },
+        )
+        .await;
+    assert!(matches!(started, Ok(ControlReply::Done)), "{started:?}");
+    tokio::time::timeout(Duration::from_secs(5), cast)
+        .await
+        .expect("the waiting cast ended")
+        .unwrap()
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    while total().await == before {
+        assert!(tokio::time::Instant::now() < deadline, "the cast never ran");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     later.stop().await;
     me.shutdown().await;
     cluster.shutdown().await;

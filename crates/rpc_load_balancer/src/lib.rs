@@ -63,6 +63,7 @@ mod error;
 pub mod filter;
 pub mod function;
 mod node;
+mod random_node;
 mod retry;
 pub mod telemetry;
 mod wire;
@@ -80,6 +81,7 @@ pub use error::{Error, ErrorCode, PayloadDirection, RemoteFailure, Unavailable};
 pub use filter::NodeFilter;
 pub use function::{FunctionError, RemoteFunction};
 pub use node::{Node, NodeConfig, NodeEvent, DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_CAP_BYTES};
+pub use random_node::{RandomNodeCall, RandomNodeCast};
 pub use retry::{Retry, RetryCount};
 pub use wire::{RpcMessage, ENDPOINT_GROUP, SCOPE, WIRE_VERSION};
 
