@@ -4,14 +4,15 @@
 //!
 //! One `Node` per process: nextest runs each test alone.
 
-use std::time::Duration;
+use std::future::IntoFuture;
+use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use rpc_load_balancer::{
     named_balancer, Balancer, BalancerConfig, CallDirect, Error, FunctionError, HashRing,
     NamedBalancer, Node, NodeConfig, RemoteFunction, RoundRobin,
 };
-use rpclb::functions::{register_all, Whoami};
+use rpclb::functions::{register_all, Sleep, Whoami};
 use tokio::sync::mpsc;
 
 /// Sends its argument to the test: shows that a cast ran.
@@ -108,7 +109,39 @@ async fn a_started_named_balancer_routes_like_the_original_use_module() {
         .unwrap();
     assert_eq!(noted(&mut notes).await, "direct");
 
+    // §11.9 6-7: `""` matches every node, this one included, so it runs here.
+    assert_eq!(
+        Direct::call_on_random_node::<Whoami>("", ())
+            .unwrap()
+            .await
+            .unwrap(),
+        node.name()
+    );
+    Direct::cast_on_random_node::<Note>("", "random".into())
+        .unwrap()
+        .await
+        .unwrap();
+    assert_eq!(noted(&mut notes).await, "random");
+
     Direct::stop().await.unwrap();
+    node.shutdown().await;
+}
+
+/// A random-node call through a named balancer counts in its in-flight total while it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_node_calls_are_counted_in_the_named_balancer() {
+    let (node, _notes) = node("named_random").await;
+    Plain::start().await.unwrap();
+    let call = Plain::call_on_random_node::<Sleep>("named_random", 400).unwrap();
+    let call = tokio::spawn(call.into_future());
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Plain::in_flight().unwrap() == 0 {
+        assert!(Instant::now() < deadline, "the call was never counted");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    call.await.unwrap().unwrap();
+    assert_eq!(Plain::in_flight().unwrap(), 0);
+    Plain::stop().await.unwrap();
     node.shutdown().await;
 }
 
@@ -207,6 +240,8 @@ async fn unknown_balancer_before_start_and_after_stop() {
         is_unknown(Rotating::handle(), name);
         is_unknown(Rotating::call::<Whoami>(()), name);
         is_unknown(Rotating::cast::<Whoami>(()), name);
+        is_unknown(Rotating::call_on_random_node::<Whoami>("", ()), name);
+        is_unknown(Rotating::cast_on_random_node::<Whoami>("", ()), name);
         is_unknown(Rotating::select_node(None), name);
         is_unknown(Rotating::select_nodes(1, None), name);
         is_unknown(Rotating::members(), name);

@@ -8,7 +8,10 @@ use std::time::Duration;
 use ractor::ActorCell;
 
 use crate::function::RemoteFunction;
-use crate::{BalancedCall, BalancedCast, Balancer, BalancerConfig, Error, Members};
+use crate::{
+    BalancedCall, BalancedCast, Balancer, BalancerConfig, Error, Members, Node, NodeFilter,
+    RandomNodeCall, RandomNodeCast,
+};
 
 /// A balancer bound to a name at compile time: the Rust form of the original's
 /// `use RpcLoadBalancer` module. Implement it on a unit type (by hand or with
@@ -136,6 +139,41 @@ pub trait NamedBalancer {
     /// [`Balancer::cast`].
     fn cast<F: RemoteFunction>(args: F::Args) -> Result<BalancedCast<F>, Error> {
         Ok(Self::handle()?.cast::<F>(args))
+    }
+
+    /// A call of `F` on a random connected node matching `filter`, as
+    /// [`Node::call_on_random_node`], counted in this balancer's in-flight total so that its
+    /// [`stop`](Self::stop) drains it (the original's named `call_on_random_node`: the filter
+    /// chooses the node, not the balancer). Looked up now like [`call`](Self::call).
+    ///
+    /// Errors: [`Error::UnknownBalancer`], [`Error::NodeNotRunning`]; when awaited, as
+    /// [`RandomNodeCall`].
+    fn call_on_random_node<F: RemoteFunction>(
+        filter: impl Into<NodeFilter>,
+        args: F::Args,
+    ) -> Result<RandomNodeCall<F>, Error> {
+        Self::handle()?;
+        let node = Node::current().ok_or(Error::NodeNotRunning)?;
+        Ok(node
+            .call_on_random_node::<F>(filter, args)
+            .load_balancer(Self::NAME))
+    }
+
+    /// A cast of `F` to a random connected node matching `filter`, as
+    /// [`Node::cast_on_random_node`], counted in this balancer's in-flight total while it is
+    /// handed over; looked up now like [`call`](Self::call).
+    ///
+    /// Errors: [`Error::UnknownBalancer`], [`Error::NodeNotRunning`]; when awaited, as
+    /// [`RandomNodeCast`].
+    fn cast_on_random_node<F: RemoteFunction>(
+        filter: impl Into<NodeFilter>,
+        args: F::Args,
+    ) -> Result<RandomNodeCast<F>, Error> {
+        Self::handle()?;
+        let node = Node::current().ok_or(Error::NodeNotRunning)?;
+        Ok(node
+            .cast_on_random_node::<F>(filter, args)
+            .load_balancer(Self::NAME))
     }
 
     /// Selects a member for the routing `key` (the original's `select_node`) and returns its
