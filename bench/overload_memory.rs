@@ -110,7 +110,11 @@ async fn run(label: &str, cap: Option<usize>, open_loop: bool) {
     let kib = |b: i64| format!("{:.0}", b as f64 / 1024.0);
     println!(
         "{label:<28} live KiB every 250 ms: {}",
-        samples.iter().map(|(b, _)| kib(*b)).collect::<Vec<_>>().join(" ")
+        samples
+            .iter()
+            .map(|(b, _)| kib(*b))
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     println!(
         "{:<28} in flight:               {}",
