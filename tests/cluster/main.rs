@@ -18,6 +18,7 @@ mod mesh;
 mod node_death;
 mod overload;
 mod payload;
+mod random_node;
 #[cfg(feature = "telemetry")]
 mod prometheus;
 mod retry;
