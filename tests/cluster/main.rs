@@ -18,9 +18,9 @@ mod mesh;
 mod node_death;
 mod overload;
 mod payload;
-mod random_node;
 #[cfg(feature = "telemetry")]
 mod prometheus;
+mod random_node;
 mod retry;
 #[cfg(feature = "telemetry")]
 mod telemetry;
