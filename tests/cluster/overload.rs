@@ -98,3 +98,55 @@ async fn a_deadline_cancels_the_handler_on_the_serving_node() {
     me.shutdown().await;
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_its_caller_gave_up_on_is_stopped_when_it_arrives_late() {
+    let mut cluster = Cluster::start(BIN, 1, &["--balancer", "work"])
+        .await
+        .unwrap();
+    let child = cluster.nodes[0].node().to_string();
+    let me = cluster.join("tester", MESH_TIMEOUT).await.unwrap();
+    let work = Balancer::start(BalancerConfig::new("work").node_match_list(Vec::<String>::new()))
+        .await
+        .unwrap();
+    work.wait_for_members(1, MESH_TIMEOUT).await.unwrap();
+    let stats = || async {
+        match me.control(&child, ControlRequest::Stats).await {
+            Ok(ControlReply::Stats {
+                served_in_flight,
+                served_total,
+            }) => (served_in_flight, served_total),
+            other => panic!("{other:?}"),
+        }
+    };
+    let (_, total_before) = stats().await;
+    // The member is paused: the call (and, once the caller gives up, its cancellation) wait
+    // in the socket. Without the cancellation it would run for its whole 1.5 s budget when
+    // the member resumes.
+    cluster.nodes[0].signal(libc::SIGSTOP);
+    let outcome = work
+        .call::<Sleep>(10_000)
+        .timeout(Duration::from_millis(1_500))
+        .await;
+    assert!(
+        matches!(outcome, Err(Error::RequestTimeout { .. })),
+        "{outcome:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    cluster.nodes[0].signal(libc::SIGCONT);
+    let resumed = Instant::now();
+    loop {
+        let (in_flight, total) = stats().await;
+        if total > total_before && in_flight == 0 {
+            break;
+        }
+        assert!(
+            resumed.elapsed() < Duration::from_millis(700),
+            "after the pause the call ran on: in flight {in_flight}, total {total}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    work.stop().await;
+    me.shutdown().await;
+    cluster.shutdown().await;
+}

@@ -101,7 +101,11 @@ pub(crate) async fn call_endpoint<F: RemoteFunction>(
 ) -> Result<F::Reply, Error> {
     let bytes = encode::<F>(shared, balancer, &args, timeout)?;
     drop(args);
+    let id = call_id(&bytes);
     let outcome = send_call(endpoint, RpcMessage::Call, bytes, timeout).await;
+    if matches!(outcome, Ok(CallResult::Timeout)) {
+        cancel(endpoint, id);
+    }
     let reply = outcome_to_reply(node, timeout, outcome)?;
     decode_reply::<F::Reply>(node, F::NAME, &reply)
 }
@@ -232,7 +236,11 @@ pub(crate) async fn send_encoded<F: RemoteFunction>(
     bytes: Vec<u8>,
     timeout: Duration,
 ) -> Sent<F::Reply> {
+    let id = call_id(&bytes);
     let outcome = send_call(actor, RpcMessage::Call, bytes, timeout).await;
+    if matches!(outcome, Ok(CallResult::Timeout)) {
+        cancel(actor, id);
+    }
     match outcome {
         Err(MessagingErr::SendErr(RpcMessage::Call(bytes, _))) => Sent::Unsent(bytes),
         Ok(CallResult::Success(reply))
@@ -245,6 +253,32 @@ pub(crate) async fn send_encoded<F: RemoteFunction>(
                 .and_then(|reply| decode_reply::<F::Reply>(node, F::NAME, &reply)),
         ),
     }
+}
+
+/// The id in an encoded call's header (0 if it does not decode, which cannot happen for bytes
+/// [`encode`] made).
+fn call_id(bytes: &[u8]) -> u64 {
+    crate::wire::header::decode_call(bytes).map_or(0, |(header, _)| header.call_id)
+}
+
+/// How long a cancellation may take to be handed over; nobody waits for it.
+const CANCEL_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Tells the node behind `actor` (its endpoint or a balancer member) that call `id` was given
+/// up, so it stops the handler now rather than at the deadline it measures itself — which a
+/// call that spent its time in transit (a paused node, a slow network) would otherwise run
+/// to. Fire and forget: the outcome is not awaited.
+fn cancel(actor: &ActorRef<RpcMessage>, id: u64) {
+    if id == 0 {
+        return;
+    }
+    let Ok(bytes) = postcard::to_extend(&ControlRequest::Cancel(id), start_message(16)) else {
+        return;
+    };
+    let actor = actor.clone();
+    tokio::spawn(async move {
+        let _ = send_call(&actor, RpcMessage::Control, bytes, CANCEL_TIMEOUT).await;
+    });
 }
 
 /// Slack given to ractor's own reply-port timeout beyond ours. ractor_cluster drops a timed-out

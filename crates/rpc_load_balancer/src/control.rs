@@ -67,6 +67,9 @@ pub enum ControlRequest {
     /// treats its going away as a failure nor redials it eagerly. Answered with
     /// [`ControlReply::Done`].
     Leaving(String),
+    /// The caller of call `id` gave up on it (its timeout ran out): abort its handler if it
+    /// still runs on the target. Answered with [`ControlReply::Done`] either way.
+    Cancel(u64),
 }
 
 /// The answer to a [`ControlRequest`]. (Only `PartialEq`: CPU readings carry an `f64`.)

@@ -122,25 +122,41 @@ pub(crate) async fn serve_call(shared: &NodeShared, bytes: &[u8]) -> Vec<u8> {
     };
     let guarded = AssertUnwindSafe(running).catch_unwind();
     let outcome = if header.deadline_ms == 0 {
-        Ok(guarded.await)
+        guarded.await
     } else {
-        tokio::time::timeout(Duration::from_millis(header.deadline_ms), guarded).await
+        // The caller cancels the call when it gives up (its timeout): the handler stops then,
+        // or at the deadline measured here, whichever comes first.
+        let (guarded, abort) = futures_util::future::abortable(guarded);
+        let Some(_registered) = shared.running_call(header.call_id, abort) else {
+            // Its caller gave up before it got here: skip it.
+            tracing::debug!(
+                function = header.function,
+                call_id = header.call_id,
+                "skipping a call its caller cancelled"
+            );
+            return reply::encode_status(&ReplyStatus::DeadlineExceeded);
+        };
+        match tokio::time::timeout(Duration::from_millis(header.deadline_ms), guarded).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(futures_util::future::Aborted)) | Err(_) => {
+                return reply::encode_status(&ReplyStatus::DeadlineExceeded)
+            }
+        }
     };
     match outcome {
-        Err(_elapsed) => reply::encode_status(&ReplyStatus::DeadlineExceeded),
-        Ok(Err(panic)) => {
+        Err(panic) => {
             let message = panic_message(panic.as_ref());
             tracing::warn!(function = header.function, %message, "remote function panicked");
             reply::encode_status(&ReplyStatus::Panicked(&message))
         }
-        Ok(Ok(Err(error))) => reply::encode_status(&ReplyStatus::Failed(error.message())),
-        Ok(Ok(Ok(encoded))) if encoded.len() > shared.max_payload => {
+        Ok(Err(error)) => reply::encode_status(&ReplyStatus::Failed(error.message())),
+        Ok(Ok(encoded)) if encoded.len() > shared.max_payload => {
             reply::encode_status(&ReplyStatus::PayloadTooLarge {
                 size: encoded.len() as u64,
                 limit: shared.max_payload as u64,
             })
         }
-        Ok(Ok(Ok(encoded))) => encoded,
+        Ok(Ok(encoded)) => encoded,
     }
 }
 
@@ -224,6 +240,12 @@ async fn admin(
         ControlRequest::CpuReadings => ControlReply::CpuReadings(crate::cpu::readings()),
         ControlRequest::Served(name) => {
             ControlReply::Served(shared.balancer(&name).ok().map(|b| b.served() as u64))
+        }
+        ControlRequest::Cancel(id) => {
+            if shared.cancel_call(id) {
+                tracing::debug!(call_id = id, "call cancelled by its caller");
+            }
+            ControlReply::Done
         }
         ControlRequest::Leaving(node) => {
             tracing::debug!(%node, "peer announced it is leaving");

@@ -126,6 +126,8 @@ pub(crate) struct NodeShared {
     pub(crate) events: broadcast::Sender<NodeEvent>,
     pub(crate) sessions: broadcast::Sender<SessionEvent>,
     pub(crate) next_call_id: AtomicU64,
+    /// Calls running here and calls cancelled before they started, by call id.
+    pub(crate) calls: std::sync::Mutex<CallTable>,
     pub(crate) served: ServedStats,
     pub(crate) stopped: AtomicBool,
     /// Balancers started on this node; `None` while one is starting.
@@ -164,6 +166,7 @@ impl NodeShared {
             sessions: broadcast::channel(256).0,
             // Random start so call ids of different processes rarely collide in traces.
             next_call_id: AtomicU64::new(rand::random::<u32>() as u64),
+            calls: Default::default(),
             served: ServedStats::default(),
             stopped: AtomicBool::new(false),
             balancers: Mutex::new(HashMap::new()),
@@ -310,7 +313,70 @@ impl NodeShared {
         self.balancers().values().flatten().cloned().collect()
     }
 
+    /// A call id for the header: random (callers on different nodes share no counter, and a
+    /// serving node keys cancellations by id alone), never 0.
     pub(crate) fn next_call_id(&self) -> u64 {
-        self.next_call_id.fetch_add(1, Ordering::Relaxed)
+        let _ = &self.next_call_id;
+        rand::random::<u64>() | 1
+    }
+
+    /// Registers the handler of call `id` as running, so a cancellation can abort it; the
+    /// returned guard unregisters it. `None` if the call was cancelled before it started:
+    /// then it must not run.
+    pub(crate) fn running_call(
+        &self,
+        id: u64,
+        abort: futures_util::future::AbortHandle,
+    ) -> Option<RunningCall<'_>> {
+        let mut calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+        if calls.cancelled.remove(&id).is_some() {
+            return None;
+        }
+        calls.running.insert(id, abort);
+        Some(RunningCall { shared: self, id })
+    }
+
+    /// Aborts the handler of call `id` if it runs here, or else makes it skip when it arrives
+    /// (a cancellation can overtake its call); whether it was running.
+    pub(crate) fn cancel_call(&self, id: u64) -> bool {
+        let mut calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(handle) = calls.running.remove(&id) {
+            handle.abort();
+            return true;
+        }
+        let now = std::time::Instant::now();
+        calls
+            .cancelled
+            .retain(|_, at| now.duration_since(*at) < CANCELLED_KEPT);
+        calls.cancelled.insert(id, now);
+        false
+    }
+}
+
+/// How long the id of a call cancelled before it arrived is kept (its call is skipped if it
+/// arrives within this time).
+const CANCELLED_KEPT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Calls running on this node, and calls cancelled before they started, by call id.
+#[derive(Default)]
+pub(crate) struct CallTable {
+    running: std::collections::HashMap<u64, futures_util::future::AbortHandle>,
+    cancelled: std::collections::HashMap<u64, std::time::Instant>,
+}
+
+/// A call's handler registered as running (see [`NodeShared::running_call`]).
+pub(crate) struct RunningCall<'a> {
+    shared: &'a NodeShared,
+    id: u64,
+}
+
+impl Drop for RunningCall<'_> {
+    fn drop(&mut self) {
+        self.shared
+            .calls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .running
+            .remove(&self.id);
     }
 }
