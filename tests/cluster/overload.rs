@@ -101,7 +101,7 @@ async fn a_deadline_cancels_the_handler_on_the_serving_node() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_its_caller_gave_up_on_is_stopped_when_it_arrives_late() {
-    let mut cluster = Cluster::start(BIN, 1, &["--balancer", "work"])
+    let cluster = Cluster::start(BIN, 1, &["--balancer", "work"])
         .await
         .unwrap();
     let child = cluster.nodes[0].node().to_string();
