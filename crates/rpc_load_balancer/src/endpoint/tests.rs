@@ -272,3 +272,28 @@ async fn crash_poller_is_admin_gated() {
         other => panic!("expected the poller's error, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn a_cancelled_call_is_aborted_while_running_and_skipped_if_it_comes_later() {
+    let shared = std::sync::Arc::new(shared());
+    // Running: the cancellation aborts the handler long before its 10 s deadline.
+    let running = {
+        let shared = std::sync::Arc::clone(&shared);
+        tokio::spawn(async move { status_of(&shared, &call("sleep", 10_000, &5_000u64)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(shared.cancel_call(1), "the call was running");
+    let (status, _) = tokio::time::timeout(Duration::from_secs(1), running)
+        .await
+        .expect("aborted at once")
+        .unwrap();
+    assert_eq!(status, "DeadlineExceeded");
+    assert_eq!(shared.served.in_flight.load(Ordering::Relaxed), 0);
+    // Cancelled before it arrives: skipped without running (an echo would reply Ok).
+    assert!(!shared.cancel_call(1));
+    let (status, _) = status_of(&shared, &call("echo", 1000, &"late".to_string())).await;
+    assert_eq!(status, "DeadlineExceeded");
+    // The id is forgotten once used: a new call with it runs.
+    let (status, _) = status_of(&shared, &call("echo", 1000, &"again".to_string())).await;
+    assert_eq!(status, "Ok");
+}
