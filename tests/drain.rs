@@ -125,3 +125,74 @@ async fn a_supervisor_that_stops_its_balancer_in_post_stop_drains_it() {
     assert!(!balancer.is_running());
     node.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_stop_and_a_shutdown_wait_for_the_drain_under_way() {
+    let node = node("twice").await;
+    let balancer =
+        Balancer::start(BalancerConfig::new("twice").leave_grace(Duration::from_millis(50)))
+            .await
+            .unwrap();
+    let call = {
+        let balancer = balancer.clone();
+        tokio::spawn(async move { balancer.call::<Sleep>(600).await })
+    };
+    serving(&balancer, 1).await;
+    // wait_for_members on a stopping balancer ends with UnknownBalancer, not at its timeout.
+    let waiting = {
+        let balancer = balancer.clone();
+        tokio::spawn(async move { balancer.wait_for_members(5, Duration::from_secs(10)).await })
+    };
+    let first = {
+        let balancer = balancer.clone();
+        tokio::spawn(async move { balancer.stop().await })
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let started = Instant::now();
+    balancer.stop().await;
+    assert!(
+        call.is_finished(),
+        "the second stop returned before the drain"
+    );
+    assert_eq!(balancer.served(), 0);
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    first.await.unwrap();
+    call.await.unwrap().unwrap();
+    let waited = tokio::time::timeout(Duration::from_secs(2), waiting)
+        .await
+        .expect("wait_for_members ended with the stop")
+        .unwrap();
+    assert!(
+        matches!(
+            waited,
+            Err(rpc_load_balancer::Error::UnknownBalancer { .. })
+        ),
+        "{waited:?}"
+    );
+
+    // A shutdown while a stop drains waits for it too; a second shutdown waits for the first.
+    let balancer =
+        Balancer::start(BalancerConfig::new("again").leave_grace(Duration::from_millis(50)))
+            .await
+            .unwrap();
+    let call = {
+        let balancer = balancer.clone();
+        tokio::spawn(async move { balancer.call::<Sleep>(600).await })
+    };
+    serving(&balancer, 1).await;
+    let stopping = {
+        let balancer = balancer.clone();
+        tokio::spawn(async move { balancer.stop().await })
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let other = {
+        let node = node.clone();
+        tokio::spawn(async move { node.shutdown().await })
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    node.shutdown().await;
+    assert!(call.is_finished(), "shutdown returned before the drain");
+    call.await.unwrap().unwrap();
+    stopping.await.unwrap();
+    other.await.unwrap();
+}

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use rpc_load_balancer::{
     Balancer, BalancerConfig, Error, FunctionError, Node, NodeConfig, NodeFilter, RemoteFunction,
-    Retry, RetryCount,
+    Retry, RetryCount, Unavailable,
 };
 use rpclb::functions::{register_all, Fail, Sleep, Whoami};
 
@@ -407,4 +407,64 @@ async fn a_tracked_call_counts_in_the_balancers_in_flight_and_drain() {
         "{after:?}"
     );
     node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_call_ends_when_the_node_shuts_down_or_its_balancer_stops() {
+    let node = node("waiter").await;
+    let patient = Retry::new(RetryCount::Unlimited, Duration::from_secs(30));
+    // Tracked by a balancer that begins to stop: UnknownBalancer at once.
+    let track = Balancer::start(BalancerConfig::new("track")).await.unwrap();
+    let tracked = {
+        let node = node.clone();
+        tokio::spawn(async move {
+            node.call_on_random_node::<Sleep>("nobody", 1)
+                .retry(patient)
+                .timeout(Duration::from_secs(10))
+                .load_balancer("track")
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = Instant::now();
+    track.stop().await;
+    let outcome = tokio::time::timeout(Duration::from_secs(2), tracked)
+        .await
+        .expect("the wait ended with the stop")
+        .unwrap();
+    assert!(
+        matches!(outcome, Err(Error::UnknownBalancer { .. })),
+        "{outcome:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(2));
+    // Untracked, while the node shuts down: NodeStopped at once.
+    let waiting = {
+        let node = node.clone();
+        tokio::spawn(async move {
+            node.call_on_random_node::<Sleep>("nobody", 1)
+                .retry(patient)
+                .timeout(Duration::from_secs(10))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let shutting = {
+        let node = node.clone();
+        tokio::spawn(async move { node.shutdown().await })
+    };
+    let outcome = tokio::time::timeout(Duration::from_secs(2), waiting)
+        .await
+        .expect("the wait ended with the shutdown")
+        .unwrap();
+    assert!(
+        matches!(
+            outcome,
+            Err(Error::ServiceUnavailable {
+                reason: Unavailable::NodeStopped,
+                ..
+            })
+        ),
+        "{outcome:?}"
+    );
+    shutting.await.unwrap();
 }

@@ -230,3 +230,41 @@ async fn sigterm_drains_a_node_under_load() {
     me.shutdown().await;
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_without_grace_still_loses_no_call() {
+    let cluster = Cluster::start(BIN, 3, &["--balancer", "work", "--leave-grace-ms", "0"])
+        .await
+        .unwrap();
+    let leaving = cluster.nodes[0].node().to_string();
+    let (me, work) = caller(&cluster).await;
+    for _ in 0..5 {
+        // Stopped and started again under load, with no grace: every call either ran or was
+        // refused unrun and sent elsewhere.
+        let stop = Arc::new(AtomicBool::new(false));
+        let callers = load(&work, &stop);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let reply = me
+            .control(&leaving, ControlRequest::StopBalancer("work".into()))
+            .await;
+        assert!(matches!(reply, Ok(ControlReply::Done)), "{reply:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        stop.store(true, Ordering::Relaxed);
+        outcomes(callers).await;
+        let started = me
+            .control(
+                &leaving,
+                ControlRequest::StartBalancer {
+                    name: "work".into(),
+                    algorithm: "random".into(),
+                    node_match_list: None,
+                },
+            )
+            .await;
+        assert!(matches!(started, Ok(ControlReply::Done)), "{started:?}");
+        work.wait_for_members(3, MESH_TIMEOUT).await.unwrap();
+    }
+    work.stop().await;
+    me.shutdown().await;
+    cluster.shutdown().await;
+}

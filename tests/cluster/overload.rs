@@ -150,3 +150,75 @@ async fn a_call_its_caller_gave_up_on_is_stopped_when_it_arrives_late() {
     me.shutdown().await;
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_call_is_stopped_on_the_serving_node() {
+    let cluster = Cluster::start(BIN, 1, &["--balancer", "work"])
+        .await
+        .unwrap();
+    let child = cluster.nodes[0].node().to_string();
+    let me = cluster.join("tester", MESH_TIMEOUT).await.unwrap();
+    let work = Balancer::start(BalancerConfig::new("work").node_match_list(Vec::<String>::new()))
+        .await
+        .unwrap();
+    work.wait_for_members(1, MESH_TIMEOUT).await.unwrap();
+    let served = || async {
+        match me
+            .control(&child, ControlRequest::Served("work".into()))
+            .await
+        {
+            Ok(ControlReply::Served(Some(n))) => n,
+            other => panic!("{other:?}"),
+        }
+    };
+    // A balanced call and a direct one, each dropped by its caller mid-flight.
+    let call = {
+        let work = work.clone();
+        tokio::spawn(async move {
+            work.call::<Sleep>(10_000)
+                .timeout(Duration::from_secs(20))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(served().await, 1);
+    call.abort();
+    let deadline = Instant::now() + Duration::from_millis(500);
+    while served().await != 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the handler of the dropped call kept running"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let direct = {
+        let (me, child) = (me.clone(), child.clone());
+        tokio::spawn(async move {
+            me.call::<Sleep>(&child, 10_000)
+                .timeout(Duration::from_secs(20))
+                .await
+        })
+    };
+    let in_flight = || async {
+        match me.control(&child, ControlRequest::Stats).await {
+            Ok(ControlReply::Stats {
+                served_in_flight, ..
+            }) => served_in_flight,
+            other => panic!("{other:?}"),
+        }
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(in_flight().await, 1);
+    direct.abort();
+    let deadline = Instant::now() + Duration::from_millis(500);
+    while in_flight().await != 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the handler of the dropped direct call kept running"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    work.stop().await;
+    me.shutdown().await;
+    cluster.shutdown().await;
+}

@@ -101,11 +101,9 @@ pub(crate) async fn call_endpoint<F: RemoteFunction>(
 ) -> Result<F::Reply, Error> {
     let bytes = encode::<F>(shared, balancer, &args, timeout)?;
     drop(args);
-    let id = call_id(&bytes);
+    let abandoned = CancelOnDrop::new(endpoint, call_id(&bytes));
     let outcome = send_call(endpoint, RpcMessage::Call, bytes, timeout).await;
-    if matches!(outcome, Ok(CallResult::Timeout)) {
-        cancel(endpoint, id);
-    }
+    abandoned.settle(&outcome);
     let reply = outcome_to_reply(node, timeout, outcome)?;
     decode_reply::<F::Reply>(node, F::NAME, &reply)
 }
@@ -236,11 +234,9 @@ pub(crate) async fn send_encoded<F: RemoteFunction>(
     bytes: Vec<u8>,
     timeout: Duration,
 ) -> Sent<F::Reply> {
-    let id = call_id(&bytes);
+    let abandoned = CancelOnDrop::new(actor, call_id(&bytes));
     let outcome = send_call(actor, RpcMessage::Call, bytes, timeout).await;
-    if matches!(outcome, Ok(CallResult::Timeout)) {
-        cancel(actor, id);
-    }
+    abandoned.settle(&outcome);
     match outcome {
         Err(MessagingErr::SendErr(RpcMessage::Call(bytes, _))) => Sent::Unsent(bytes),
         Ok(CallResult::Success(reply))
@@ -264,6 +260,32 @@ fn call_id(bytes: &[u8]) -> u64 {
 /// How long a cancellation may take to be handed over; nobody waits for it.
 const CANCEL_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// A sent call not settled yet: if the caller gives up on it — its timeout ran out, or its
+/// future was dropped — the serving node is told to stop it (see [`cancel`]).
+struct CancelOnDrop<'a> {
+    actor: &'a ActorRef<RpcMessage>,
+    id: u64,
+}
+
+impl<'a> CancelOnDrop<'a> {
+    fn new(actor: &'a ActorRef<RpcMessage>, id: u64) -> Self {
+        Self { actor, id }
+    }
+
+    /// The send ended with `outcome`: only a timeout still needs the cancellation.
+    fn settle<T>(self, outcome: &Result<CallResult<T>, MessagingErr<RpcMessage>>) {
+        if !matches!(outcome, Ok(CallResult::Timeout)) {
+            std::mem::forget(self);
+        }
+    }
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        cancel(self.actor, self.id);
+    }
+}
+
 /// Tells the node behind `actor` (its endpoint or a balancer member) that call `id` was given
 /// up, so it stops the handler now rather than at the deadline it measures itself — which a
 /// call that spent its time in transit (a paused node, a slow network) would otherwise run
@@ -275,8 +297,12 @@ fn cancel(actor: &ActorRef<RpcMessage>, id: u64) {
     let Ok(bytes) = postcard::to_extend(&ControlRequest::Cancel(id), start_message(16)) else {
         return;
     };
+    // (A call dropped outside any runtime cannot send; its handler stops at its deadline.)
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
     let actor = actor.clone();
-    tokio::spawn(async move {
+    runtime.spawn(async move {
         let _ = send_call(&actor, RpcMessage::Control, bytes, CANCEL_TIMEOUT).await;
     });
 }

@@ -30,7 +30,7 @@ use tokio::time::Instant;
 use crate::balancer::Balancer;
 use crate::filter::{self, NodeFilter};
 use crate::function::RemoteFunction;
-use crate::node::shared::NodeShared;
+use crate::node::shared::{Lifecycle, NodeShared};
 use crate::{call, Error, Node, Retry};
 
 impl Node {
@@ -189,8 +189,32 @@ impl Options {
                 attempt,
                 "no connected node matches; waiting to look again"
             );
-            // A peer coming or going ends the wait early.
-            let _ = tokio::time::timeout_at(wake, nodes.changed()).await;
+            // A peer coming or going ends the wait early; so do this node starting to shut
+            // down and the tracking balancer starting to stop.
+            let mut lifecycle = shared.lifecycle.subscribe();
+            let mut members = balancer.as_ref().map(|b| b.watch_members());
+            let balancer_changed = async {
+                match members.as_mut() {
+                    Some(members) => {
+                        let _ = members.changed().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = tokio::time::timeout_at(wake, nodes.changed()) => {}
+                _ = lifecycle.wait_for(|l| *l != Lifecycle::Running) => {}
+                _ = balancer_changed => {}
+            }
+            if *shared.lifecycle.borrow() != Lifecycle::Running {
+                return Err(Error::ServiceUnavailable {
+                    node: shared.name.clone(),
+                    reason: crate::Unavailable::NodeStopped,
+                });
+            }
+            if let Some(balancer) = &balancer {
+                balancer.shared().check_running()?;
+            }
             shared.check_running(&shared.name)?;
         }
     }

@@ -44,6 +44,10 @@ mod members;
 mod shared;
 pub(crate) mod supervisor;
 
+/// The least time a leaving member refuses calls (rather than dropping them) before its
+/// actor stops, whatever `leave_grace` and the drain took.
+const MIN_REFUSING: Duration = Duration::from_millis(250);
+
 /// How often [`Balancer::stop`] checks whether the counts reached zero.
 const DRAIN_POLL: Duration = Duration::from_millis(10);
 
@@ -208,7 +212,13 @@ impl Balancer {
     ) -> Result<Arc<Members>, Error> {
         self.shared.check_running()?;
         let mut members = self.watch_members();
-        let reached = tokio::time::timeout(timeout, members.wait_for(|m| m.len() >= count)).await;
+        let shared = &self.shared;
+        let reached = tokio::time::timeout(
+            timeout,
+            members.wait_for(|m| m.len() >= count || shared.stopping.load(Ordering::Acquire)),
+        )
+        .await;
+        shared.check_running()?;
         match reached {
             Ok(Ok(members)) => Ok(Arc::clone(&members)),
             _ => Err(Error::NoMembers {
@@ -300,18 +310,26 @@ impl Balancer {
     /// 3. for `leave_grace` (500 ms) it still serves calls other nodes selected before they saw
     ///    it leave; later ones are refused unrun and their callers send them to another member;
     /// 4. it waits until the calls this node routed through the balancer and the calls it
-    ///    serves as a member have finished, or `drain_timeout` (15 s, grace included) is up;
-    /// 5. it stops its actors and frees the name (a new start under it may follow).
+    ///    serves as a member have finished, or `drain_timeout` (15 s, grace included) is up —
+    ///    then it stops anyway: calls still running are not aborted, it just no longer waits;
+    /// 5. a member keeps refusing (not dropping) calls for at least 250 ms after leaving,
+    ///    whatever the grace, then it stops its actors and frees the name (a new start under
+    ///    it may follow).
     ///
-    /// A second call returns at once. Killing the balancer's supervisor (or its parent, see
-    /// [`Balancer::spawn_linked`]) skips the drain: call this from the parent's `post_stop`.
+    /// A second call (or [`Node::shutdown`]) while one drains returns when that one is done.
+    /// Killing the balancer's supervisor (or its parent, see [`Balancer::spawn_linked`]) skips
+    /// the drain: call this from the parent's `post_stop`.
     pub async fn stop(&self) {
         let shared = &self.shared;
         if shared.stopping.swap(true, Ordering::AcqRel) {
+            // Another stop is draining: return when it is done.
+            let mut stopped = shared.stopped.subscribe();
+            let _ = stopped.wait_for(|done| *done).await;
             return;
         }
         let config = &shared.config;
-        let deadline = tokio::time::Instant::now() + config.drain_timeout;
+        let started = tokio::time::Instant::now();
+        let deadline = started + config.drain_timeout;
         if shared.member {
             if let Some(cell) =
                 ractor::registry::where_is(member_name(&shared.name, &shared.node.name))
@@ -337,6 +355,12 @@ impl Balancer {
             }
             tokio::time::sleep(DRAIN_POLL).await;
         };
+        if shared.member {
+            // Whatever the grace and the drain took, refuse for a little longer before the
+            // member's actor stops: a call reaching a stopped actor would be lost, a refused
+            // one goes to another member.
+            tokio::time::sleep_until(started + MIN_REFUSING).await;
+        }
         if !drained {
             tracing::warn!(
                 balancer = %shared.name,
@@ -355,6 +379,7 @@ impl Balancer {
             .await;
         shared.clear();
         shared.node.release_balancer(&shared.name);
+        shared.stopped.send_replace(true);
         tracing::info!(balancer = %shared.name, drained, "balancer stopped");
     }
 

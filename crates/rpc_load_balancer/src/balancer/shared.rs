@@ -30,6 +30,9 @@ pub(crate) struct BalancerShared {
     members_watch: watch::Sender<Arc<Members>>,
     version: AtomicU64,
     pub(crate) stopping: AtomicBool,
+    /// Set once [`Balancer::stop`](super::Balancer::stop) has finished (a second stop waits
+    /// for it).
+    pub(crate) stopped: watch::Sender<bool>,
     pub(crate) metrics: SelectionMetrics,
     /// Selections in flight on this node (every guard).
     pub(crate) in_flight: InFlightTotal,
@@ -62,6 +65,7 @@ impl BalancerShared {
             members_watch: watch::channel(Arc::new(Members::default())).0,
             version: AtomicU64::new(0),
             stopping: AtomicBool::new(false),
+            stopped: watch::channel(false).0,
         }
     }
 

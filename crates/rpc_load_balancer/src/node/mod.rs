@@ -33,7 +33,7 @@ use crate::function::RemoteFunction;
 use crate::wire::{endpoint_name, RpcMessage};
 use crate::Error;
 use cluster::{ClusterArgs, ClusterManager, ClusterMsg, SUBSCRIPTION_ID};
-use shared::NodeShared;
+use shared::{Lifecycle, NodeShared};
 
 /// Set while a `Node` runs in this process: pg membership is process-wide, so a process is
 /// one node.
@@ -139,7 +139,8 @@ impl std::fmt::Debug for Node {
 
 impl Node {
     /// Starts this process's node: binds `config`'s listen address (port 0 picks a free
-    /// port), starts a `NodeServer` in transitive mode (a full mesh over plain TCP), and dials
+    /// port), starts a `NodeServer` (isolated mode: the node dials the full mesh over plain TCP
+    /// itself, one dial per address), and dials
     /// `config`'s peers in the background. It starts sampling its CPU at once (see
     /// [`NodeConfig::cpu_sampler`]).
     ///
@@ -157,8 +158,9 @@ impl Node {
     /// Makes a node of a `NodeServer` the app already runs (`server`). `config.name` and the
     /// advertised host must be the `node_name` and `hostname` that server was built with (its
     /// full name is `node_name@hostname`); its listen address and cookie are the server's own
-    /// and are ignored here. Run the server in `NodeConnectionMode::Isolated`: the node dials the full mesh itself (pg groups are not relayed). Or dial every
-    /// peer, since pg groups are not relayed. [`Node::shutdown`] leaves the server running.
+    /// and are ignored here. Run the server in `NodeConnectionMode::Isolated`: the node dials
+    /// the full mesh itself (ractor_cluster does not relay pg groups between nodes).
+    /// [`Node::shutdown`] leaves the server running.
     /// Like [`Node::start`], it starts sampling this process's CPU.
     ///
     /// Errors: as [`Node::start`], without bind failures.
@@ -395,15 +397,25 @@ impl Node {
     }
 
     /// Stops the node: stops its balancers gracefully (all at once, each draining as
-    /// [`Balancer::stop`](crate::Balancer::stop) does), then dialling and CPU sampling, leaves pg, stops the
-    /// endpoint and manager, and stops the NodeServer if [`Node::start`] created it (closing
-    /// every session). Calls made afterwards fail with [`Error::ServiceUnavailable`]; a new node
-    /// may then be started in this process. Idempotent.
+    /// [`Balancer::stop`](crate::Balancer::stop) does), tells its peers it is leaving, then
+    /// stops dialling and CPU sampling, leaves pg, stops the endpoint and manager, and stops
+    /// the NodeServer if [`Node::start`] created it (closing every session).
+    ///
+    /// Only balancers drain: direct calls ([`Node::call`], random-node calls not tracked by a
+    /// balancer) that this node makes or serves when the sessions close fail with
+    /// [`Error::ServiceUnavailable`] (`ConnectionLost`). Waiting random-node calls end at once
+    /// with `NodeStopped`. Calls made afterwards fail with [`Error::ServiceUnavailable`]; a new
+    /// node may then be started in this process. A second call while one runs returns when it
+    /// is done.
     pub async fn shutdown(&self) {
         let inner = &self.inner;
         if inner.shut_down.swap(true, Ordering::AcqRel) {
+            // Another shutdown is under way: return when it is done.
+            let mut lifecycle = inner.shared.lifecycle.subscribe();
+            let _ = lifecycle.wait_for(|l| *l == Lifecycle::Stopped).await;
             return;
         }
+        inner.shared.lifecycle.send_replace(Lifecycle::ShuttingDown);
         // Every balancer drains at once (each bounded by its drain_timeout).
         let balancers = inner.shared.all_balancers();
         futures_util::future::join_all(balancers.iter().map(|b| b.stop())).await;
@@ -441,6 +453,7 @@ impl Node {
         }
         *CURRENT.write().unwrap_or_else(|p| p.into_inner()) = None;
         RUNNING.store(false, Ordering::Release);
+        inner.shared.lifecycle.send_replace(Lifecycle::Stopped);
         tracing::info!(node = %inner.shared.name, "node stopped");
     }
 }

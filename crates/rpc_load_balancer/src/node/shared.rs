@@ -39,6 +39,14 @@ pub enum NodeEvent {
     },
 }
 
+/// A node's stage of life (see `NodeShared::lifecycle`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lifecycle {
+    Running,
+    ShuttingDown,
+    Stopped,
+}
+
 /// One connected peer, as the call path sees it.
 #[derive(Clone)]
 pub(crate) struct Peer {
@@ -106,6 +114,9 @@ pub(crate) struct NodeShared {
     pub(crate) call_timeout: Duration,
     /// Default retry of routed calls and casts on an empty pool.
     pub(crate) retry: crate::Retry,
+    /// Where the node is in its life: waits end when it starts shutting down, and a second
+    /// `shutdown` waits for the first.
+    pub(crate) lifecycle: tokio::sync::watch::Sender<Lifecycle>,
     /// Peers that announced they are leaving (shutting down after draining).
     pub(crate) left: std::sync::Mutex<std::collections::HashSet<String>>,
     /// Default of routed calls: run on this node.
@@ -151,6 +162,7 @@ impl NodeShared {
             call_timeout: config.call_timeout,
             retry: config.retry,
             left: Default::default(),
+            lifecycle: tokio::sync::watch::channel(Lifecycle::Running).0,
             call_directly: config.call_directly,
             connect_timeout: config.connect_timeout,
             dial_backoff_max: config.dial_backoff_max,
