@@ -65,6 +65,24 @@ async fn caller(cluster: &Cluster) -> (rpc_load_balancer::Node, Balancer) {
     (me, work)
 }
 
+/// Waits (≤ 5 s) until `node` serves calls of `work`, so it has some in flight when stopped.
+async fn serving(me: &rpc_load_balancer::Node, node: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match me
+            .control(node, ControlRequest::Served("work".into()))
+            .await
+        {
+            Ok(ControlReply::Served(Some(n))) if n > 0 => return,
+            other => assert!(
+                Instant::now() < deadline,
+                "{node} serves nothing: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// Records when this node's snapshot of `work` first lacks `node`.
 fn leave_seen(work: &Balancer, node: &str) -> Arc<Mutex<Option<Instant>>> {
     let seen: Arc<Mutex<Option<Instant>>> = Arc::default();
@@ -121,6 +139,7 @@ async fn stopping_a_members_balancer_under_load_fails_no_call() {
     let stop = Arc::new(AtomicBool::new(false));
     let callers = load(&work, &stop);
     tokio::time::sleep(Duration::from_millis(1_200)).await;
+    serving(&me, &leaving).await;
 
     let stop_started = Instant::now();
     let reply = me
@@ -200,6 +219,7 @@ async fn sigterm_drains_a_node_under_load() {
     let stop = Arc::new(AtomicBool::new(false));
     let callers = load(&work, &stop);
     tokio::time::sleep(Duration::from_millis(1_200)).await;
+    serving(&me, &leaving).await;
 
     let signalled = Instant::now();
     cluster.nodes[0].signal(libc::SIGTERM);
@@ -218,7 +238,10 @@ async fn sigterm_drains_a_node_under_load() {
         on_leaving
             .iter()
             .any(|c| c.started < signalled && c.replied > signalled),
-        "no call was in flight on {leaving} at SIGTERM"
+        "no call was in flight on {leaving} at SIGTERM: {} calls served there, {} in all, the last there replied {:?} before the signal",
+        on_leaving.len(),
+        served.len(),
+        on_leaving.iter().map(|c| c.replied).max().map(|r| signalled.saturating_duration_since(r))
     );
     assert!(
         on_leaving.iter().all(|c| c.replied <= exited),

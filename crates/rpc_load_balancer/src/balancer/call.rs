@@ -219,6 +219,21 @@ impl<F: RemoteFunction> BalancedCall<F> {
                     reselections += 1;
                     exclude.push(Arc::clone(member.node_arc()));
                 }
+                Sent::Dropped
+                    if reselections < MAX_RESELECTIONS
+                        && call::never_reached(node, member.node()).await =>
+                {
+                    // The member had finished leaving before the call reached it: it did not
+                    // run; pick another.
+                    reselections += 1;
+                    exclude.push(Arc::clone(member.node_arc()));
+                }
+                Sent::Dropped => {
+                    return Err(Error::ServiceUnavailable {
+                        node: member.node().to_string(),
+                        reason: Unavailable::ConnectionLost,
+                    })
+                }
                 Sent::Unsent(_) => {
                     return Err(Error::ServiceUnavailable {
                         node: member.node().to_string(),

@@ -195,6 +195,12 @@ impl ClusterState {
                 self.publish();
                 if first {
                     tracing::info!(node = %name, "node up");
+                    // Back (e.g. restarted): no longer a node that left.
+                    self.shared
+                        .left
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(name.as_str());
                     let (shared, server) = (Arc::clone(&self.shared), self.server.clone());
                     tokio::spawn(super::mesh::introduce(shared, server, name.clone()));
                     let _ = self
