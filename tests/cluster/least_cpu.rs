@@ -410,7 +410,7 @@ async fn a_restarted_poller_skips_the_startup_jitter_and_joins_are_polled_at_onc
         Ok(ControlReply::Done) => {}
         other => panic!("crash_poller: {other:?}"),
     }
-    readings_until(&first, Duration::from_secs(3), all_fresh(&first)).await;
+    readings_until(&first, Duration::from_secs(5), all_fresh(&first)).await;
 
     // A member joining between ticks is polled when it joins.
     let joining = rpclb::harness::NodeSpec::new("late", cluster.cookie())
@@ -425,7 +425,7 @@ async fn a_restarted_poller_skips_the_startup_jitter_and_joins_are_polled_at_onc
     let late = vec![joining.node().to_string()];
     cluster.nodes.push(joining);
     work.wait_for_members(2, MESH_TIMEOUT).await.unwrap();
-    let held = readings_until(&late, Duration::from_secs(3), all_fresh(&late)).await;
+    let held = readings_until(&late, Duration::from_secs(5), all_fresh(&late)).await;
     assert_eq!(held[&late[0]].cpu, 20.0);
     work.stop().await;
     me.shutdown().await;

@@ -28,8 +28,10 @@ use crate::{Error, Node};
 /// How long one remote reading may take.
 pub const REMOTE_TIMEOUT: Duration = Duration::from_millis(2_000);
 
-/// When a node has no reading yet, how soon it is asked again (at most the poll interval).
+/// When a node has no reading yet, how soon it is asked again (within the poll interval).
 const NO_READING_RETRY: Duration = Duration::from_millis(500);
+/// How many times one cycle asks a node that has no reading yet.
+const NO_READING_ASKS: u32 = 6;
 
 /// The Poller actor's registered name for balancer `balancer`.
 pub(crate) fn poller_name(balancer: &str) -> String {
@@ -283,11 +285,18 @@ async fn cycle(
         async move {
             let request = ControlRequest::CpuReading;
             let mut reply = crate::call::control(&args.node, node, &request, REMOTE_TIMEOUT).await;
-            if matches!(reply, Ok(ControlReply::CpuReading(None))) {
-                // A node that has no reading yet (it just started) is asked once more soon,
-                // not only at the next tick.
-                tokio::time::sleep(args.options.poll_interval.min(NO_READING_RETRY)).await;
+            // A node that has no reading yet (it just started), or whose endpoint is not known
+            // here yet (it just joined), is asked again soon, a few times within the poll
+            // interval, not only at the next tick.
+            let mut asked = 1;
+            let patience = Instant::now() + args.options.poll_interval;
+            while not_yet(&reply)
+                && asked < NO_READING_ASKS
+                && Instant::now() + NO_READING_RETRY < patience
+            {
+                tokio::time::sleep(NO_READING_RETRY).await;
                 reply = crate::call::control(&args.node, node, &request, REMOTE_TIMEOUT).await;
+                asked += 1;
             }
             let failed = record(args, node, reply);
             pending
@@ -326,6 +335,19 @@ fn record(args: &PollerArgs, node: &str, reply: Result<ControlReply, Error>) -> 
     args.metrics.failed(node, kind.as_str());
     tracing::warn!(load_balancer = %args.balancer, node = %node, kind = kind.as_str(), %error, "cpu reading failed");
     true
+}
+
+/// Whether a reply means "too early" rather than a failure: no reading yet, or no endpoint of
+/// the node known yet.
+fn not_yet(reply: &Result<ControlReply, Error>) -> bool {
+    matches!(
+        reply,
+        Ok(ControlReply::CpuReading(None))
+            | Err(Error::ServiceUnavailable {
+                reason: crate::Unavailable::UnknownNode | crate::Unavailable::NoEndpoint,
+                ..
+            })
+    )
 }
 
 fn valid(cpu: f64) -> bool {
