@@ -115,6 +115,24 @@ pub struct NodeArgs {
     /// Poller); by default this node accepts them from any node holding the cookie.
     #[arg(long)]
     pub no_remote_admin: bool,
+    /// How often this node pings each connected peer, in ms (at most a third of
+    /// --heartbeat-timeout-ms).
+    #[arg(
+        long,
+        value_name = "MS",
+        allow_negative_numbers = true,
+        default_value_t = 1_000
+    )]
+    pub heartbeat_interval_ms: u64,
+    /// A peer that leaves a ping unanswered this long (ms) has its session closed: its
+    /// members leave the balancers here and calls in flight to it fail.
+    #[arg(
+        long,
+        value_name = "MS",
+        allow_negative_numbers = true,
+        default_value_t = 3_000
+    )]
+    pub heartbeat_timeout_ms: u64,
     /// After leaving a balancer at stop or SIGTERM, how long this node still serves calls
     /// selected before others saw it leave, in ms (later ones go to other members).
     #[arg(

@@ -63,7 +63,9 @@ pub async fn run(args: NodeArgs) -> CmdResult {
         .cpu_sampler(args.cpu_sampler.clone())
         .cpu_sample_interval(Duration::from_millis(args.cpu_sample_interval_ms))
         .cpu_reply_garbage(args.cpu_reply == "garbage")
-        .excluded_node_patterns(args.exclude_patterns.clone());
+        .excluded_node_patterns(args.exclude_patterns.clone())
+        .heartbeat_interval(Duration::from_millis(args.heartbeat_interval_ms))
+        .heartbeat_timeout(Duration::from_millis(args.heartbeat_timeout_ms));
     if let Some(host) = &args.advertise {
         config = config.advertise_host(host);
     }

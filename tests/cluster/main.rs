@@ -11,6 +11,7 @@ mod drain;
 mod errors;
 mod filters;
 mod handshake;
+mod heartbeat;
 mod least_cpu;
 mod lifecycle;
 mod local;

@@ -175,6 +175,7 @@ impl ClusterState {
             (SessionStage::Ready, Some(name)) => {
                 let peer = Peer {
                     session_id: event.session_id,
+                    session: event.session.get_cell(),
                     connection_string: event.connection_string.clone().unwrap_or_default(),
                     endpoint: None,
                 };

@@ -38,6 +38,8 @@ pub struct NodeConfig {
     pub(crate) max_payload_bytes: usize,
     pub(crate) call_timeout: Duration,
     pub(crate) connect_timeout: Duration,
+    pub(crate) heartbeat_interval: Duration,
+    pub(crate) heartbeat_timeout: Duration,
     pub(crate) dial_backoff_max: Duration,
     pub(crate) remote_admin: bool,
     pub(crate) retry: crate::Retry,
@@ -55,7 +57,7 @@ impl NodeConfig {
     ///
     /// Defaults: advertised host = the listen IP, no cookie (must be set), no peers,
     /// `max_payload_bytes` 8 MiB, `call_timeout` 10 s, `connect_timeout` 5 s,
-    /// `dial_backoff_max` 5 s, `remote_admin` off, `cpu_sampler` [`CpuSampler::System`],
+    /// `dial_backoff_max` 5 s, `heartbeat_interval` 1 s, `heartbeat_timeout` 3 s, `remote_admin` off, `cpu_sampler` [`CpuSampler::System`],
     /// `cpu_sample_interval` 1,000 ms, `cpu_reply_garbage` off, no `excluded_node_patterns`.
     pub fn new(name: impl Into<String>, listen: impl Into<String>) -> Self {
         Self {
@@ -67,6 +69,8 @@ impl NodeConfig {
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
             call_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(5),
+            heartbeat_interval: Duration::from_secs(1),
+            heartbeat_timeout: Duration::from_secs(3),
             dial_backoff_max: Duration::from_secs(5),
             remote_admin: false,
             retry: crate::Retry::default(),
@@ -114,6 +118,21 @@ impl NodeConfig {
     /// Timeout of a call that doesn't set its own; default 10 s, must be > 0.
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = timeout;
+        self
+    }
+
+    /// How often this node pings each connected peer (default 1,000 ms; > 0 and at most a
+    /// third of `heartbeat_timeout`).
+    pub fn heartbeat_interval(mut self, interval: Duration) -> Self {
+        self.heartbeat_interval = interval;
+        self
+    }
+
+    /// How long a peer may leave a ping unanswered before its session is stopped, so that a
+    /// hung peer (e.g. a paused process) leaves every balancer's members and the calls in
+    /// flight to it fail instead of waiting out their timeouts (default 3,000 ms).
+    pub fn heartbeat_timeout(mut self, timeout: Duration) -> Self {
+        self.heartbeat_timeout = timeout;
         self
     }
 
@@ -308,6 +327,23 @@ impl NodeConfig {
         if self.connect_timeout.is_zero() {
             return Err(invalid("connect_timeout", "must be greater than 0".into()));
         }
+        if self.heartbeat_timeout.is_zero() {
+            return Err(invalid(
+                "heartbeat_timeout",
+                "must be greater than 0".into(),
+            ));
+        }
+        if self.heartbeat_interval.is_zero() || self.heartbeat_interval * 3 > self.heartbeat_timeout
+        {
+            return Err(invalid(
+                "heartbeat_interval",
+                format!(
+                    "{} ms must be above 0 and at most a third of heartbeat_timeout ({} ms)",
+                    self.heartbeat_interval.as_millis(),
+                    self.heartbeat_timeout.as_millis()
+                ),
+            ));
+        }
         if self.dial_backoff_max < Duration::from_millis(100) {
             return Err(invalid(
                 "dial_backoff_max",
@@ -406,6 +442,24 @@ mod tests {
             option_of(ok().excluded_node_patterns(["_qa", ""])),
             "excluded_node_patterns"
         );
+        assert_eq!(
+            option_of(ok().heartbeat_timeout(Duration::ZERO)),
+            "heartbeat_timeout"
+        );
+        assert_eq!(
+            option_of(ok().heartbeat_interval(Duration::from_millis(1_001))),
+            "heartbeat_interval",
+            "more than a third of the 3 s timeout"
+        );
+        assert_eq!(
+            option_of(ok().heartbeat_interval(Duration::ZERO)),
+            "heartbeat_interval"
+        );
+        assert!(ok()
+            .heartbeat_interval(Duration::from_millis(100))
+            .heartbeat_timeout(Duration::from_millis(300))
+            .validate(false)
+            .is_ok());
     }
 
     #[test]

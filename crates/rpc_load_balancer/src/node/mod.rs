@@ -9,6 +9,7 @@
 mod cluster;
 mod config;
 mod connect;
+mod heartbeat;
 mod mesh;
 pub(crate) mod shared;
 
@@ -228,7 +229,7 @@ impl Node {
         if let Some(addr) = config.peers.iter().find(|addr| own(addr)) {
             tracing::warn!(%addr, "not dialling this node's own address, listed among its peers");
         }
-        let dialers = config
+        let mut dialers: Vec<JoinHandle<()>> = config
             .peers
             .iter()
             .filter(|addr| !own(addr))
@@ -240,6 +241,11 @@ impl Node {
                 ))
             })
             .collect();
+        dialers.push(tokio::spawn(heartbeat::run(
+            Arc::clone(&shared),
+            config.heartbeat_interval,
+            config.heartbeat_timeout,
+        )));
         let sampler = crate::cpu::sampler::spawn(
             config.cpu_sampler.clone(),
             name.clone(),

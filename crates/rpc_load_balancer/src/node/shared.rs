@@ -52,6 +52,8 @@ pub(crate) enum Lifecycle {
 pub(crate) struct Peer {
     /// The session actor currently carrying traffic to the peer.
     pub(crate) session_id: ActorId,
+    /// That session actor (stopped when the peer stops answering heartbeats).
+    pub(crate) session: ractor::ActorCell,
     /// The `host:port` the peer advertises.
     pub(crate) connection_string: String,
     /// The peer's rpc endpoint, once its pg membership is known.
