@@ -196,3 +196,95 @@ async fn a_second_stop_and_a_shutdown_wait_for_the_drain_under_way() {
     stopping.await.unwrap();
     other.await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_stop_or_shutdown_still_finishes() {
+    let node = node("dropped").await;
+    let balancer =
+        Balancer::start(BalancerConfig::new("dropped").leave_grace(Duration::from_millis(300)))
+            .await
+            .unwrap();
+    // Given up on after 50 ms: the stop goes on by itself, and a second stop returns with it.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(50), balancer.stop())
+            .await
+            .is_err()
+    );
+    tokio::time::timeout(Duration::from_secs(3), balancer.stop())
+        .await
+        .expect("the second stop returns once the first is done");
+    Balancer::start(BalancerConfig::new("dropped"))
+        .await
+        .unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_millis(50), node.shutdown())
+            .await
+            .is_err()
+    );
+    tokio::time::timeout(Duration::from_secs(5), node.shutdown())
+        .await
+        .expect("the second shutdown returns once the first is done");
+    let again = Node::start(NodeConfig::new("dropped2", "127.0.0.1:0").cookie("dropped2"))
+        .await
+        .expect("a new node may start");
+    again.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waits_on_a_balancer_end_when_its_stop_begins_not_when_its_drain_ends() {
+    let node = node("waits").await;
+    let caller = Balancer::start(
+        BalancerConfig::new("caller")
+            .node_match_list(Vec::<String>::new())
+            .retry(rpc_load_balancer::Retry::new(
+                rpc_load_balancer::RetryCount::Unlimited,
+                Duration::from_secs(30),
+            )),
+    )
+    .await
+    .unwrap();
+    // Something the stop must drain: a random-node call tracked by the balancer (it runs
+    // here, since this node matches the empty filter).
+    let tracked = {
+        let node = node.clone();
+        tokio::spawn(async move {
+            node.call_on_random_node::<Sleep>("", 1_500)
+                .load_balancer("caller")
+                .await
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while caller.in_flight() == 0 {
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let waiting = {
+        let caller = caller.clone();
+        tokio::spawn(async move {
+            caller
+                .call::<Sleep>(1)
+                .timeout(Duration::from_secs(20))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let stopping = {
+        let caller = caller.clone();
+        tokio::spawn(async move { caller.stop().await })
+    };
+    let outcome = tokio::time::timeout(Duration::from_millis(500), waiting)
+        .await
+        .expect("the waiting call ended when the stop began")
+        .unwrap();
+    assert!(
+        matches!(
+            outcome,
+            Err(rpc_load_balancer::Error::UnknownBalancer { .. })
+        ),
+        "{outcome:?}"
+    );
+    assert!(!stopping.is_finished(), "the drain is still going");
+    tracked.await.unwrap().unwrap();
+    stopping.await.unwrap();
+    node.shutdown().await;
+}

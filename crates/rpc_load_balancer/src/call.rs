@@ -225,28 +225,10 @@ pub(crate) enum Sent<T> {
     Unsent(Vec<u8>),
     /// The member refused it unrun (it is leaving its balancer): it can go elsewhere.
     Refused,
-    /// Its reply port was dropped without a reply: either the node went away (the call may
-    /// have run) or the member's actor had stopped before the call reached it (it did not
-    /// run). [`never_reached`] tells which.
+    /// Its reply port was dropped without a reply (the node went away, or the member's actor
+    /// stopped): the call may have run.
     Dropped,
 }
-
-/// Whether a balanced call to `node` whose reply port was dropped never reached a live
-/// member actor, so it did not run: a moment later the node is still connected (a node that
-/// dies closes its session at once, so its member actor had stopped: it finished leaving), or
-/// it announced a drained shutdown (its members had stopped taking calls before it said so).
-pub(crate) async fn never_reached(shared: &NodeShared, node: &str) -> bool {
-    tokio::time::sleep(DROPPED_SETTLE).await;
-    shared.peers.load().contains_key(node)
-        || shared
-            .left
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(node)
-}
-
-/// How long a caller waits, after a dropped reply port, to see whether the node went away.
-const DROPPED_SETTLE: Duration = Duration::from_millis(100);
 
 /// Sends an encoded call of `F` to `actor` on `node` and decodes the reply.
 pub(crate) async fn send_encoded<F: RemoteFunction>(

@@ -192,7 +192,12 @@ impl<F: RemoteFunction> BalancedCall<F> {
                     timeout,
                 });
             }
-            let timeout = if waited { remaining } else { timeout };
+            // (A re-selected call keeps its deadline too.)
+            let timeout = if waited || reselections > 0 {
+                remaining
+            } else {
+                timeout
+            };
             if member.is_local() {
                 if let Some(function) = node.registry.get_typed::<F>() {
                     let _serving = ServedToken::new(shared);
@@ -219,20 +224,13 @@ impl<F: RemoteFunction> BalancedCall<F> {
                     reselections += 1;
                     exclude.push(Arc::clone(member.node_arc()));
                 }
-                Sent::Dropped
-                    if reselections < MAX_RESELECTIONS
-                        && call::never_reached(node, member.node()).await =>
-                {
-                    // The member had finished leaving before the call reached it: it did not
-                    // run; pick another.
-                    reselections += 1;
-                    exclude.push(Arc::clone(member.node_arc()));
-                }
                 Sent::Dropped => {
+                    // The call may have run (the node went away, or the member actor stopped
+                    // while serving it): never sent again.
                     return Err(Error::ServiceUnavailable {
                         node: member.node().to_string(),
                         reason: Unavailable::ConnectionLost,
-                    })
+                    });
                 }
                 Sent::Unsent(_) => {
                     return Err(Error::ServiceUnavailable {

@@ -48,6 +48,9 @@ pub(crate) mod supervisor;
 /// actor stops, whatever `leave_grace` and the drain took.
 const MIN_REFUSING: Duration = Duration::from_millis(250);
 
+/// The longest a leaving member waits for every peer to drop it from its members.
+const PEERS_SAW_LEAVE: Duration = Duration::from_secs(2);
+
 /// How often [`Balancer::stop`] checks whether the counts reached zero.
 const DRAIN_POLL: Duration = Duration::from_millis(10);
 
@@ -321,12 +324,21 @@ impl Balancer {
     /// the drain: call this from the parent's `post_stop`.
     pub async fn stop(&self) {
         let shared = &self.shared;
-        if shared.stopping.swap(true, Ordering::AcqRel) {
-            // Another stop is draining: return when it is done.
-            let mut stopped = shared.stopped.subscribe();
-            let _ = stopped.wait_for(|done| *done).await;
-            return;
+        let mut stopped = shared.stopped.subscribe();
+        if !shared.stopping.swap(true, Ordering::AcqRel) {
+            // Waits on this balancer (an empty pool, wait_for_members, random-node calls
+            // tracked by it) end now, not when the drain is over.
+            shared.notify_stopping();
+            // The drain runs on its own task: dropping this future does not abandon it.
+            let balancer = self.clone();
+            tokio::spawn(async move { balancer.drain_and_stop().await });
         }
+        let _ = stopped.wait_for(|done| *done).await;
+    }
+
+    /// The work of [`Balancer::stop`], once.
+    async fn drain_and_stop(&self) {
+        let shared = &self.shared;
         let config = &shared.config;
         let started = tokio::time::Instant::now();
         let deadline = started + config.drain_timeout;
@@ -356,9 +368,11 @@ impl Balancer {
             tokio::time::sleep(DRAIN_POLL).await;
         };
         if shared.member {
-            // Whatever the grace and the drain took, refuse for a little longer before the
-            // member's actor stops: a call reaching a stopped actor would be lost, a refused
-            // one goes to another member.
+            // Refuse (not drop) calls until every peer has seen the leave, so nothing is
+            // selected for this member any more, and at least MIN_REFUSING after it: a call
+            // reaching a stopped actor fails (it may have run, for all its caller knows); a
+            // refused one goes to another member.
+            shared.wait_until_peers_saw_leave(PEERS_SAW_LEAVE).await;
             tokio::time::sleep_until(started + MIN_REFUSING).await;
         }
         if !drained {

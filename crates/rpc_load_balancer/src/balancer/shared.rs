@@ -79,6 +79,37 @@ impl BalancerShared {
         Ok(())
     }
 
+    /// Wakes everything waiting on the members watch (the balancer begins to stop).
+    pub(crate) fn notify_stopping(&self) {
+        self.members_watch.send_modify(|_| {});
+    }
+
+    /// Waits (at most `bound`) until no connected peer lists this node among the balancer's
+    /// members: after that no peer selects it any more.
+    pub(crate) async fn wait_until_peers_saw_leave(&self, bound: std::time::Duration) {
+        let node = &self.node;
+        let me = node.name.clone();
+        let peers: Vec<String> = node.peer_names();
+        let checks = peers.iter().map(|peer| {
+            let me = me.clone();
+            async move {
+                let request = crate::control::ControlRequest::Members(self.name.clone());
+                loop {
+                    match crate::call::control(node, peer, &request, bound).await {
+                        Ok(crate::control::ControlReply::Members(Some(list)))
+                            if list.contains(&me) =>
+                        {
+                            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                        }
+                        // Not listed, no such balancer there, or unreachable: done.
+                        _ => return,
+                    }
+                }
+            }
+        });
+        let _ = tokio::time::timeout(bound, futures_util::future::join_all(checks)).await;
+    }
+
     /// Forgets the members (at stop).
     pub(crate) fn clear(&self) {
         let empty = Arc::new(Members::default());

@@ -415,13 +415,19 @@ impl Node {
     /// is done.
     pub async fn shutdown(&self) {
         let inner = &self.inner;
-        if inner.shut_down.swap(true, Ordering::AcqRel) {
-            // Another shutdown is under way: return when it is done.
-            let mut lifecycle = inner.shared.lifecycle.subscribe();
-            let _ = lifecycle.wait_for(|l| *l == Lifecycle::Stopped).await;
-            return;
+        let mut lifecycle = inner.shared.lifecycle.subscribe();
+        if !inner.shut_down.swap(true, Ordering::AcqRel) {
+            inner.shared.lifecycle.send_replace(Lifecycle::ShuttingDown);
+            // The work runs on its own task: dropping this future does not abandon it.
+            let node = self.clone();
+            tokio::spawn(async move { node.shut_down().await });
         }
-        inner.shared.lifecycle.send_replace(Lifecycle::ShuttingDown);
+        let _ = lifecycle.wait_for(|l| *l == Lifecycle::Stopped).await;
+    }
+
+    /// The work of [`Node::shutdown`], once.
+    async fn shut_down(&self) {
+        let inner = &self.inner;
         // Every balancer drains at once (each bounded by its drain_timeout).
         let balancers = inner.shared.all_balancers();
         futures_util::future::join_all(balancers.iter().map(|b| b.stop())).await;
