@@ -105,8 +105,8 @@ impl BalancerConfig {
 
     /// The longest [`Balancer::stop`](crate::Balancer::stop) waits, grace included, for the
     /// calls this node has routed through the balancer and the calls it serves as a member to
-    /// finish (default 15 s); then it stops anyway (calls still running are not aborted; it no
-    /// longer waits for them). Zero does not wait.
+    /// finish (default 15 s); then it stops anyway, and callers of calls still running on this
+    /// member may get `ConnectionLost` (the call may have run). Zero does not wait.
     pub fn drain_timeout(mut self, timeout: Duration) -> Self {
         self.drain_timeout = timeout;
         self

@@ -314,7 +314,8 @@ impl Balancer {
     ///    it leave; later ones are refused unrun and their callers send them to another member;
     /// 4. it waits until the calls this node routed through the balancer and the calls it
     ///    serves as a member have finished, or `drain_timeout` (15 s, grace included) is up —
-    ///    then it stops anyway: calls still running are not aborted, it just no longer waits;
+    ///    then it stops anyway: callers of calls still running here may get
+    ///    [`Error::ServiceUnavailable`] (`ConnectionLost`: the call may have run);
     /// 5. a member keeps refusing (not dropping) calls for at least 250 ms after leaving,
     ///    whatever the grace, then it stops its actors and frees the name (a new start under
     ///    it may follow).
