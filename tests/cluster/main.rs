@@ -12,6 +12,7 @@ mod errors;
 mod filters;
 mod handshake;
 mod heartbeat;
+mod hostile;
 mod least_cpu;
 mod lifecycle;
 mod local;

@@ -17,6 +17,9 @@
 pub(crate) mod header;
 pub(crate) mod reply;
 
+#[cfg(test)]
+mod fuzz;
+
 use ractor::RpcReplyPort;
 use ractor_cluster::RactorClusterMessage;
 
