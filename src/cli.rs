@@ -133,6 +133,28 @@ pub struct NodeArgs {
         default_value_t = 3_000
     )]
     pub heartbeat_timeout_ms: u64,
+    /// Longest pause between two dials of a peer that is down, in ms (the backoff starts at
+    /// 100 ms and doubles, jittered ±20 %).
+    #[arg(
+        long,
+        value_name = "MS",
+        allow_negative_numbers = true,
+        default_value_t = 2_000
+    )]
+    pub dial_backoff_max_ms: u64,
+    /// How long to keep redialling a peer found through the mesh (not a --peer) after its
+    /// session was lost without it saying it was leaving (killed, cut off, hung), in ms; 0
+    /// turns this off. --peer addresses are redialled for as long as the node runs.
+    #[arg(
+        long,
+        value_name = "MS",
+        allow_negative_numbers = true,
+        default_value_t = 60_000
+    )]
+    pub reconnect_give_up_ms: u64,
+    /// Test hook: speak this wire version instead of the library's (compatibility tests).
+    #[arg(long, value_name = "N", hide = true)]
+    pub wire_version: Option<u16>,
     /// After leaving a balancer at stop or SIGTERM, how long this node still serves calls
     /// selected before others saw it leave, in ms (later ones go to other members).
     #[arg(

@@ -65,7 +65,12 @@ pub async fn run(args: NodeArgs) -> CmdResult {
         .cpu_reply_garbage(args.cpu_reply == "garbage")
         .excluded_node_patterns(args.exclude_patterns.clone())
         .heartbeat_interval(Duration::from_millis(args.heartbeat_interval_ms))
-        .heartbeat_timeout(Duration::from_millis(args.heartbeat_timeout_ms));
+        .heartbeat_timeout(Duration::from_millis(args.heartbeat_timeout_ms))
+        .dial_backoff_max(Duration::from_millis(args.dial_backoff_max_ms))
+        .reconnect_give_up(Duration::from_millis(args.reconnect_give_up_ms));
+    if let Some(version) = args.wire_version {
+        config = config.wire_version(version);
+    }
     if let Some(host) = &args.advertise {
         config = config.advertise_host(host);
     }
@@ -122,6 +127,9 @@ pub async fn run(args: NodeArgs) -> CmdResult {
                 Ok(NodeEvent::Up { node }) => emit(json!({"event": "node_up", "node": node})),
                 Ok(NodeEvent::Down { node }) => emit(json!({"event": "node_down", "node": node})),
                 Ok(NodeEvent::Leaving { node }) => emit(json!({"event": "node_leaving", "node": node})),
+                Ok(NodeEvent::Refused { node, reason }) => {
+                    emit(json!({"event": "node_refused", "node": node, "reason": reason}))
+                }
                 Ok(_) => {}
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => break,

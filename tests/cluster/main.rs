@@ -23,9 +23,11 @@ mod payload;
 #[cfg(feature = "telemetry")]
 mod prometheus;
 mod random_node;
+mod reconnect;
 mod retry;
 #[cfg(feature = "telemetry")]
 mod telemetry;
+mod wire_version;
 
 use std::time::Duration;
 

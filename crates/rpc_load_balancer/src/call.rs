@@ -18,7 +18,7 @@ use crate::node::shared::NodeShared;
 use crate::telemetry::RpcTelemetry;
 use crate::wire::header::{encode_call, CallHeader};
 use crate::wire::reply::{self, ReplyStatus};
-use crate::wire::{start_message, DecodeError, RpcMessage, WIRE_VERSION};
+use crate::wire::{start_message, DecodeError, RpcMessage};
 use crate::{Error, Unavailable};
 
 /// A call of `F` on one node, built by [`Node::call`](crate::Node::call). Await it (it
@@ -223,8 +223,9 @@ pub(crate) enum Sent<T> {
     /// It never left this node (the target's actor or session was already gone); the bytes
     /// are given back so the call can go elsewhere.
     Unsent(Vec<u8>),
-    /// The member refused it unrun (it is leaving its balancer): it can go elsewhere.
-    Refused,
+    /// The member refused it unrun — it is leaving its balancer, or speaks another wire
+    /// version — so it can go elsewhere; the error is what to report if it can't.
+    Refused(Error),
     /// Its reply port was dropped without a reply (the node went away, or the member's actor
     /// stopped): the call may have run.
     Dropped,
@@ -242,11 +243,21 @@ pub(crate) async fn send_encoded<F: RemoteFunction>(
     abandoned.settle(&outcome);
     match outcome {
         Err(MessagingErr::SendErr(RpcMessage::Call(bytes, _))) => Sent::Unsent(bytes),
-        Ok(CallResult::Success(reply))
-            if matches!(reply::decode(&reply), Ok((ReplyStatus::Leaving, _))) =>
-        {
-            Sent::Refused
-        }
+        Ok(CallResult::Success(reply)) => match reply::decode(&reply) {
+            Ok((ReplyStatus::Leaving, _)) => Sent::Refused(Error::ServiceUnavailable {
+                node: node.to_string(),
+                reason: crate::Unavailable::Leaving,
+            }),
+            // Not run there (a peer of another version is refused as soon as it connects;
+            // this covers the moment before).
+            Ok((ReplyStatus::WireVersion { .. }, _)) | Err(DecodeError::Version(_)) => {
+                match decode_reply::<F::Reply>(node, F::NAME, &reply) {
+                    Err(error) => Sent::Refused(error),
+                    Ok(value) => Sent::Replied(Ok(value)),
+                }
+            }
+            _ => Sent::Replied(decode_reply::<F::Reply>(node, F::NAME, &reply)),
+        },
         Ok(CallResult::SenderError) => Sent::Dropped,
         outcome => Sent::Replied(
             outcome_to_reply(node, timeout, outcome)
@@ -392,7 +403,7 @@ pub(crate) fn decode_reply<T: serde::de::DeserializeOwned>(
         Err(DecodeError::Version(remote)) => {
             return Err(Error::WireVersion {
                 node: node.to_string(),
-                local: WIRE_VERSION,
+                local: crate::wire::local_version(),
                 remote,
             })
         }
@@ -424,7 +435,7 @@ pub(crate) fn decode_reply<T: serde::de::DeserializeOwned>(
             // The node reads our version as `remote`; it answered in ours, so it speaks both.
             Err(Error::WireVersion {
                 node: node.to_string(),
-                local: WIRE_VERSION,
+                local: crate::wire::local_version(),
                 remote,
             })
         }
@@ -447,6 +458,7 @@ pub(crate) fn decode_reply<T: serde::de::DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::WIRE_VERSION;
 
     const NODE: &str = "b@127.0.0.1";
 

@@ -210,7 +210,7 @@ async fn admin(
     Ok(match request {
         ControlRequest::Ping => ControlReply::Pong {
             node: shared.name.clone(),
-            wire_version: crate::WIRE_VERSION,
+            wire_version: crate::wire::local_version(),
         },
         ControlRequest::Nodes => ControlReply::Nodes(shared.peer_names()),
         ControlRequest::Functions => ControlReply::Functions(shared.registry.names()),

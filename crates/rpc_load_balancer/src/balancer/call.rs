@@ -219,8 +219,9 @@ impl<F: RemoteFunction> BalancedCall<F> {
                     exclude.push(Arc::clone(member.node_arc()));
                     encoded = Some(bytes);
                 }
-                Sent::Refused if reselections < MAX_RESELECTIONS => {
-                    // The member is leaving (draining) and did not run it: pick another.
+                Sent::Refused(_) if reselections < MAX_RESELECTIONS => {
+                    // The member is leaving (draining) or of another wire version and did not
+                    // run it: pick another.
                     reselections += 1;
                     exclude.push(Arc::clone(member.node_arc()));
                 }
@@ -238,12 +239,7 @@ impl<F: RemoteFunction> BalancedCall<F> {
                         reason: Unavailable::Disconnected,
                     })
                 }
-                Sent::Refused => {
-                    return Err(Error::ServiceUnavailable {
-                        node: member.node().to_string(),
-                        reason: Unavailable::Leaving,
-                    })
-                }
+                Sent::Refused(error) => return Err(error),
             }
         }
     }

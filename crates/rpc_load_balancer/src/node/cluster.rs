@@ -203,7 +203,12 @@ impl ClusterState {
                         .unwrap_or_else(|e| e.into_inner())
                         .remove(name.as_str());
                     let (shared, server) = (Arc::clone(&self.shared), self.server.clone());
-                    tokio::spawn(super::mesh::introduce(shared, server, name.clone()));
+                    let (peer, session) = (name.clone(), event.session.get_cell());
+                    tokio::spawn(async move {
+                        if super::version::check(&shared, &peer, &session).await {
+                            super::mesh::introduce(shared, server, peer).await;
+                        }
+                    });
                     let _ = self
                         .shared
                         .events
@@ -211,6 +216,16 @@ impl ClusterState {
                 }
             }
             (SessionStage::Disconnected, _) => self.on_disconnected(event.session_id),
+            (SessionStage::Authenticated, Some(name))
+                if self
+                    .shared
+                    .refused_within(name, super::version::REFUSAL_KEPT) =>
+            {
+                tracing::debug!(node = %name, "closing a new session of a refused peer");
+                event
+                    .session
+                    .stop(Some("refused: another wire version".into()));
+            }
             (SessionStage::Authenticated, Some(name)) => self.reject_duplicate(name, &event),
             _ => {}
         }
@@ -243,6 +258,7 @@ impl ClusterState {
 
     fn on_disconnected(&mut self, session_id: ActorId) {
         let mut gone = None;
+        let mut gone_addr = String::new();
         for (name, sessions) in self.ready.iter_mut() {
             let before = sessions.len();
             let mut lost = None;
@@ -254,10 +270,11 @@ impl ClusterState {
                 keep
             });
             if sessions.len() != before {
-                if let (Some(lost), Some((original, at))) = (lost, self.duplicates.get(name)) {
-                    if *original == lost && at.elapsed() < DUPLICATE_WINDOW {
+                if let (Some(lost), Some((original, at))) = (&lost, self.duplicates.get(name)) {
+                    if original == lost && at.elapsed() < DUPLICATE_WINDOW {
                         // The election dropped the original for the duplicate: dial it again.
                         let server = self.server.clone();
+                        let lost = lost.clone();
                         tokio::spawn(async move {
                             let _ = ractor_cluster::client_connect(&server, lost.as_str()).await;
                         });
@@ -265,6 +282,7 @@ impl ClusterState {
                 }
                 if sessions.is_empty() {
                     gone = Some(name.clone());
+                    gone_addr = lost.unwrap_or_default();
                 }
                 break;
             }
@@ -275,6 +293,15 @@ impl ClusterState {
             self.ready.remove(&name);
             self.publish();
             tracing::info!(node = %name, "node down");
+            if super::reconnect::should_redial(&self.shared, &name, &gone_addr) {
+                let (shared, server) = (Arc::clone(&self.shared), self.server.clone());
+                tokio::spawn(super::reconnect::redial(
+                    shared,
+                    server,
+                    name.clone(),
+                    gone_addr,
+                ));
+            }
             let _ = self.shared.events.send(NodeEvent::Down { node: name });
         } else {
             self.publish();

@@ -48,6 +48,8 @@ pub struct NodeConfig {
     pub(crate) cpu_sample_interval: Duration,
     pub(crate) cpu_reply_garbage: bool,
     pub(crate) excluded_node_patterns: Vec<String>,
+    pub(crate) reconnect_give_up: Duration,
+    pub(crate) wire_version: u16,
 }
 
 impl NodeConfig {
@@ -57,7 +59,8 @@ impl NodeConfig {
     ///
     /// Defaults: advertised host = the listen IP, no cookie (must be set), no peers,
     /// `max_payload_bytes` 8 MiB, `call_timeout` 10 s, `connect_timeout` 5 s,
-    /// `dial_backoff_max` 5 s, `heartbeat_interval` 1 s, `heartbeat_timeout` 3 s, `remote_admin` off, `cpu_sampler` [`CpuSampler::System`],
+    /// `dial_backoff_max` 2 s, `reconnect_give_up` 60 s, `heartbeat_interval` 1 s,
+    /// `heartbeat_timeout` 3 s, `remote_admin` off, `cpu_sampler` [`CpuSampler::System`],
     /// `cpu_sample_interval` 1,000 ms, `cpu_reply_garbage` off, no `excluded_node_patterns`.
     pub fn new(name: impl Into<String>, listen: impl Into<String>) -> Self {
         Self {
@@ -71,7 +74,7 @@ impl NodeConfig {
             connect_timeout: Duration::from_secs(5),
             heartbeat_interval: Duration::from_secs(1),
             heartbeat_timeout: Duration::from_secs(3),
-            dial_backoff_max: Duration::from_secs(5),
+            dial_backoff_max: Duration::from_secs(2),
             remote_admin: false,
             retry: crate::Retry::default(),
             call_directly: false,
@@ -79,6 +82,8 @@ impl NodeConfig {
             cpu_sample_interval: Duration::from_millis(1_000),
             cpu_reply_garbage: false,
             excluded_node_patterns: Vec::new(),
+            reconnect_give_up: Duration::from_secs(60),
+            wire_version: crate::wire::WIRE_VERSION,
         }
     }
 
@@ -143,10 +148,34 @@ impl NodeConfig {
         self
     }
 
-    /// Longest pause between two dials of a configured peer that is down; default 5 s
-    /// (backoff starts at 100 ms and doubles), must be ≥ 100 ms.
+    /// Longest pause between two dials of a peer that is down (a configured peer, or one lost
+    /// uncleanly, see [`reconnect_give_up`](Self::reconnect_give_up)); default 2,000 ms. The
+    /// backoff starts at 100 ms, doubles up to this cap and is jittered ±20 %. Must be
+    /// ≥ 100 ms.
     pub fn dial_backoff_max(mut self, max: Duration) -> Self {
         self.dial_backoff_max = max;
+        self
+    }
+
+    /// How long this node keeps redialling a peer it was not configured with (found through
+    /// the mesh) after losing it uncleanly — its session closed without the peer saying it was
+    /// leaving: killed, crashed, cut off, or dropped for missing heartbeats. Default 60 s;
+    /// `Duration::ZERO` turns this off. Configured peers ([`peers`](Self::peers)) are redialled
+    /// for as long as the node runs, and peers that announced they were leaving (a drained
+    /// shutdown) or were refused (another wire version) are not redialled here at all. A
+    /// node restarted under the same name at a new address is found again when it dials any
+    /// member of the cluster (its configured peers), which then introduces it to the rest.
+    pub fn reconnect_give_up(mut self, give_up: Duration) -> Self {
+        self.reconnect_give_up = give_up;
+        self
+    }
+
+    /// Test hook: the wire version this node speaks (default
+    /// [`WIRE_VERSION`](crate::WIRE_VERSION)), to run a node of "another version" in
+    /// compatibility tests. It is process-wide, like the node. Not for production.
+    #[doc(hidden)]
+    pub fn wire_version(mut self, version: u16) -> Self {
+        self.wire_version = version;
         self
     }
 

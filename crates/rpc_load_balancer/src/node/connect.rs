@@ -7,7 +7,7 @@
 //! that closes early is not final either: the losing side of a simultaneous connect closes the
 //! same way while the winner comes up.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -114,6 +114,10 @@ pub(crate) async fn connect(
     // winner of a simultaneous connect may be one). Once our session closed and none of these
     // is left, the answer is known: stop waiting after a short grace.
     let mut pending: HashSet<ActorId> = HashSet::new();
+    // Our outgoing sessions to `addr`: closed if none is ready by the deadline, so a peer that
+    // accepts TCP but never answers (a paused process) does not collect half-open sessions
+    // from every redial, all completing at once when it resumes.
+    let mut outgoing: HashMap<ActorId, ActorRef<NodeSessionMessage>> = HashMap::new();
     let mut unnamed_incoming: HashSet<ActorId> = HashSet::new();
     let (mut authenticated, mut closed_at) = (false, None::<Instant>);
     loop {
@@ -141,6 +145,9 @@ pub(crate) async fn connect(
         if !is_session_to(&event, addr, &resolved) {
             continue;
         }
+        if !event.is_server && event.stage == SessionStage::Opened {
+            outgoing.insert(event.session_id, event.session.clone());
+        }
         match (event.stage, event.name) {
             (SessionStage::Ready, Some(name)) => {
                 return confirm_name(shared, addr, name, &event.session).await
@@ -152,12 +159,26 @@ pub(crate) async fn connect(
                 authenticated = true;
                 pending.insert(event.session_id);
             }
+            (SessionStage::Disconnected, Some(name))
+                if shared.refused_within(&name, super::version::REFUSAL_KEPT) =>
+            {
+                return Err(shared.refusal(&name).unwrap_or(Error::ConnectFailed {
+                    addr: addr.to_string(),
+                    reason: "refused".into(),
+                }));
+            }
             (SessionStage::Disconnected, _) => {
+                outgoing.remove(&event.session_id);
                 pending.remove(&event.session_id);
                 closed_at = Some(Instant::now());
             }
             _ => {}
         }
+    }
+    for session in outgoing.values() {
+        session.stop(Some(
+            "connect timed out before the session was ready".into(),
+        ));
     }
     let seen = match (authenticated, closed_at.is_some()) {
         (true, true) => {
@@ -255,6 +276,14 @@ async fn confirm_name(
                 tokio::time::sleep(Duration::from_millis(20)).await
             }
             Ok(_) => return Ok(peer),
+            // The version check (`version.rs`) refuses it and closes the session.
+            Err(error @ Error::WireVersion { .. }) => return Err(error),
+            Err(_) if shared.refusal(&peer).is_some() => {
+                return Err(shared.refusal(&peer).unwrap_or(Error::ConnectFailed {
+                    addr: addr.to_string(),
+                    reason: "refused".into(),
+                }))
+            }
             Err(error) => {
                 return Err(failed(format!(
                     "the session closed right after the handshake ({error}); \
@@ -316,6 +345,13 @@ pub(crate) async fn keep_peer(
                         Err(RecvError::Closed) => return,
                     }
                 }
+            }
+            Err(error @ Error::WireVersion { .. }) => {
+                // Refused (see `version.rs`): dial again once the refusal has lapsed, in case
+                // the peer was upgraded meanwhile.
+                tracing::warn!(%addr, %error, retry_in_ms = super::version::REFUSAL_KEPT.as_millis() as u64, "configured peer speaks another wire version");
+                failures += 1;
+                tokio::time::sleep(super::version::REFUSAL_KEPT).await;
             }
             Err(Error::ConnectFailed { reason, .. }) if reason == OWN_ADDRESS => {
                 tracing::warn!(%addr, "not dialling this node's own address, listed among its peers");

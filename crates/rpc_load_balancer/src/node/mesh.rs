@@ -40,7 +40,11 @@ pub(crate) async fn introduce(
         Ok(_) | Err(_) => return, // an older node, or gone again: nothing to learn
     };
     for (name, addr) in peers {
-        if name == shared.name || addr.is_empty() || shared.peers.load().contains_key(&name) {
+        if name == shared.name
+            || addr.is_empty()
+            || shared.peers.load().contains_key(&name)
+            || shared.refusal(&name).is_some()
+        {
             continue;
         }
         let (shared, server) = (Arc::clone(&shared), server.clone());

@@ -11,7 +11,9 @@ mod config;
 mod connect;
 mod heartbeat;
 mod mesh;
+mod reconnect;
 pub(crate) mod shared;
+mod version;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -183,6 +185,7 @@ impl Node {
         config: &NodeConfig,
         claim: Claim,
     ) -> Result<Node, Error> {
+        crate::wire::set_local_version(config.wire_version);
         let shared = Arc::new(NodeShared::new(
             name.clone(),
             listen_addr,

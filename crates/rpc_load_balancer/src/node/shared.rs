@@ -37,6 +37,16 @@ pub enum NodeEvent {
         /// Full name of the node.
         node: String,
     },
+    /// `node` connected but was refused: it speaks another wire version of this library
+    /// (see [`WIRE_VERSION`](crate::WIRE_VERSION)). Its session is closed and it is not
+    /// redialled unless it is a configured peer (which may be upgraded meanwhile); a `Down`
+    /// follows if it had been reported `Up`.
+    Refused {
+        /// Full name of the node.
+        node: String,
+        /// What was wrong, e.g. the [`Error::WireVersion`](crate::Error::WireVersion) message.
+        reason: String,
+    },
 }
 
 /// A node's stage of life (see `NodeShared::lifecycle`).
@@ -121,6 +131,15 @@ pub(crate) struct NodeShared {
     pub(crate) lifecycle: tokio::sync::watch::Sender<Lifecycle>,
     /// Peers that announced they are leaving (shutting down after draining).
     pub(crate) left: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Peers refused for speaking another wire version, with the error (until one passes the
+    /// check).
+    pub(crate) refused: Mutex<HashMap<String, (Error, std::time::Instant)>>,
+    /// Peers lost uncleanly that a reconnect task is redialling (`reconnect.rs`).
+    pub(crate) redialing: Mutex<HashSet<String>>,
+    /// `NodeConfig::peers`: kept connected by their own dial loops.
+    pub(crate) configured_peers: Vec<String>,
+    /// `NodeConfig::reconnect_give_up`.
+    pub(crate) reconnect_give_up: Duration,
     /// Default of routed calls: run on this node.
     pub(crate) call_directly: bool,
     pub(crate) connect_timeout: Duration,
@@ -164,6 +183,10 @@ impl NodeShared {
             call_timeout: config.call_timeout,
             retry: config.retry,
             left: Default::default(),
+            refused: Default::default(),
+            redialing: Default::default(),
+            configured_peers: config.peers.clone(),
+            reconnect_give_up: config.reconnect_give_up,
             lifecycle: tokio::sync::watch::channel(Lifecycle::Running).0,
             call_directly: config.call_directly,
             connect_timeout: config.connect_timeout,
@@ -251,6 +274,39 @@ impl NodeShared {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(addr);
+    }
+
+    /// Why the peer `name` was refused, if it was (see `version.rs`).
+    pub(crate) fn refusal(&self, name: &str) -> Option<Error> {
+        self.refused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .map(|(error, _)| error.clone())
+    }
+
+    /// Whether `name` was refused less than `within` ago.
+    pub(crate) fn refused_within(&self, name: &str, within: Duration) -> bool {
+        self.refused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .is_some_and(|(_, at)| at.elapsed() < within)
+    }
+
+    /// Whether `name` is in `set` (one of the name sets above).
+    pub(crate) fn listed(set: &Mutex<HashSet<String>>, name: &str) -> bool {
+        set.lock().unwrap_or_else(|p| p.into_inner()).contains(name)
+    }
+
+    /// Whether `addr` (a peer's advertised `host:port`) is one of the configured peers, by
+    /// string or, where both parse, by socket address.
+    pub(crate) fn is_configured(&self, addr: &str) -> bool {
+        let parsed = addr.parse::<std::net::SocketAddr>().ok();
+        self.configured_peers.iter().any(|peer| {
+            peer == addr
+                || (parsed.is_some() && peer.parse::<std::net::SocketAddr>().ok() == parsed)
+        })
     }
 
     /// Names of connected peers, sorted.

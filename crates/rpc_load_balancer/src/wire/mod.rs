@@ -20,11 +20,27 @@ pub(crate) mod reply;
 #[cfg(test)]
 mod fuzz;
 
+use std::sync::atomic::{AtomicU16, Ordering};
+
 use ractor::RpcReplyPort;
 use ractor_cluster::RactorClusterMessage;
 
 /// Version of the byte format inside [`RpcMessage`]. Bumped on any incompatible change.
 pub const WIRE_VERSION: u16 = 1;
+
+/// The version this process speaks: [`WIRE_VERSION`] unless a test node set another
+/// (`NodeConfig::wire_version`). Read once per message; a relaxed load costs nothing.
+static LOCAL_VERSION: AtomicU16 = AtomicU16::new(WIRE_VERSION);
+
+/// The wire version this process speaks.
+pub(crate) fn local_version() -> u16 {
+    LOCAL_VERSION.load(Ordering::Relaxed)
+}
+
+/// Sets the wire version this process speaks (at node start).
+pub(crate) fn set_local_version(version: u16) {
+    LOCAL_VERSION.store(version, Ordering::Relaxed);
+}
 
 /// The library's `ractor::pg` scope: balancer groups and node endpoints live here.
 pub const SCOPE: &str = "rpc_load_balancer";
@@ -85,7 +101,7 @@ pub(crate) enum DecodeError {
 impl std::fmt::Display for DecodeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Version(v) => write!(f, "wire version {v}, expected {WIRE_VERSION}"),
+            Self::Version(v) => write!(f, "wire version {v}, expected {}", local_version()),
             Self::Malformed(why) => write!(f, "malformed message: {why}"),
         }
     }
@@ -95,7 +111,7 @@ impl std::fmt::Display for DecodeError {
 pub(crate) fn split_version(bytes: &[u8]) -> Result<&[u8], DecodeError> {
     let (version, rest) = postcard::take_from_bytes::<u16>(bytes)
         .map_err(|e| DecodeError::Malformed(format!("no wire version: {e}")))?;
-    if version != WIRE_VERSION {
+    if version != local_version() {
         return Err(DecodeError::Version(version));
     }
     Ok(rest)
@@ -105,7 +121,7 @@ pub(crate) fn split_version(bytes: &[u8]) -> Result<&[u8], DecodeError> {
 pub(crate) fn start_message(capacity: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(capacity);
     // A u16 varint is at most 3 bytes; extending a Vec cannot fail.
-    out = postcard::to_extend(&WIRE_VERSION, out).unwrap_or_default();
+    out = postcard::to_extend(&local_version(), out).unwrap_or_default();
     out
 }
 
