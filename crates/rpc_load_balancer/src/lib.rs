@@ -82,7 +82,9 @@ pub use error::{Error, ErrorCode, PayloadDirection, RemoteFailure, Unavailable};
 pub use filter::NodeFilter;
 pub use function::{FunctionError, RemoteFunction};
 pub use named::NamedBalancer;
-pub use node::{Node, NodeConfig, NodeEvent, DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_CAP_BYTES};
+pub use node::{
+    Node, NodeConfig, NodeEvent, TlsConfig, DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_CAP_BYTES,
+};
 pub use random_node::{RandomNodeCall, RandomNodeCast};
 pub use retry::{Retry, RetryCount};
 pub use wire::{RpcMessage, ENDPOINT_GROUP, SCOPE, WIRE_VERSION};

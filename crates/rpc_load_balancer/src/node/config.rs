@@ -48,6 +48,7 @@ pub struct NodeConfig {
     pub(crate) cpu_sample_interval: Duration,
     pub(crate) cpu_reply_garbage: bool,
     pub(crate) excluded_node_patterns: Vec<String>,
+    pub(crate) tls: Option<super::TlsConfig>,
 }
 
 impl NodeConfig {
@@ -58,7 +59,8 @@ impl NodeConfig {
     /// Defaults: advertised host = the listen IP, no cookie (must be set), no peers,
     /// `max_payload_bytes` 8 MiB, `call_timeout` 10 s, `connect_timeout` 5 s,
     /// `dial_backoff_max` 5 s, `heartbeat_interval` 1 s, `heartbeat_timeout` 3 s, `remote_admin` off, `cpu_sampler` [`CpuSampler::System`],
-    /// `cpu_sample_interval` 1,000 ms, `cpu_reply_garbage` off, no `excluded_node_patterns`.
+    /// `cpu_sample_interval` 1,000 ms, `cpu_reply_garbage` off, no `excluded_node_patterns`,
+    /// no `tls` (plain TCP).
     pub fn new(name: impl Into<String>, listen: impl Into<String>) -> Self {
         Self {
             name: name.into(),
@@ -79,6 +81,7 @@ impl NodeConfig {
             cpu_sample_interval: Duration::from_millis(1_000),
             cpu_reply_garbage: false,
             excluded_node_patterns: Vec::new(),
+            tls: None,
         }
     }
 
@@ -93,6 +96,18 @@ impl NodeConfig {
     /// another cookie is rejected during the handshake.
     pub fn cookie(mut self, cookie: impl Into<String>) -> Self {
         self.cookie = cookie.into();
+        self
+    }
+
+    /// Mutual TLS on every session of this node (see [`TlsConfig`](super::TlsConfig)): it
+    /// accepts only TLS connections presenting a certificate signed by the CA, and dials its
+    /// peers and the mesh over TLS. Every node of the cluster needs it (a plaintext node and a
+    /// TLS node cannot connect); the cookie still applies. Default: none, plain TCP.
+    ///
+    /// The files are read at [`Node::start`](crate::Node::start), which fails with
+    /// [`Error::InvalidConfig`] naming `tls.cert`, `tls.key`, `tls.ca` or `tls.server_name`.
+    pub fn tls(mut self, tls: super::TlsConfig) -> Self {
+        self.tls = Some(tls);
         self
     }
 
