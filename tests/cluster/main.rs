@@ -26,6 +26,7 @@ mod random_node;
 mod retry;
 #[cfg(feature = "telemetry")]
 mod telemetry;
+mod tls;
 
 use std::time::Duration;
 
