@@ -44,6 +44,12 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # TLS
+//!
+//! [`NodeConfig::tls`] with a [`TlsConfig`] (certificate chain, private key and CA, as PEM
+//! files or bytes) makes every session of the node mutual TLS 1.3; plaintext nodes and nodes of
+//! another CA cannot connect, and the cookie still applies. See [`TlsConfig`].
+//!
 //! # Using ractor_cluster in your binary
 //!
 //! ractor_cluster turns on ractor's `cluster` feature for the whole build, so **every message
