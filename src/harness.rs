@@ -107,6 +107,18 @@ impl NodeSpec {
         self.arg("--burn-threads").arg(threads.to_string())
     }
 
+    /// Mutual TLS with the PEM files `cert` (certificate chain), `key` and `ca` (the
+    /// `--tls-cert`, `--tls-key` and `--tls-ca` flags).
+    pub fn tls(self, cert: impl AsRef<Path>, key: impl AsRef<Path>, ca: impl AsRef<Path>) -> Self {
+        let path = |p: &dyn AsRef<Path>| p.as_ref().display().to_string();
+        self.arg("--tls-cert")
+            .arg(path(&cert))
+            .arg("--tls-key")
+            .arg(path(&key))
+            .arg("--tls-ca")
+            .arg(path(&ca))
+    }
+
     /// Any further `rpclb node` argument, e.g. `.arg("--delay-ms").arg("50")`.
     pub fn arg(mut self, arg: impl Into<String>) -> Self {
         self.args.push(arg.into());

@@ -55,9 +55,10 @@ fn start_burning(threads: u32) {
 
 /// Runs the node until SIGTERM, SIGINT or (with `--exit-with-stdin`) end of stdin.
 pub async fn run(args: NodeArgs) -> CmdResult {
-    let mut config = NodeConfig::new(&args.name, &args.listen)
+    let mut config = args
+        .cluster
+        .apply(NodeConfig::new(&args.name, &args.listen))
         .remote_admin(!args.no_remote_admin)
-        .cookie(&args.cluster.cookie)
         .peers(args.peers.clone())
         .max_payload_bytes(args.max_payload_bytes)
         .cpu_sampler(args.cpu_sampler.clone())

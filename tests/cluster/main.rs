@@ -27,6 +27,7 @@ mod reconnect;
 mod retry;
 #[cfg(feature = "telemetry")]
 mod telemetry;
+mod tls;
 mod wire_version;
 
 use std::time::Duration;

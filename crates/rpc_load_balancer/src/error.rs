@@ -177,8 +177,9 @@ pub enum Error {
     ConnectFailed {
         /// The address dialled.
         addr: String,
-        /// What was seen: refused TCP connect, handshake rejected (wrong cookie or duplicate
-        /// node name), or no answer.
+        /// What was seen: refused TCP connect, TLS handshake failed (untrusted certificate,
+        /// a plaintext peer), handshake rejected (wrong cookie, duplicate node name, TLS on one
+        /// side only), or no answer.
         reason: String,
     },
     /// Fewer than `wanted` peers were connected when the wait ran out.

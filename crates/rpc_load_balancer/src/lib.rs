@@ -44,6 +44,12 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # TLS
+//!
+//! [`NodeConfig::tls`] with a [`TlsConfig`] (certificate chain, private key and CA, as PEM
+//! files or bytes) makes every session of the node mutual TLS 1.3; plaintext nodes and nodes of
+//! another CA cannot connect, and the cookie still applies. See [`TlsConfig`].
+//!
 //! # Using ractor_cluster in your binary
 //!
 //! ractor_cluster turns on ractor's `cluster` feature for the whole build, so **every message
@@ -82,7 +88,9 @@ pub use error::{Error, ErrorCode, PayloadDirection, RemoteFailure, Unavailable};
 pub use filter::NodeFilter;
 pub use function::{FunctionError, RemoteFunction};
 pub use named::NamedBalancer;
-pub use node::{Node, NodeConfig, NodeEvent, DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_CAP_BYTES};
+pub use node::{
+    Node, NodeConfig, NodeEvent, TlsConfig, DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_CAP_BYTES,
+};
 pub use random_node::{RandomNodeCall, RandomNodeCast};
 pub use retry::{Retry, RetryCount};
 pub use wire::{RpcMessage, ENDPOINT_GROUP, SCOPE, WIRE_VERSION};

@@ -273,10 +273,11 @@ impl ClusterState {
                 if let (Some(lost), Some((original, at))) = (&lost, self.duplicates.get(name)) {
                     if original == lost && at.elapsed() < DUPLICATE_WINDOW {
                         // The election dropped the original for the duplicate: dial it again.
-                        let server = self.server.clone();
+                        let (shared, server) = (Arc::clone(&self.shared), self.server.clone());
                         let lost = lost.clone();
                         tokio::spawn(async move {
-                            let _ = ractor_cluster::client_connect(&server, lost.as_str()).await;
+                            let bound = shared.connect_timeout;
+                            let _ = super::tls::dial(&shared, &server, &lost, bound).await;
                         });
                     }
                 }

@@ -50,6 +50,7 @@ pub struct NodeConfig {
     pub(crate) excluded_node_patterns: Vec<String>,
     pub(crate) reconnect_give_up: Duration,
     pub(crate) wire_version: u16,
+    pub(crate) tls: Option<super::TlsConfig>,
 }
 
 impl NodeConfig {
@@ -61,7 +62,9 @@ impl NodeConfig {
     /// `max_payload_bytes` 8 MiB, `call_timeout` 10 s, `connect_timeout` 5 s,
     /// `dial_backoff_max` 2 s, `reconnect_give_up` 60 s, `heartbeat_interval` 1 s,
     /// `heartbeat_timeout` 3 s, `remote_admin` off, `cpu_sampler` [`CpuSampler::System`],
-    /// `cpu_sample_interval` 1,000 ms, `cpu_reply_garbage` off, no `excluded_node_patterns`.
+    /// `cpu_sample_interval` 1,000 ms, `cpu_reply_garbage` off, no `excluded_node_patterns`,
+    /// no `tls` (plain TCP).
+
     pub fn new(name: impl Into<String>, listen: impl Into<String>) -> Self {
         Self {
             name: name.into(),
@@ -84,6 +87,7 @@ impl NodeConfig {
             excluded_node_patterns: Vec::new(),
             reconnect_give_up: Duration::from_secs(60),
             wire_version: crate::wire::WIRE_VERSION,
+            tls: None,
         }
     }
 
@@ -98,6 +102,18 @@ impl NodeConfig {
     /// another cookie is rejected during the handshake.
     pub fn cookie(mut self, cookie: impl Into<String>) -> Self {
         self.cookie = cookie.into();
+        self
+    }
+
+    /// Mutual TLS on every session of this node (see [`TlsConfig`](super::TlsConfig)): it
+    /// accepts only TLS connections presenting a certificate signed by the CA, and dials its
+    /// peers and the mesh over TLS. Every node of the cluster needs it (a plaintext node and a
+    /// TLS node cannot connect); the cookie still applies. Default: none, plain TCP.
+    ///
+    /// The files are read at [`Node::start`](crate::Node::start), which fails with
+    /// [`Error::InvalidConfig`] naming `tls.cert`, `tls.key`, `tls.ca` or `tls.server_name`.
+    pub fn tls(mut self, tls: super::TlsConfig) -> Self {
+        self.tls = Some(tls);
         self
     }
 

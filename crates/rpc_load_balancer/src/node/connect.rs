@@ -106,9 +106,9 @@ pub(crate) async fn connect(
     }
     // This task holds the address's dial slot now.
     let _dialing = DialGuard { shared, addr };
-    ractor_cluster::client_connect(server, addr)
+    super::tls::dial(shared, server, addr, bound)
         .await
-        .map_err(|e| failed(format!("TCP connect failed: {e}")))?;
+        .map_err(failed)?;
     let deadline = Instant::now() + bound;
     // Sessions to `addr` still in the handshake, and incoming sessions not yet named (the
     // winner of a simultaneous connect may be one). Once our session closed and none of these
@@ -186,9 +186,14 @@ pub(crate) async fn connect(
              already connected to it (duplicate node name)"
         }
         (true, false) => "a session authenticated but never became ready",
+        (false, true) if shared.tls.is_some() => {
+            "the peer closed the session during the handshake: it does not trust this node's \
+             TLS certificate (another CA), wrong cookie, a duplicate node name, or not an \
+             rpc_load_balancer node"
+        }
         (false, true) => {
             "the peer closed the session during the handshake: wrong cookie, a duplicate node \
-             name, or not an rpc_load_balancer node"
+             name, the peer requires TLS (this node has none), or not an rpc_load_balancer node"
         }
         (false, false) => "the handshake did not finish",
     };

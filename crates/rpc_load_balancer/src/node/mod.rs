@@ -14,6 +14,7 @@ mod mesh;
 mod reconnect;
 pub(crate) mod shared;
 mod version;
+mod tls;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,12 +23,13 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorRef};
 use ractor_cluster::node::NodeConnectionMode;
-use ractor_cluster::{NodeServer, NodeServerMessage};
+use ractor_cluster::{IncomingEncryptionMode, NodeServer, NodeServerMessage};
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
 pub use config::{NodeConfig, DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_CAP_BYTES};
 pub use shared::NodeEvent;
+pub use tls::TlsConfig;
 
 use crate::call::{self, Call};
 use crate::control::{ControlReply, ControlRequest};
@@ -142,20 +144,24 @@ impl std::fmt::Debug for Node {
 
 impl Node {
     /// Starts this process's node: binds `config`'s listen address (port 0 picks a free
-    /// port), starts a `NodeServer` (isolated mode: the node dials the full mesh over plain TCP
-    /// itself, one dial per address), and dials
-    /// `config`'s peers in the background. It starts sampling its CPU at once (see
+    /// port), starts a `NodeServer` (isolated mode: the node dials the full mesh itself, one
+    /// dial per address, over TLS when [`NodeConfig::tls`] is set and plain TCP otherwise),
+    /// and dials `config`'s peers in the background. It starts sampling its CPU at once (see
     /// [`NodeConfig::cpu_sampler`]).
     ///
-    /// Errors: [`Error::InvalidConfig`] naming the bad option; [`Error::NodeAlreadyRunning`] if
-    /// this process already runs a node; [`Error::Startup`] if the address cannot be bound.
+    /// Errors: [`Error::InvalidConfig`] naming the bad option (`tls.cert`, `tls.key`, `tls.ca`
+    /// or `tls.server_name` for TLS files that are missing, unreadable or not valid PEM, or a
+    /// key that is not the certificate's); [`Error::NodeAlreadyRunning`] if this process
+    /// already runs a node; [`Error::Startup`] if the address cannot be bound.
     pub async fn start(config: NodeConfig) -> Result<Node, Error> {
         let valid = config.validate(false)?;
+        let tls = load_tls(&config)?;
         let claim = Claim::take()?;
-        let (server, port) = spawn_server(&config, &valid).await?;
+        let acceptor = tls.as_ref().map(|tls| tls.acceptor.clone());
+        let (server, port) = spawn_server(&config, &valid, acceptor).await?;
         let listen_addr = SocketAddr::new(valid.bind_ip, port).to_string();
         let addrs = (listen_addr, Some(format!("{}:{port}", valid.host)));
-        Self::assemble(server, true, config.full_name(), addrs, &config, claim).await
+        Self::assemble(server, true, config.full_name(), addrs, &config, tls, claim).await
     }
 
     /// Makes a node of a `NodeServer` the app already runs (`server`). `config.name` and the
@@ -166,15 +172,28 @@ impl Node {
     /// [`Node::shutdown`] leaves the server running.
     /// Like [`Node::start`], it starts sampling this process's CPU.
     ///
+    /// With [`NodeConfig::tls`] the node's own dials use TLS; whether the server accepts only
+    /// TLS is the server's encryption mode (see [`TlsConfig::acceptor`]).
+    ///
     /// Errors: as [`Node::start`], without bind failures.
     pub async fn attach(
         server: ActorRef<NodeServerMessage>,
         config: NodeConfig,
     ) -> Result<Node, Error> {
         config.validate(true)?;
+        let tls = load_tls(&config)?;
         let claim = Claim::take()?;
         let addrs = (String::new(), None);
-        Self::assemble(server, false, config.full_name(), addrs, &config, claim).await
+        Self::assemble(
+            server,
+            false,
+            config.full_name(),
+            addrs,
+            &config,
+            tls,
+            claim,
+        )
+        .await
     }
 
     async fn assemble(
@@ -183,15 +202,13 @@ impl Node {
         name: String,
         (listen_addr, connection_string): (String, Option<String>),
         config: &NodeConfig,
+        tls: Option<Arc<tls::TlsSetup>>,
         claim: Claim,
     ) -> Result<Node, Error> {
         crate::wire::set_local_version(config.wire_version);
-        let shared = Arc::new(NodeShared::new(
-            name.clone(),
-            listen_addr,
-            connection_string,
-            config,
-        ));
+        let shared = Arc::new(
+            NodeShared::new(name.clone(), listen_addr, connection_string, config).with_tls(tls),
+        );
         let startup = |what: &str, e: &dyn std::fmt::Display| Error::Startup {
             reason: format!("{what}: {e}"),
         };
@@ -382,8 +399,9 @@ impl Node {
     /// `NodeConfig::connect_timeout` (5 s). Returns the peer's full name; at once if it is
     /// already connected.
     ///
-    /// Errors: [`Error::ConnectFailed`] with what was seen (TCP refused, handshake rejected
-    /// because of a wrong cookie or a duplicate node name, no answer).
+    /// Errors: [`Error::ConnectFailed`] with what was seen (TCP refused, TLS handshake failed,
+    /// handshake rejected because of a wrong cookie, a duplicate node name or TLS on one side
+    /// only, no answer).
     pub async fn connect(&self, addr: &str) -> Result<String, Error> {
         let shared = &self.inner.shared;
         connect::connect(shared, &self.inner.server, addr, shared.connect_timeout).await
@@ -473,11 +491,21 @@ impl Node {
     }
 }
 
-/// Spawns the NodeServer. For port 0 a free port is found by binding it and releasing it;
+/// Reads and checks `config`'s TLS settings, if any.
+fn load_tls(config: &NodeConfig) -> Result<Option<Arc<tls::TlsSetup>>, Error> {
+    config
+        .tls
+        .as_ref()
+        .map(|tls| tls.load().map(Arc::new))
+        .transpose()
+}
+
+/// Spawns the NodeServer (accepting only TLS when `acceptor` is set). For port 0 a free port is found by binding it and releasing it;
 /// if another process takes it in between, a new one is tried (up to 8 times).
 async fn spawn_server(
     config: &NodeConfig,
     valid: &config::ValidConfig,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
 ) -> Result<(ActorRef<NodeServerMessage>, u16), Error> {
     const ATTEMPTS: usize = 8;
     for attempt in 1..=ATTEMPTS {
@@ -506,7 +534,7 @@ async fn spawn_server(
             config.cookie.clone(),
             config.name.clone(),
             valid.host.clone(),
-            None,
+            acceptor.clone().map(IncomingEncryptionMode::Tls),
             // Our own mesh dialling (mesh.rs) replaces ractor_cluster's transitive mode.
             Some(NodeConnectionMode::Isolated),
         )

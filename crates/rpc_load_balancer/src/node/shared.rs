@@ -166,6 +166,8 @@ pub(crate) struct NodeShared {
     balancers: Mutex<HashMap<String, Option<Balancer>>>,
     /// Addresses a dial is in flight to (one at a time per address).
     dialing: Mutex<HashSet<String>>,
+    /// `NodeConfig::tls`, loaded: every dial uses it (`tls::dial`).
+    pub(crate) tls: Option<Arc<super::tls::TlsSetup>>,
 }
 
 impl NodeShared {
@@ -208,7 +210,14 @@ impl NodeShared {
             stopped: AtomicBool::new(false),
             balancers: Mutex::new(HashMap::new()),
             dialing: Mutex::new(HashSet::new()),
+            tls: None,
         }
+    }
+
+    /// Makes every dial of this node use `tls` (`None`: plain TCP).
+    pub(crate) fn with_tls(mut self, tls: Option<Arc<super::tls::TlsSetup>>) -> Self {
+        self.tls = tls;
+        self
     }
 
     /// `Err(ServiceUnavailable { reason: NodeStopped })` once the node is shut down.
