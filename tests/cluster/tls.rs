@@ -198,6 +198,14 @@ async fn three_tls_nodes_serve_balanced_calls() {
     let certs = Certs::new();
     let cookie = random_cookie();
     let n0 = tls_node(&certs, "n0", &cookie, None).await.unwrap();
+    // Two hostile clients hold connections to n0 for the whole test: one sends nothing, one
+    // the start of a TLS record and then nothing. Every node below still joins through n0
+    // (ractor_cluster alone would stall its accepts behind the first handshake).
+    let silent = tokio::net::TcpStream::connect(n0.addr()).await.unwrap();
+    let mut half = tokio::net::TcpStream::connect(n0.addr()).await.unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut half, &[0x16, 0x03, 0x01, 0x00, 0x40, 0x01])
+        .await
+        .unwrap();
     let n1 = tls_node(&certs, "n1", &cookie, Some(n0.addr()))
         .await
         .unwrap();
@@ -268,7 +276,7 @@ async fn three_tls_nodes_serve_balanced_calls() {
     let mut args = vec![
         "call".to_string(),
         "--peer".into(),
-        n1.addr().into(),
+        n0.addr().into(),
         "--cookie".into(),
         cookie.clone(),
         "--balancer".into(),
@@ -293,6 +301,7 @@ async fn three_tls_nodes_serve_balanced_calls() {
         names.iter().any(|n| stdout.contains(n.as_str())),
         "{stdout}"
     );
+    drop((silent, half));
     drop(certs);
 }
 

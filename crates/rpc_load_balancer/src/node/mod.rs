@@ -10,11 +10,12 @@ mod cluster;
 mod config;
 mod connect;
 mod heartbeat;
+mod listener;
 mod mesh;
 mod reconnect;
 pub(crate) mod shared;
-mod version;
 mod tls;
+mod version;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,8 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ractor::{Actor, ActorRef};
-use ractor_cluster::node::NodeConnectionMode;
-use ractor_cluster::{IncomingEncryptionMode, NodeServer, NodeServerMessage};
+use ractor_cluster::NodeServerMessage;
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
@@ -158,10 +158,28 @@ impl Node {
         let tls = load_tls(&config)?;
         let claim = Claim::take()?;
         let acceptor = tls.as_ref().map(|tls| tls.acceptor.clone());
-        let (server, port) = spawn_server(&config, &valid, acceptor).await?;
+        let listener::Listening {
+            server,
+            port,
+            accept_task,
+        } = listener::start(&config, &valid, acceptor).await?;
         let listen_addr = SocketAddr::new(valid.bind_ip, port).to_string();
         let addrs = (listen_addr, Some(format!("{}:{port}", valid.host)));
-        Self::assemble(server, true, config.full_name(), addrs, &config, tls, claim).await
+        let node =
+            Self::assemble(server, true, config.full_name(), addrs, &config, tls, claim).await;
+        if let Some(task) = accept_task {
+            match &node {
+                // Stopped with the dialers at shutdown.
+                Ok(node) => node
+                    .inner
+                    .dialers
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(task),
+                Err(_) => task.abort(),
+            }
+        }
+        node
     }
 
     /// Makes a node of a `NodeServer` the app already runs (`server`). `config.name` and the
@@ -498,58 +516,4 @@ fn load_tls(config: &NodeConfig) -> Result<Option<Arc<tls::TlsSetup>>, Error> {
         .as_ref()
         .map(|tls| tls.load().map(Arc::new))
         .transpose()
-}
-
-/// Spawns the NodeServer (accepting only TLS when `acceptor` is set). For port 0 a free port is found by binding it and releasing it;
-/// if another process takes it in between, a new one is tried (up to 8 times).
-async fn spawn_server(
-    config: &NodeConfig,
-    valid: &config::ValidConfig,
-    acceptor: Option<tokio_rustls::TlsAcceptor>,
-) -> Result<(ActorRef<NodeServerMessage>, u16), Error> {
-    const ATTEMPTS: usize = 8;
-    for attempt in 1..=ATTEMPTS {
-        let port = if valid.port == 0 {
-            let probe = std::net::TcpListener::bind((valid.bind_ip, 0))
-                .and_then(|l| l.local_addr())
-                .map_err(|e| Error::Startup {
-                    reason: format!("node cannot bind {}: {e}", valid.bind_ip),
-                })?;
-            probe.port()
-        } else {
-            // Bind once ourselves for a plain error message (ractor_cluster nests it in two
-            // "actor panicked during startup" layers); the port is released at once.
-            std::net::TcpListener::bind((valid.bind_ip, valid.port)).map_err(|e| {
-                Error::Startup {
-                    reason: format!(
-                        "node cannot listen on {}:{}: {e}",
-                        valid.bind_ip, valid.port
-                    ),
-                }
-            })?;
-            valid.port
-        };
-        let server = NodeServer::new(
-            port,
-            config.cookie.clone(),
-            config.name.clone(),
-            valid.host.clone(),
-            acceptor.clone().map(IncomingEncryptionMode::Tls),
-            // Our own mesh dialling (mesh.rs) replaces ractor_cluster's transitive mode.
-            Some(NodeConnectionMode::Isolated),
-        )
-        .with_listen_addr(valid.bind_ip);
-        match Actor::spawn(None, server, ()).await {
-            Ok((server, _)) => return Ok((server, port)),
-            Err(e) if valid.port == 0 && attempt < ATTEMPTS => {
-                tracing::debug!(port, error = %e, "free port was taken; trying another");
-            }
-            Err(e) => {
-                return Err(Error::Startup {
-                    reason: format!("node cannot listen on {}:{port}: {e}", valid.bind_ip),
-                })
-            }
-        }
-    }
-    unreachable!("the last attempt returns")
 }
