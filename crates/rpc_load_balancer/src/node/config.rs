@@ -64,7 +64,6 @@ impl NodeConfig {
     /// `heartbeat_timeout` 3 s, `remote_admin` off, `cpu_sampler` [`CpuSampler::System`],
     /// `cpu_sample_interval` 1,000 ms, `cpu_reply_garbage` off, no `excluded_node_patterns`,
     /// no `tls` (plain TCP).
-
     pub fn new(name: impl Into<String>, listen: impl Into<String>) -> Self {
         Self {
             name: name.into(),
