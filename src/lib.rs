@@ -2,6 +2,7 @@
 //! `rpclb node` serves, the commands, and the test harness that multi-process tests, `rpclb
 //! demo` and `rpclb bench` use to run `rpclb node` children.
 
+pub mod bench_cmd;
 pub mod cli;
 pub mod client_cmd;
 pub mod demo_cmd;
