@@ -1,7 +1,8 @@
-//! The `rpclb` command line as a library: the demo functions every `rpclb node` serves, the
-//! commands, and the test harness that multi-process tests and `rpclb demo` use to run
-//! `rpclb node` children.
+//! The `rpclb` command line as a library: the demo functions (and the raw floor actor) every
+//! `rpclb node` serves, the commands, and the test harness that multi-process tests, `rpclb
+//! demo` and `rpclb bench` use to run `rpclb node` children.
 
+pub mod bench_cmd;
 pub mod cli;
 pub mod client_cmd;
 pub mod demo_cmd;
@@ -9,6 +10,7 @@ pub mod functions;
 pub mod harness;
 pub mod load;
 pub mod node_cmd;
+pub mod raw_floor;
 
 /// Result of a command body: any error, boxed.
 pub type CmdResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;

@@ -25,6 +25,7 @@ fn main() {
             std::process::exit(1);
         }
     };
+    let worker_threads = cli.worker_threads;
     let outcome = runtime.block_on(async move {
         match cli.command {
             Command::Node(args) => rpclb::node_cmd::run(args).await.map(|()| 0),
@@ -32,6 +33,7 @@ fn main() {
             Command::Call(args) => rpclb::client_cmd::call(args).await,
             Command::Load(args) => rpclb::client_cmd::load(args).await,
             Command::Control(args) => rpclb::client_cmd::control(args).await,
+            Command::Bench(args) => rpclb::bench_cmd::run(args, worker_threads).await,
         }
     });
     let code = match outcome {

@@ -1,4 +1,5 @@
-//! `rpclb node`: a cluster node serving the demo functions.
+//! `rpclb node`: a cluster node serving the demo functions (and the raw floor actor of
+//! `rpclb bench`, see [`crate::raw_floor`]).
 
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use serde_json::json;
 use tokio::io::AsyncReadExt;
 
 use crate::cli::NodeArgs;
-use crate::{functions, CmdResult};
+use crate::{functions, raw_floor, CmdResult};
 
 /// Prints one JSON event line on stdout. A closed stdout (the reader went away, e.g. `| head
 /// -1`) must not stop the node: write errors are ignored.
@@ -86,6 +87,8 @@ pub async fn run(args: NodeArgs) -> CmdResult {
     let node = Node::start(config).await?;
     start_burning(args.burn_threads);
     functions::register_all(&node, Duration::from_millis(args.delay_ms))?;
+    // The plain ractor_cluster echo that `rpclb bench` measures our calls against.
+    let raw_floor = raw_floor::start(node.name()).await?;
     for name in &args.balancers {
         let config = BalancerConfig::new(name)
             .algorithm_arc(std::sync::Arc::clone(&algorithm))
@@ -141,6 +144,7 @@ pub async fn run(args: NodeArgs) -> CmdResult {
             _ = &mut stdin_closed => break,
         }
     }
+    raw_floor.stop(None);
     node.shutdown().await;
     emit(json!({"event": "stopped", "node": node.name()}));
     Ok(())

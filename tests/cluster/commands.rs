@@ -202,3 +202,104 @@ async fn the_custom_algorithm_example_runs() {
         String::from_utf8_lossy(&output.stdout).contains("releases counted by the algorithm: 3")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_measures_every_case_and_leaves_no_child() {
+    let (code, stdout) = rpclb(
+        &[
+            "bench",
+            "--json",
+            "--sizes",
+            "100,64KiB",
+            "--calls",
+            "200",
+            "--rounds",
+            "2",
+            "--warmup",
+            "20",
+            "--secs",
+            "0.4",
+            "--warmup-secs",
+            "0.1",
+            "--concurrency",
+            "8",
+        ],
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(code, 0, "{stdout}");
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(report["errors"], 0);
+    assert_eq!(report["nodes"].as_array().unwrap().len(), 3);
+    let targets: Vec<&str> = report["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert_eq!(targets.len(), 2);
+    let bench_node = report["bench_node"].as_str().unwrap();
+    assert_eq!(report["settings"]["calls_per_round"], 100);
+    assert_eq!(report["settings"]["concurrency"], 8);
+    let sizes = report["sizes"].as_array().unwrap();
+    assert_eq!(
+        sizes
+            .iter()
+            .map(|s| s["bytes"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [100, 65536]
+    );
+    for size in sizes {
+        for phase in ["sequential", "throughput"] {
+            let cases = size[phase]["cases"].as_object().unwrap();
+            let names: Vec<&String> = cases.keys().collect();
+            assert_eq!(names, ["balanced", "direct", "local", "raw"], "{phase}");
+            for (name, case) in cases {
+                let what = format!("{} B {phase} {name}: {case}", size["bytes"]);
+                let calls = case["calls"].as_u64().unwrap();
+                assert!(calls > 0, "{what}");
+                assert_eq!(case["ok"].as_u64().unwrap(), calls, "{what}");
+                assert!(case["errors"].as_object().unwrap().is_empty(), "{what}");
+                let latency = &case["latency_us"];
+                assert!(latency["p50"].as_u64().unwrap() <= latency["p99"].as_u64().unwrap());
+                assert!(case["calls_per_sec"].as_f64().unwrap() > 0.0, "{what}");
+                let served: Vec<&String> = case["per_node"].as_object().unwrap().keys().collect();
+                if name == "local" {
+                    assert_eq!(served, [bench_node], "{what}");
+                } else {
+                    assert_eq!(served, targets, "{what}");
+                }
+                if phase == "sequential" {
+                    assert_eq!(calls, 200, "{what}");
+                }
+            }
+            for warmup in size[phase]["warmup"].as_object().unwrap().values() {
+                assert!(warmup["errors"].as_object().unwrap().is_empty(), "{warmup}");
+            }
+            for ratio in ["direct_over_raw", "balanced_over_raw"] {
+                for figure in ["p50", "p99", "calls_per_sec"] {
+                    let stats = &size[phase]["ratios"][ratio][figure];
+                    assert_eq!(stats["per_round"].as_array().unwrap().len(), 2, "{stats}");
+                    let (min, max) = (
+                        stats["min"].as_f64().unwrap(),
+                        stats["max"].as_f64().unwrap(),
+                    );
+                    let median = stats["median"].as_f64().unwrap();
+                    assert!(0.0 < min && min <= median && median <= max, "{stats}");
+                }
+            }
+        }
+    }
+    // The children were killed and reaped before the command exited.
+    for pid in report["node_pids"].as_array().unwrap() {
+        let pid = pid.as_u64().unwrap();
+        assert!(pid > 0);
+        // (A reused pid would belong to another program.)
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&cmdline).contains("rpclb"),
+            "child {pid} outlived rpclb bench"
+        );
+    }
+}
