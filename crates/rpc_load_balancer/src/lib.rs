@@ -59,6 +59,11 @@
 
 #![warn(missing_docs)]
 
+// Entry points for the fuzz target in `fuzz/` and the corpus replay test: behind the
+// off-by-default `fuzzing` feature, hidden, and not part of the public API.
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod __fuzz;
 pub mod algorithm;
 pub mod balancer;
 mod call;

@@ -61,3 +61,507 @@ async fn serving_garbage_always_replies_with_a_decodable_status() {
         );
     }
 }
+
+// ---- The kept corpus (`fuzz/corpus/wire/`): replayed here, as CI runs it. ----
+
+/// Where the `wire` fuzz target's corpus lives.
+fn corpus_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/wire")
+}
+
+/// Every file of the kept corpus (deliberate `seed-*` inputs and the fuzzer's minimized
+/// findings) goes through the fuzz target's own check: no decoder panics, and serving it as a
+/// call and as a control request replies with bytes that decode.
+#[test]
+fn corpus_replays_without_a_panic_and_every_reply_decodes() {
+    let mut files: Vec<_> = std::fs::read_dir(corpus_dir())
+        .unwrap_or_else(|e| panic!("{}: {e}", corpus_dir().display()))
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.is_file())
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= 50,
+        "the corpus has only {} files: is {} there?",
+        files.len(),
+        corpus_dir().display()
+    );
+    for path in &files {
+        let bytes = std::fs::read(path).unwrap();
+        let replayed = std::panic::catch_unwind(|| crate::__fuzz::wire(&bytes));
+        assert!(replayed.is_ok(), "corpus file {} failed", path.display());
+    }
+}
+
+/// The `seed-*` files on disk are the ones [`corpus_seeds`] makes: a change of the wire format
+/// shows up here. Regenerate them with
+/// `cargo test -p rpc_load_balancer --lib write_corpus_seeds -- --ignored`.
+#[test]
+fn corpus_seeds_are_current() {
+    for (name, bytes) in corpus_seeds() {
+        let path = corpus_dir().join(&name);
+        let on_disk = std::fs::read(&path).unwrap_or_default();
+        assert_eq!(
+            on_disk, bytes,
+            "{name} is missing or stale: run `cargo test -p rpc_load_balancer --lib \
+             write_corpus_seeds -- --ignored`"
+        );
+    }
+}
+
+/// Rewrites the deliberate `seed-*` files of the corpus (leaves the fuzzer's findings alone).
+#[test]
+#[ignore = "writes into the source tree; run by hand to regenerate the seeds"]
+fn write_corpus_seeds() {
+    let dir = corpus_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let is_seed = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("seed-"));
+        if is_seed {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    for (name, bytes) in corpus_seeds() {
+        std::fs::write(dir.join(name), bytes).unwrap();
+    }
+}
+
+/// The deliberate inputs: valid calls, casts, control requests and replies of every kind, then
+/// the ways they go wrong (truncation, other versions, huge lengths, bad UTF-8, bad tags).
+fn corpus_seeds() -> Vec<(String, Vec<u8>)> {
+    use super::header::{encode_call, CallHeader};
+    use super::{start_message, WIRE_VERSION};
+    use crate::__fuzz::{Add, Echo, Fail, Kind, Record, RecordFn, Repeat};
+    use crate::control::ControlReply;
+    use crate::cpu::CpuReading;
+    use crate::function::RemoteFunction;
+    use reply::{encode_ok, encode_status, ReplyStatus};
+
+    let mut seeds: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut add = |name: &str, bytes: Vec<u8>| {
+        assert!(
+            !seeds.iter().any(|(n, _)| n == name),
+            "duplicate seed {name}"
+        );
+        seeds.push((format!("seed-{name}"), bytes));
+    };
+    fn header<'a>(
+        function: &'a str,
+        balancer: Option<&'a str>,
+        deadline_ms: u64,
+    ) -> CallHeader<'a> {
+        CallHeader {
+            function,
+            balancer,
+            deadline_ms,
+            call_id: 7,
+        }
+    }
+    fn call<A: serde::Serialize + ?Sized>(header: &CallHeader<'_>, args: &A) -> Vec<u8> {
+        encode_call(header, args).unwrap()
+    }
+    fn control(request: &ControlRequest) -> Vec<u8> {
+        postcard::to_extend(request, start_message(8)).unwrap()
+    }
+    /// `bytes` with its leading wire version replaced by the varint bytes `version`.
+    fn with_version(version: &[u8], bytes: &[u8]) -> Vec<u8> {
+        let mut out = version.to_vec();
+        out.extend_from_slice(&bytes[1..]);
+        out
+    }
+    let version = postcard::to_allocvec(&WIRE_VERSION).unwrap();
+    let raw = |tail: &[u8]| [&version[..], tail].concat();
+    let record = Record {
+        id: -42,
+        name: Some("ünïcødé".into()),
+        score: 2.5,
+        flag: true,
+        tags: vec![("a".into(), 1), ("b".into(), u64::MAX)],
+        kind: Kind::Pair {
+            left: '→',
+            right: 9,
+        },
+    };
+
+    // Valid calls: each function, routed or not, with and without a deadline.
+    add("call-echo", call(&header(Echo::NAME, None, 1_000), "hello"));
+    add(
+        "call-echo-balancer",
+        call(&header(Echo::NAME, Some("reports"), 10_000), "hi"),
+    );
+    add(
+        "call-echo-max-deadline-and-id",
+        call(
+            &CallHeader {
+                call_id: u64::MAX,
+                ..header(Echo::NAME, Some("b"), u64::MAX)
+            },
+            "x",
+        ),
+    );
+    add("call-echo-empty", call(&header(Echo::NAME, None, 1), ""));
+    add(
+        "call-echo-over-payload-cap",
+        call(&header(Echo::NAME, None, 1_000), &"y".repeat(1_500)),
+    );
+    add(
+        "call-add",
+        call(&header(Add::NAME, None, 500), &(1u32, 2u32)),
+    );
+    add(
+        "call-add-overflow",
+        call(&header(Add::NAME, None, 500), &(u32::MAX, 1u32)),
+    );
+    add("call-fail", call(&header(Fail::NAME, None, 500), "why"));
+    add(
+        "call-repeat",
+        call(&header(Repeat::NAME, None, 500), &(b'r', 16u16)),
+    );
+    add(
+        "call-repeat-over-payload-cap",
+        call(&header(Repeat::NAME, None, 500), &(0u8, u16::MAX)),
+    );
+    add(
+        "call-record",
+        call(&header(RecordFn::NAME, None, 500), &record),
+    );
+    for (kind, value) in [
+        ("plain", Kind::Plain),
+        ("bytes", Kind::Bytes(vec![0, 1, 0xff])),
+    ] {
+        let record = Record {
+            name: None,
+            kind: value,
+            ..record.clone()
+        };
+        add(
+            &format!("call-record-{kind}"),
+            call(&header(RecordFn::NAME, Some("r"), 500), &record),
+        );
+    }
+    add(
+        "call-unknown-function",
+        call(&header("nope", None, 500), &()),
+    );
+    add(
+        "call-empty-function-name",
+        call(&header("", None, 500), &()),
+    );
+    add(
+        "call-long-function-name",
+        call(&header(&"f".repeat(3_000), None, 500), &()),
+    );
+    add(
+        "call-long-balancer-name",
+        call(&header(Echo::NAME, Some(&"b".repeat(3_000)), 500), "x"),
+    );
+    add(
+        "call-echo-wrong-argument-type",
+        call(&header(Echo::NAME, None, 500), &u64::MAX),
+    );
+    add(
+        "call-echo-trailing-bytes",
+        [call(&header(Echo::NAME, None, 500), "x"), vec![0xde, 0xad]].concat(),
+    );
+    add(
+        "call-add-missing-argument",
+        call(&header(Add::NAME, None, 500), &1u32),
+    );
+    // Casts: the same format, no deadline.
+    add("cast-echo", call(&header(Echo::NAME, None, 0), "fire"));
+    add(
+        "cast-fail-balancer",
+        call(&header(Fail::NAME, Some("reports"), 0), "and forget"),
+    );
+    // Every truncation of a valid call.
+    let valid = call(&header(Echo::NAME, Some("b"), 1_000), "x");
+    for len in 0..valid.len() {
+        add(&format!("call-truncated-{len:02}"), valid[..len].to_vec());
+    }
+    // Other wire versions, and version varints that are odd or too long for a u16.
+    for (name, v) in [
+        ("0", &[0x00][..]),
+        ("2", &[0x02]),
+        ("max", &[0xff, 0xff, 0x03]),
+        ("non-canonical-1", &[0x81, 0x00]),
+        ("over-u16", &[0xff, 0xff, 0x04]),
+        ("unterminated", &[0xff, 0xff, 0xff, 0xff]),
+    ] {
+        add(&format!("version-{name}-call"), with_version(v, &valid));
+    }
+    add(
+        "version-2-control",
+        with_version(&[0x02], &control(&ControlRequest::Ping)),
+    );
+    add(
+        "version-2-reply",
+        with_version(&[0x02], &encode_status(&ReplyStatus::DeadlineExceeded)),
+    );
+    // Huge varint lengths where a string, an option or a sequence starts.
+    let huge32 = [0xff, 0xff, 0xff, 0xff, 0x0f];
+    let huge64 = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01];
+    add(
+        "huge-function-length-u32",
+        raw(&[&huge32[..], b"echo"].concat()),
+    );
+    add(
+        "huge-function-length-u64",
+        raw(&[&huge64[..], b"echo"].concat()),
+    );
+    add(
+        "huge-varint-overlong",
+        raw(&[
+            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        ]),
+    );
+    add(
+        "huge-balancer-length",
+        raw(&[&[0x04][..], b"echo", &[0x01], &huge64].concat()),
+    );
+    add(
+        "huge-deadline-varint-overlong",
+        raw(&[&[0x04][..], b"echo", &[0x00], &[0xff; 11]].concat()),
+    );
+    let echo_prefix = raw(&[&[0x04][..], b"echo", &[0x00, 0x01, 0x07]].concat());
+    add(
+        "huge-echo-argument-length",
+        [&echo_prefix[..], &huge64].concat(),
+    );
+    let record_prefix = raw(&[&[0x06][..], b"record", &[0x00, 0x01, 0x07]].concat());
+    add(
+        "huge-record-tags-length",
+        // id -1, name None, score 0.0, flag false, then the tags' length
+        [&record_prefix[..], &[0x01, 0x00], &[0; 8], &[0x00], &huge64].concat(),
+    );
+    add(
+        "record-bad-bool",
+        [&record_prefix[..], &[0x01, 0x00], &[0; 8], &[0x02]].concat(),
+    );
+    add(
+        "record-bad-enum-tag",
+        [
+            &record_prefix[..],
+            &[0x01, 0x00],
+            &[0; 8],
+            &[0x00, 0x00, 0x09],
+        ]
+        .concat(),
+    );
+    add(
+        "record-surrogate-char",
+        [
+            &record_prefix[..],
+            &[0x01, 0x00],
+            &[0; 8],
+            &[0x00, 0x00, 0x02, 0x03, 0xed, 0xa0, 0x80, 0x01],
+        ]
+        .concat(),
+    );
+    // Invalid UTF-8 in the function name, the balancer name and a string argument.
+    for (name, bad) in [
+        ("lone-continuation", &[0x80][..]),
+        ("truncated-sequence", &[0xc3, 0x28]),
+        ("overlong-nul", &[0xc0, 0x80]),
+        ("surrogate", &[0xed, 0xa0, 0x80]),
+        ("over-max", &[0xf4, 0x90, 0x80, 0x80]),
+    ] {
+        let len = u8::try_from(bad.len()).unwrap();
+        add(
+            &format!("utf8-function-{name}"),
+            raw(&[&[len][..], bad, &[0x00, 0x00, 0x00]].concat()),
+        );
+        add(
+            &format!("utf8-balancer-{name}"),
+            raw(&[
+                &[0x04][..],
+                b"echo",
+                &[0x01, len],
+                bad,
+                &[0x00, 0x00, 0x01, b'x'],
+            ]
+            .concat()),
+        );
+        add(
+            &format!("utf8-echo-argument-{name}"),
+            [&echo_prefix[..], &[len], bad].concat(),
+        );
+    }
+    add(
+        "bad-option-tag",
+        raw(&[&[0x04][..], b"echo", &[0x02, 0x00, 0x00, 0x00]].concat()),
+    );
+    // Tiny inputs.
+    add("empty", Vec::new());
+    add("version-only", version.clone());
+    add("zero", vec![0x00]);
+    add("all-ff", vec![0xff; 16]);
+    add("all-zero", vec![0x00; 16]);
+
+    // Every control request (remote admin is off on the fuzzed node: admin ones are refused).
+    let list = Some(vec!["a@".to_string(), "@h".to_string()]);
+    let requests = [
+        ("ping", ControlRequest::Ping),
+        ("nodes", ControlRequest::Nodes),
+        ("functions", ControlRequest::Functions),
+        ("stats", ControlRequest::Stats),
+        (
+            "connection-of",
+            ControlRequest::ConnectionOf("a@127.0.0.1".into()),
+        ),
+        ("peers", ControlRequest::Peers),
+        ("members", ControlRequest::Members("reports".into())),
+        ("in-flight", ControlRequest::InFlight("reports".into())),
+        (
+            "start-balancer",
+            ControlRequest::StartBalancer {
+                name: "reports".into(),
+                algorithm: "round_robin".into(),
+                node_match_list: None,
+            },
+        ),
+        (
+            "start-balancer-match-list",
+            ControlRequest::StartBalancer {
+                name: "r".into(),
+                algorithm: "no such algorithm".into(),
+                node_match_list: list,
+            },
+        ),
+        (
+            "stop-balancer",
+            ControlRequest::StopBalancer("reports".into()),
+        ),
+        (
+            "kill-load-balancer",
+            ControlRequest::KillLoadBalancer("reports".into()),
+        ),
+        ("cpu-reading", ControlRequest::CpuReading),
+        ("cpu-readings", ControlRequest::CpuReadings),
+        (
+            "crash-poller",
+            ControlRequest::CrashPoller("reports".into()),
+        ),
+        ("served", ControlRequest::Served("reports".into())),
+        ("leaving", ControlRequest::Leaving("a@127.0.0.1".into())),
+        ("cancel", ControlRequest::Cancel(7)),
+        ("cancel-max", ControlRequest::Cancel(u64::MAX)),
+    ];
+    for (name, request) in &requests {
+        add(&format!("control-{name}"), control(request));
+    }
+    let ping = control(&ControlRequest::Ping);
+    add("control-unknown-variant", raw(&[0x7f]));
+    add("control-unknown-variant-huge", raw(&huge64));
+    add(
+        "control-trailing-bytes",
+        [ping.clone(), vec![0x01, 0x02]].concat(),
+    );
+    let members = control(&ControlRequest::Members("reports".into()));
+    add(
+        "control-members-truncated",
+        members[..members.len() - 2].to_vec(),
+    );
+    add(
+        "control-members-huge-length",
+        raw(&[&[0x06][..], &huge64].concat()),
+    );
+
+    // Every reply status, and an Ok reply of each control reply.
+    let statuses = [
+        ("ok-unit", encode_ok(&()).unwrap()),
+        (
+            "bad-request",
+            encode_status(&ReplyStatus::BadRequest("unknown function")),
+        ),
+        ("failed", encode_status(&ReplyStatus::Failed("nope"))),
+        ("panicked", encode_status(&ReplyStatus::Panicked("boom"))),
+        (
+            "wire-version",
+            encode_status(&ReplyStatus::WireVersion { remote: u16::MAX }),
+        ),
+        (
+            "payload-too-large",
+            encode_status(&ReplyStatus::PayloadTooLarge {
+                size: u64::MAX,
+                limit: 1024,
+            }),
+        ),
+        (
+            "deadline-exceeded",
+            encode_status(&ReplyStatus::DeadlineExceeded),
+        ),
+        ("leaving", encode_status(&ReplyStatus::Leaving)),
+        ("unknown-status", raw(&[0x63])),
+        ("ok-garbage-value", raw(&[&[0x00][..], &[0xff; 6]].concat())),
+    ];
+    for (name, bytes) in statuses {
+        add(&format!("reply-{name}"), bytes);
+    }
+    let reading = CpuReading {
+        cpu: 12.5,
+        age_ms: 300,
+    };
+    let replies = [
+        (
+            "pong",
+            ControlReply::Pong {
+                node: "a@127.0.0.1".into(),
+                wire_version: WIRE_VERSION,
+            },
+        ),
+        (
+            "nodes",
+            ControlReply::Nodes(vec!["a@h".into(), "b@h".into()]),
+        ),
+        ("functions", ControlReply::Functions(vec!["echo".into()])),
+        (
+            "stats",
+            ControlReply::Stats {
+                served_in_flight: 1,
+                served_total: u64::MAX,
+            },
+        ),
+        (
+            "connection-of",
+            ControlReply::ConnectionOf(Some("h:1".into())),
+        ),
+        ("members", ControlReply::Members(Some(vec!["a@h".into()]))),
+        ("done", ControlReply::Done),
+        (
+            "peers",
+            ControlReply::Peers(vec![("a@h".into(), "h:1".into())]),
+        ),
+        (
+            "in-flight",
+            ControlReply::InFlight(Some(vec![("a@h".into(), 3)])),
+        ),
+        ("cpu-reading", ControlReply::CpuReading(Some(reading))),
+        (
+            "cpu-reading-nan",
+            ControlReply::CpuReading(Some(CpuReading {
+                cpu: f64::NAN,
+                age_ms: u64::MAX,
+            })),
+        ),
+        (
+            "cpu-readings",
+            ControlReply::CpuReadings(vec![("a@h".into(), reading)]),
+        ),
+        ("served", ControlReply::Served(None)),
+    ];
+    for (name, value) in &replies {
+        add(&format!("reply-ok-{name}"), encode_ok(value).unwrap());
+    }
+    add("reply-ok-echo", encode_ok("hello").unwrap());
+    add("reply-ok-record", encode_ok(&record).unwrap());
+    let failed = encode_status(&ReplyStatus::Failed("a message"));
+    add(
+        "reply-failed-truncated",
+        failed[..failed.len() - 3].to_vec(),
+    );
+    seeds
+}
