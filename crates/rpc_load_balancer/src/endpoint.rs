@@ -247,6 +247,12 @@ async fn admin(
             }
             ControlReply::Done
         }
+        ControlRequest::Leaving(node) if !shared.peers.load().contains_key(&node) => {
+            // Only a connected peer can be leaving: a name we don't know is not recorded, so
+            // the set stays bounded by the peers this node has had.
+            tracing::debug!(%node, "ignoring a leave announcement for a node that is not a peer");
+            ControlReply::Done
+        }
         ControlRequest::Leaving(node) => {
             tracing::debug!(%node, "peer announced it is leaving");
             shared

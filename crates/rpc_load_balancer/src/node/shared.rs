@@ -424,13 +424,22 @@ impl NodeShared {
             return true;
         }
         let now = std::time::Instant::now();
-        calls
-            .cancelled
-            .retain(|_, at| now.duration_since(*at) < CANCELLED_KEPT);
-        calls.cancelled.insert(id, now);
+        if calls.cancelled.len() >= CANCELLED_MAX {
+            calls
+                .cancelled
+                .retain(|_, at| now.duration_since(*at) < CANCELLED_KEPT);
+        }
+        if calls.cancelled.len() < CANCELLED_MAX {
+            calls.cancelled.insert(id, now);
+        }
         false
     }
 }
+
+/// Most ids of calls cancelled before they arrived kept at once; past it (a flood of
+/// cancellations, or a hostile peer) new ones are not recorded and such a call runs until its
+/// deadline.
+const CANCELLED_MAX: usize = 65_536;
 
 /// How long the id of a call cancelled before it arrived is kept (its call is skipped if it
 /// arrives within this time).
