@@ -150,12 +150,17 @@ impl Node {
     /// [`NodeConfig::cpu_sampler`]).
     ///
     /// Errors: [`Error::InvalidConfig`] naming the bad option (`tls.cert`, `tls.key`, `tls.ca`
-    /// or `tls.server_name` for TLS files that are missing, unreadable or not valid PEM, or a
-    /// key that is not the certificate's); [`Error::NodeAlreadyRunning`] if this process
+    /// or `tls.server_name` for TLS files that are missing, unreadable or not valid PEM, a
+    /// key that is not the certificate's, or a certificate that peers dialling this node would
+    /// reject: not signed by the CA, expired or not yet valid, or not naming the advertised
+    /// host (or `TlsConfig::server_name`)); [`Error::NodeAlreadyRunning`] if this process
     /// already runs a node; [`Error::Startup`] if the address cannot be bound.
     pub async fn start(config: NodeConfig) -> Result<Node, Error> {
         let valid = config.validate(false)?;
         let tls = load_tls(&config)?;
+        if let Some(tls) = &tls {
+            tls.check_own_certificate(&valid.host)?;
+        }
         let claim = Claim::take()?;
         let acceptor = tls.as_ref().map(|tls| tls.acceptor.clone());
         let listener::Listening {
@@ -198,8 +203,11 @@ impl Node {
         server: ActorRef<NodeServerMessage>,
         config: NodeConfig,
     ) -> Result<Node, Error> {
-        config.validate(true)?;
+        let valid = config.validate(true)?;
         let tls = load_tls(&config)?;
+        if let Some(tls) = &tls {
+            tls.check_own_certificate(&valid.host)?;
+        }
         let claim = Claim::take()?;
         let addrs = (String::new(), None);
         Self::assemble(

@@ -20,8 +20,10 @@ use std::time::Duration;
 
 use ractor::ActorRef;
 use ractor_cluster::{ClientConnectErr, NodeServerMessage};
+use rustls::client::danger::ServerCertVerifier;
+use rustls::client::WebPkiServerVerifier;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
@@ -233,6 +235,11 @@ impl TlsConfig {
                 format!("{:?} holds a bad certificate: {e}", self.cert_chain),
             ),
         };
+        let own_check =
+            WebPkiServerVerifier::builder_with_provider(Arc::clone(&roots), Arc::clone(&provider))
+                .build()
+                .map_err(|e| invalid("tls.ca", format!("{:?}: {e}", self.ca)))?;
+        let own_chain = chain.clone();
         let client_verifier =
             WebPkiClientVerifier::builder_with_provider(Arc::clone(&roots), Arc::clone(&provider))
                 .build()
@@ -253,6 +260,8 @@ impl TlsConfig {
             acceptor: TlsAcceptor::from(Arc::new(server)),
             connector: TlsConnector::from(Arc::new(client)),
             server_name,
+            own_chain,
+            own_check,
         })
     }
 }
@@ -263,9 +272,43 @@ pub(crate) struct TlsSetup {
     connector: TlsConnector,
     /// `TlsConfig::server_name`; `None`: the host part of the address dialled.
     server_name: Option<ServerName<'static>>,
+    /// This node's certificate chain, checked at start by `own_check`.
+    own_chain: Vec<CertificateDer<'static>>,
+    /// How peers check this node's certificate when they dial it.
+    own_check: Arc<WebPkiServerVerifier>,
 }
 
 impl TlsSetup {
+    /// Checks this node's own certificate as a peer dialling it will: signed by the CA, valid
+    /// now, and naming `host` (the advertised host) or the configured server name. A node
+    /// whose certificate fails this would be accepted by the nodes it dials but never by
+    /// those that dial it.
+    ///
+    /// Errors: [`Error::InvalidConfig`] naming `tls.cert`.
+    pub(crate) fn check_own_certificate(&self, host: &str) -> Result<(), Error> {
+        let name = match &self.server_name {
+            Some(name) => name.clone(),
+            None => self
+                .server_name_for(&format!("{host}:0"))
+                .map_err(|e| invalid("tls.cert", e))?,
+        };
+        let Some((leaf, intermediates)) = self.own_chain.split_first() else {
+            return Err(invalid("tls.cert", "no certificate".into()));
+        };
+        self.own_check
+            .verify_server_cert(leaf, intermediates, &name, &[], UnixTime::now())
+            .map(|_| ())
+            .map_err(|e| {
+                invalid(
+                    "tls.cert",
+                    format!(
+                        "peers dialling this node would reject its certificate for {}: {e}",
+                        name.to_str()
+                    ),
+                )
+            })
+    }
+
     /// The name the certificate of the node at `addr` (`host:port`) must carry.
     fn server_name_for(&self, addr: &str) -> Result<ServerName<'static>, String> {
         if let Some(name) = &self.server_name {

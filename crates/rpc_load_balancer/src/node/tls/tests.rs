@@ -229,3 +229,63 @@ async fn node_start_fails_with_invalid_config() {
         other => panic!("expected InvalidConfig naming tls.cert, got {other:?}"),
     }
 }
+
+/// PEM of a leaf for `names` (valid in 2020 only when `expired`), its key, and its CA.
+fn leaf_for(names: &[&str], expired: bool) -> (String, String, String) {
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let mut params =
+        CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
+    if expired {
+        params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2021, 1, 1);
+    }
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    (cert.pem(), key.serialize_pem(), ca.pem())
+}
+
+#[test]
+fn a_certificate_peers_would_reject_is_refused_at_start() {
+    let check = |names: &[&str], expired: bool, server_name: Option<&str>, host: &str| {
+        let (cert, key, ca) = leaf_for(names, expired);
+        let mut tls = TlsConfig::from_pem(cert, key, ca);
+        if let Some(name) = server_name {
+            tls = tls.server_name(name);
+        }
+        tls.load().unwrap().check_own_certificate(host)
+    };
+    // Naming the advertised host (an IP or a DNS name), or the fixed server name: fine.
+    check(&["127.0.0.1"], false, None, "127.0.0.1").unwrap();
+    check(&["box1"], false, None, "box1").unwrap();
+    check(
+        &["cluster.internal"],
+        false,
+        Some("cluster.internal"),
+        "127.0.0.1",
+    )
+    .unwrap();
+    // Another name, or expired: refused, naming the option and the reason.
+    for (names, expired, server_name, host, why) in [
+        (&["example.org"][..], false, None, "127.0.0.1", "127.0.0.1"),
+        (
+            &["box1"][..],
+            false,
+            Some("cluster.internal"),
+            "box1",
+            "cluster.internal",
+        ),
+        (&["127.0.0.1"][..], true, None, "127.0.0.1", "xpired"),
+    ] {
+        match check(names, expired, server_name, host) {
+            Err(Error::InvalidConfig { option, reason }) => {
+                assert_eq!(option, "tls.cert");
+                assert!(reason.contains(why), "{reason}");
+            }
+            other => panic!("{names:?}: expected InvalidConfig, got {other:?}"),
+        }
+    }
+}
