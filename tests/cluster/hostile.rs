@@ -83,3 +83,65 @@ async fn garbage_and_half_frames_on_a_nodes_port_disturb_no_session() {
     me.shutdown().await;
     cluster.shutdown().await;
 }
+
+/// Waits at most `bound` for the node to close `stream` (a read returns end of file or an
+/// error); whether it did.
+async fn closed_within(stream: &mut TcpStream, bound: Duration) -> bool {
+    let mut buf = [0u8; 256];
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        match tokio::time::timeout_at(deadline, tokio::io::AsyncReadExt::read(stream, &mut buf))
+            .await
+        {
+            Err(_elapsed) => return false,
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => continue, // whatever the node says before closing
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_connections_are_closed_and_never_keep_peers_out() {
+    let cluster = Cluster::start(BIN, 1, &[]).await.unwrap();
+    let target = cluster.nodes[0].addr().to_string();
+    // 200 connections that send nothing, one that sends half a frame and one byte-at-a-time
+    // header, all held open.
+    let mut silent = Vec::new();
+    for _ in 0..200 {
+        silent.push(TcpStream::connect(&target).await.unwrap());
+    }
+    let mut half = TcpStream::connect(&target).await.unwrap();
+    half.write_all(&1_000u32.to_be_bytes()).await.unwrap();
+    half.write_all(&[7u8; 10]).await.unwrap();
+    let mut trickle = TcpStream::connect(&target).await.unwrap();
+    trickle.write_all(&[0u8]).await.unwrap();
+
+    // Meanwhile a node joins through it at once.
+    let me = cluster.join("tester", MESH_TIMEOUT).await.unwrap();
+    assert_eq!(
+        me.call::<Whoami>(cluster.names()[0].clone(), ())
+            .await
+            .unwrap(),
+        cluster.names()[0]
+    );
+    // Each stalled connection is closed once connect_timeout (5 s) has passed (+2 s slack).
+    let bound = Duration::from_secs(7);
+    assert!(
+        closed_within(&mut half, bound).await,
+        "half frame kept open"
+    );
+    assert!(
+        closed_within(&mut trickle, bound).await,
+        "trickle kept open"
+    );
+    for (i, stream) in silent.iter_mut().enumerate() {
+        assert!(
+            closed_within(stream, Duration::from_secs(2)).await,
+            "silent connection {i} kept open"
+        );
+    }
+    // The session that did authenticate is untouched.
+    assert_eq!(me.nodes(), cluster.names());
+    me.shutdown().await;
+    cluster.shutdown().await;
+}

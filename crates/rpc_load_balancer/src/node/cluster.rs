@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use ractor::pg::GroupChangeMessage;
 use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use ractor_cluster::node::NodeServerSessionInformation;
-use ractor_cluster::{NodeEventSubscription, NodeServerMessage};
+use ractor_cluster::{NodeEventSubscription, NodeServerMessage, NodeSessionMessage};
 
 use super::shared::{NodeEvent, NodeShared, Peer, SessionEvent, SessionStage};
 use crate::wire::{node_of_endpoint, RpcMessage, ENDPOINT_GROUP, SCOPE};
@@ -34,6 +34,9 @@ pub(crate) const SUBSCRIPTION_ID: &str = "rpc_load_balancer.cluster";
 pub(crate) enum ClusterMsg {
     /// A NodeServer session event.
     Session(SessionEvent),
+    /// `connect_timeout` has passed since this session opened: close it if it has not
+    /// authenticated (see `listener.rs`).
+    HandshakeDeadline(ActorId),
 }
 
 /// Forwards NodeServer callbacks to the manager without blocking the NodeServer.
@@ -84,7 +87,12 @@ pub(crate) struct ClusterArgs {
 const DUPLICATE_WINDOW: Duration = Duration::from_secs(5);
 
 pub(crate) struct ClusterState {
+    myself: ActorRef<ClusterMsg>,
     shared: Arc<NodeShared>,
+    /// Sessions opened and not authenticated yet, closed at their handshake deadline.
+    opening: HashMap<ActorId, ActorRef<NodeSessionMessage>>,
+    /// Sessions closed for not authenticating in time (for throttled warnings).
+    stalled: super::listener::Throttle,
     server: ActorRef<NodeServerMessage>,
     /// Names whose newcomer was rejected as a duplicate: the original's address, and when.
     duplicates: HashMap<String, (String, Instant)>,
@@ -115,7 +123,10 @@ impl Actor for ClusterManager {
             subscription: Box::new(Forwarder(myself.clone())),
         })?;
         Ok(ClusterState {
+            myself,
             shared: args.shared,
+            opening: HashMap::new(),
+            stalled: Default::default(),
             server: args.server,
             duplicates: HashMap::new(),
             ready: HashMap::new(),
@@ -131,6 +142,7 @@ impl Actor for ClusterManager {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             ClusterMsg::Session(event) => state.on_session(event),
+            ClusterMsg::HandshakeDeadline(id) => state.on_handshake_deadline(id),
         }
         Ok(())
     }
@@ -163,7 +175,34 @@ fn add_endpoint(
 }
 
 impl ClusterState {
+    /// Closes session `id` if it is still not authenticated.
+    fn on_handshake_deadline(&mut self, id: ActorId) {
+        if let Some(session) = self.opening.remove(&id) {
+            if self.stalled.hit() {
+                tracing::warn!(
+                    timeout_ms = self.shared.connect_timeout.as_millis() as u64,
+                    times = self.stalled.count(),
+                    "closing a session that did not authenticate in time"
+                );
+            }
+            session.stop(Some("handshake timeout".into()));
+        }
+    }
+
     fn on_session(&mut self, event: SessionEvent) {
+        match event.stage {
+            SessionStage::Opened => {
+                self.opening.insert(event.session_id, event.session.clone());
+                let id = event.session_id;
+                self.myself
+                    .send_after(self.shared.connect_timeout, move || {
+                        ClusterMsg::HandshakeDeadline(id)
+                    });
+            }
+            _ => {
+                self.opening.remove(&event.session_id);
+            }
+        }
         tracing::debug!(
             stage = ?event.stage,
             peer = event.name.as_deref().unwrap_or("?"),

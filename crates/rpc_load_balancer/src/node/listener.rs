@@ -1,26 +1,29 @@
 //! The node's listening socket and its NodeServer.
 //!
-//! **Plain TCP**: ractor_cluster's own listener accepts on the node's address and opens a
-//! session per connection at once, so a client that connects and stalls holds only its own
-//! session.
+//! ractor_cluster 0.16.5's own listener has no defence against clients that connect and stall:
+//! with TLS it runs each handshake inside its accept loop without a timeout (one silent client
+//! stops every later accept), and in plain TCP it gives every connection a session at once,
+//! with no bound on how many wait unauthenticated; when the process runs out of file
+//! descriptors its accept loop spins. So the node accepts on its own socket: each new
+//! connection gets a task of its own that waits for the peer's first bytes (plain TCP) or runs
+//! the TLS handshake, bounded by `connect_timeout` and by [`MAX_PENDING`] such tasks at once,
+//! then hands the stream to the NodeServer. A session that then does not authenticate within
+//! `connect_timeout` is closed by the cluster manager (`cluster.rs`).
 //!
-//! **TLS**: ractor_cluster 0.16.5 runs each TLS handshake inside its accept loop, without a
-//! timeout, so one client that connects and sends nothing would stop every later accept. A
-//! TLS node therefore accepts on its own socket and runs each handshake on a task of its own,
-//! bounded by `connect_timeout` and by [`MAX_HANDSHAKES`] at once, then hands the encrypted
-//! stream to the NodeServer. The NodeServer still opens a listener of its own (it always
-//! does): that one is bound to an ephemeral loopback port, accepts TLS only, and is never
-//! advertised — the NodeServer is told the node's real port, which is what peers record and
-//! redial.
+//! The NodeServer still opens a listener of its own (it always does): that one is bound to an
+//! ephemeral loopback port, speaks the node's mode (TLS only when the node has TLS), and is
+//! never advertised — the NodeServer is told the node's real port, which is what peers record
+//! and redial.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::{Actor, ActorRef};
 use ractor_cluster::node::NodeConnectionMode;
 use ractor_cluster::{IncomingEncryptionMode, NetworkStream, NodeServer, NodeServerMessage};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
@@ -28,8 +31,9 @@ use tokio_rustls::TlsAcceptor;
 use super::config::{NodeConfig, ValidConfig};
 use crate::Error;
 
-/// Most TLS handshakes in progress at once; connections beyond it are closed unanswered.
-pub(crate) const MAX_HANDSHAKES: usize = 256;
+/// Most new connections waiting at once for their first bytes or TLS handshake; connections
+/// beyond it are closed at once.
+pub(crate) const MAX_PENDING: usize = 1024;
 
 /// A started NodeServer: the server, the port the node listens on, and (with TLS) the task
 /// that accepts connections for it.
@@ -47,10 +51,38 @@ pub(crate) async fn start(
     valid: &ValidConfig,
     acceptor: Option<TlsAcceptor>,
 ) -> Result<Listening, Error> {
-    match acceptor {
-        None => start_plain(config, valid).await,
-        Some(acceptor) => start_tls(config, valid, acceptor).await,
-    }
+    let listener = TcpListener::bind((valid.bind_ip, valid.port))
+        .await
+        .map_err(|e| cannot_listen(valid.bind_ip, valid.port, &e))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| cannot_listen(valid.bind_ip, valid.port, &e))?
+        .port();
+    let internal = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let encryption = acceptor.clone().map(IncomingEncryptionMode::Tls);
+    let (server, _) = Actor::spawn(
+        None,
+        node_server(config, valid, 0, encryption, internal),
+        (),
+    )
+    .await
+    .map_err(|e| cannot_listen(valid.bind_ip, port, &e))?;
+    // Its listener reported its own ephemeral port while starting; this message comes after
+    // that one, so the node advertises the port it really accepts on.
+    server
+        .cast(NodeServerMessage::PortChanged { port })
+        .map_err(|e| cannot_listen(valid.bind_ip, port, &e))?;
+    let accept_task = tokio::spawn(accept_loop(
+        listener,
+        server.clone(),
+        acceptor,
+        config.connect_timeout,
+    ));
+    Ok(Listening {
+        server,
+        port,
+        accept_task: Some(accept_task),
+    })
 }
 
 fn cannot_listen(ip: IpAddr, port: u16, e: &dyn std::fmt::Display) -> Error {
@@ -78,127 +110,126 @@ fn node_server(
     .with_listen_addr(listen_ip)
 }
 
-/// Plain TCP: ractor_cluster's listener on the node's address. For port 0 a free port is
-/// found by binding it and releasing it; if another process takes it in between, a new one is
-/// tried (up to 8 times).
-async fn start_plain(config: &NodeConfig, valid: &ValidConfig) -> Result<Listening, Error> {
-    const ATTEMPTS: usize = 8;
-    for attempt in 1..=ATTEMPTS {
-        // Bind once ourselves: for port 0 to pick the port, otherwise for a plain error
-        // message (ractor_cluster nests it in two "actor panicked during startup" layers).
-        let port = std::net::TcpListener::bind((valid.bind_ip, valid.port))
-            .and_then(|l| l.local_addr())
-            .map_err(|e| cannot_listen(valid.bind_ip, valid.port, &e))?
-            .port();
-        let server = node_server(config, valid, port, None, valid.bind_ip);
-        match Actor::spawn(None, server, ()).await {
-            Ok((server, _)) => {
-                return Ok(Listening {
-                    server,
-                    port,
-                    accept_task: None,
-                })
-            }
-            Err(e) if valid.port == 0 && attempt < ATTEMPTS => {
-                tracing::debug!(port, error = %e, "free port was taken; trying another");
-            }
-            Err(e) => return Err(cannot_listen(valid.bind_ip, port, &e)),
-        }
-    }
-    unreachable!("the last attempt returns")
-}
-
-/// TLS: our own accept loop on the node's address (see the module docs).
-async fn start_tls(
-    config: &NodeConfig,
-    valid: &ValidConfig,
-    acceptor: TlsAcceptor,
-) -> Result<Listening, Error> {
-    let listener = TcpListener::bind((valid.bind_ip, valid.port))
-        .await
-        .map_err(|e| cannot_listen(valid.bind_ip, valid.port, &e))?;
-    let port = listener
-        .local_addr()
-        .map_err(|e| cannot_listen(valid.bind_ip, valid.port, &e))?
-        .port();
-    let internal = IpAddr::V4(Ipv4Addr::LOCALHOST);
-    let encryption = Some(IncomingEncryptionMode::Tls(acceptor.clone()));
-    let (server, _) = Actor::spawn(
-        None,
-        node_server(config, valid, 0, encryption, internal),
-        (),
-    )
-    .await
-    .map_err(|e| cannot_listen(valid.bind_ip, port, &e))?;
-    // Its listener reported its own ephemeral port while starting; this message comes after
-    // that one, so the node advertises the port it really accepts on.
-    server
-        .cast(NodeServerMessage::PortChanged { port })
-        .map_err(|e| cannot_listen(valid.bind_ip, port, &e))?;
-    let accept_task = tokio::spawn(accept_loop(
-        listener,
-        server.clone(),
-        acceptor,
-        config.connect_timeout,
-    ));
-    Ok(Listening {
-        server,
-        port,
-        accept_task: Some(accept_task),
-    })
-}
-
-/// Accepts connections until aborted (at node shutdown); each TLS handshake runs on its own
-/// task, bounded by `handshake_timeout`.
+/// Accepts connections until aborted (at node shutdown). Each one is prepared on its own
+/// task (see the module docs), bounded by `timeout`.
 async fn accept_loop(
     listener: TcpListener,
     server: ActorRef<NodeServerMessage>,
-    acceptor: TlsAcceptor,
-    handshake_timeout: Duration,
+    acceptor: Option<TlsAcceptor>,
+    timeout: Duration,
 ) {
-    let permits = Arc::new(Semaphore::new(MAX_HANDSHAKES));
+    let permits = Arc::new(Semaphore::new(MAX_PENDING));
+    let refused = Arc::new(Throttle::default());
+    let failed = Arc::new(Throttle::default());
     loop {
         let (stream, peer_addr) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(error) => {
                 // E.g. out of file descriptors: pause rather than spin.
-                tracing::warn!(%error, "cannot accept a connection");
+                if refused.hit() {
+                    tracing::warn!(%error, times = refused.count(), "cannot accept a connection");
+                }
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
         };
         let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
-            tracing::warn!(%peer_addr, limit = MAX_HANDSHAKES, "too many TLS handshakes in progress; closing a new connection");
+            if refused.hit() {
+                tracing::warn!(%peer_addr, limit = MAX_PENDING, times = refused.count(), "too many connections waiting for their handshake; closing new ones");
+            }
             continue;
         };
-        let (server, acceptor) = (server.clone(), acceptor.clone());
+        let (server, acceptor, failed) = (server.clone(), acceptor.clone(), Arc::clone(&failed));
         tokio::spawn(async move {
             let _permit = permit;
-            let _ = stream.set_nodelay(true);
-            let local_addr = match stream.local_addr() {
-                Ok(addr) => addr,
-                Err(_) => return,
-            };
-            match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
+            let prepared =
+                tokio::time::timeout(timeout, prepare(stream, peer_addr, acceptor)).await;
+            let problem = match prepared {
                 Ok(Ok(stream)) => {
                     let _ = server.cast(NodeServerMessage::ConnectionOpened {
-                        stream: Box::new(NetworkStream::TlsServer {
-                            peer_addr,
-                            local_addr,
-                            stream,
-                        }),
+                        stream: Box::new(stream),
                         is_server: true,
                     });
+                    return;
                 }
-                Ok(Err(error)) => {
-                    tracing::warn!(%peer_addr, %error, "incoming TLS handshake failed");
-                }
-                Err(_) => tracing::warn!(
-                    %peer_addr,
-                    timeout_ms = handshake_timeout.as_millis() as u64,
-                    "incoming TLS handshake did not finish in time; connection closed"
+                Ok(Err(problem)) => problem,
+                Err(_) => format!(
+                    "no handshake within {} ms; connection closed",
+                    timeout.as_millis()
                 ),
+            };
+            if failed.hit() {
+                tracing::warn!(%peer_addr, %problem, times = failed.count(), "incoming connection dropped");
             }
         });
+    }
+}
+
+/// Waits for the peer's first bytes (plain TCP) or runs the TLS handshake.
+async fn prepare(
+    stream: TcpStream,
+    peer_addr: SocketAddr,
+    acceptor: Option<TlsAcceptor>,
+) -> Result<NetworkStream, String> {
+    let _ = stream.set_nodelay(true);
+    let local_addr = stream.local_addr().map_err(|e| e.to_string())?;
+    match acceptor {
+        None => {
+            let mut first = [0u8; 1];
+            match stream.peek(&mut first).await {
+                Ok(0) => Err("closed before sending anything".into()),
+                Ok(_) => Ok(NetworkStream::Raw {
+                    peer_addr,
+                    local_addr,
+                    stream,
+                }),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+        Some(acceptor) => match acceptor.accept(stream).await {
+            Ok(stream) => Ok(NetworkStream::TlsServer {
+                peer_addr,
+                local_addr,
+                stream,
+            }),
+            Err(e) if e.to_string().contains("InvalidContentType") => Err(format!(
+                "TLS handshake failed: {e} (a client without TLS, or not a node)"
+            )),
+            Err(e) => Err(format!("TLS handshake failed: {e}")),
+        },
+    }
+}
+
+/// Counts events and says which to log: the first, then every 100th, then every 1,000th
+/// past 1,000 (so a flood of bad connections cannot flood the log).
+#[derive(Default)]
+pub(crate) struct Throttle(AtomicU64);
+
+impl Throttle {
+    /// Counts one event; whether to log it.
+    pub(crate) fn hit(&self) -> bool {
+        let n = self.0.fetch_add(1, Ordering::Relaxed) + 1;
+        n == 1 || (n <= 1_000 && n.is_multiple_of(100)) || n.is_multiple_of(1_000)
+    }
+
+    /// Events counted so far.
+    pub(crate) fn count(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_throttle_logs_the_first_then_every_hundredth_then_every_thousandth() {
+        let throttle = Throttle::default();
+        let logged: Vec<u64> = (1..=5_000u64).filter(|_| throttle.hit()).collect();
+        let mut expected = vec![1];
+        expected.extend((100..=1_000).step_by(100));
+        expected.extend((2_000..=5_000).step_by(1_000));
+        assert_eq!(logged, expected);
+        assert_eq!(throttle.count(), 5_000);
     }
 }
