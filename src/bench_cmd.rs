@@ -564,7 +564,10 @@ async fn measure(cluster: &Cluster, args: &BenchArgs, worker_threads: u16) -> Cm
     };
     let target_names: [Arc<str>; 2] = [Arc::from(first.as_str()), Arc::from(second.as_str())];
     let node = cluster
-        .join_with(NodeConfig::new("rpclb-bench", "127.0.0.1:0"), READY_TIMEOUT)
+        .join_with(
+            NodeConfig::new("rpclb-bench", "127.0.0.1:0").client(true),
+            READY_TIMEOUT,
+        )
         .await?;
     let outcome = measure_on(&node, cluster, args, worker_threads, target_names).await;
     node.shutdown().await;

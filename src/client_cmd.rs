@@ -33,7 +33,7 @@ pub async fn join_cluster_sampling(
     sample_interval: Option<Duration>,
 ) -> Result<Node, Error> {
     let name = format!("rpclb-client-{}", std::process::id());
-    let mut config = cluster.apply(NodeConfig::new(name, "127.0.0.1:0"));
+    let mut config = cluster.apply(NodeConfig::new(name, "127.0.0.1:0").client(true));
     if let Some(interval) = sample_interval {
         config = config.cpu_sample_interval(interval);
     }

@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use rpc_load_balancer::{Balancer, BalancerConfig, Node, NodeConfig};
+use rpc_load_balancer::{Balancer, BalancerConfig, ControlReply, ControlRequest, Node, NodeConfig};
 use rpclb::harness::{Cluster, NodeSpec};
 
 use crate::{Whoami, BIN, MESH_TIMEOUT};
@@ -126,4 +126,104 @@ async fn without_reconnect_a_peer_lost_uncleanly_stays_lost() {
         !resumed_peer_comes_back(me, Duration::from_secs(4)).await,
         "nothing should have redialled the resumed peer"
     );
+}
+
+/// The address `node` has on record for its peer `peer`, once it has one (≤ 10 s).
+async fn address_of(me: &Node, node: &str, peer: &str) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let reply = me
+            .control(node, ControlRequest::ConnectionOf(peer.to_string()))
+            .await
+            .unwrap();
+        match reply {
+            ControlReply::ConnectionOf(Some(addr)) => return addr,
+            other => assert!(
+                tokio::time::Instant::now() < deadline,
+                "{node} never saw {peer}: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until `node` has lost its session to `peer` (≤ 5 s).
+async fn until_lost(me: &Node, node: &str, peer: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while let ControlReply::ConnectionOf(Some(_)) = me
+        .control(node, ControlRequest::ConnectionOf(peer.to_string()))
+        .await
+        .unwrap()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{node} still has {peer}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Listens on `addr` (a killed process's port) and reports whether anything dials it within
+/// `wait`.
+async fn dialled_within(addr: &str, wait: Duration) -> bool {
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    tokio::time::timeout(wait, listener.accept()).await.is_ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_client_node_is_neither_introduced_nor_redialled_a_killed_server_is() {
+    let cluster = Cluster::start(BIN, 1, &["--balancer", "work"])
+        .await
+        .unwrap();
+    let n0 = cluster.names()[0].clone();
+    let me = cluster.join("tester", MESH_TIMEOUT).await.unwrap();
+
+    // A client: `rpclb load` joins through n0 as a client node.
+    let mut load = tokio::process::Command::new(BIN)
+        .args(["load", "--peer", cluster.nodes[0].addr(), "--cookie"])
+        .arg(cluster.cookie())
+        .args(["--balancer", "work", "--duration", "30"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let client = format!("rpclb-client-{}@127.0.0.1", load.id().unwrap());
+    let client_addr = address_of(&me, &n0, &client).await;
+    // n0 does not introduce it to nodes that join through n0.
+    match me.control(&n0, ControlRequest::Peers).await.unwrap() {
+        ControlReply::Peers(peers) => {
+            assert!(peers.iter().all(|(name, _)| *name != client), "{peers:?}");
+            assert!(
+                peers.iter().any(|(name, _)| name.starts_with("tester@")),
+                "{peers:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    load.start_kill().unwrap();
+    let _ = load.wait().await;
+    until_lost(&me, &n0, &client).await;
+    assert!(
+        !dialled_within(&client_addr, Duration::from_secs(3)).await,
+        "n0 redialled a client node"
+    );
+
+    // The control case: a server node found through the mesh, killed, is redialled.
+    let mut server = NodeSpec::new("server", cluster.cookie())
+        .peer(cluster.nodes[0].addr())
+        .start(BIN)
+        .await
+        .unwrap();
+    let server_name = server.node().to_string();
+    let server_addr = address_of(&me, &n0, &server_name).await;
+    server.kill().await;
+    until_lost(&me, &n0, &server_name).await;
+    assert!(
+        dialled_within(&server_addr, Duration::from_secs(5)).await,
+        "n0 did not redial a server node lost uncleanly"
+    );
+    me.shutdown().await;
+    cluster.shutdown().await;
 }

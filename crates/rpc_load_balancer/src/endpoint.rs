@@ -43,6 +43,13 @@ impl Actor for RpcEndpoint {
             ENDPOINT_GROUP.to_string(),
             vec![myself.get_cell()],
         );
+        if shared.client {
+            ractor::pg::join_scoped(
+                SCOPE.to_string(),
+                crate::wire::CLIENT_GROUP.to_string(),
+                vec![myself.get_cell()],
+            );
+        }
         Ok(shared)
     }
 

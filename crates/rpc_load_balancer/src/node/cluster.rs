@@ -24,7 +24,7 @@ use ractor_cluster::node::NodeServerSessionInformation;
 use ractor_cluster::{NodeEventSubscription, NodeServerMessage, NodeSessionMessage};
 
 use super::shared::{NodeEvent, NodeShared, Peer, SessionEvent, SessionStage};
-use crate::wire::{node_of_endpoint, RpcMessage, ENDPOINT_GROUP, SCOPE};
+use crate::wire::{node_of_endpoint, RpcMessage, CLIENT_GROUP, ENDPOINT_GROUP, SCOPE};
 
 /// Id of our event subscription on the NodeServer.
 pub(crate) const SUBSCRIPTION_ID: &str = "rpc_load_balancer.cluster";
@@ -175,6 +175,24 @@ fn add_endpoint(
 }
 
 impl ClusterState {
+    /// Records whether the peer `name`, just up, is a client node (its pg groups are synced
+    /// by its ready).
+    fn note_client(&self, name: &str) {
+        let client = ractor::pg::get_scoped_members(&SCOPE.to_string(), &CLIENT_GROUP.to_string())
+            .iter()
+            .any(|cell| cell.get_name().as_deref().and_then(node_of_endpoint) == Some(name));
+        let mut clients = self
+            .shared
+            .clients
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if client {
+            clients.insert(name.to_string());
+        } else {
+            clients.remove(name);
+        }
+    }
+
     /// Closes session `id` if it is still not authenticated.
     fn on_handshake_deadline(&mut self, id: ActorId) {
         if let Some(session) = self.opening.remove(&id) {
@@ -234,6 +252,7 @@ impl ClusterState {
                 }
                 self.publish();
                 if first {
+                    self.note_client(name);
                     tracing::info!(node = %name, "node up");
                     // Back (e.g. restarted): no longer a node that left.
                     self.shared
@@ -357,6 +376,22 @@ impl ClusterState {
                     add_endpoint(&mut self.endpoints, cell);
                 }
                 self.publish();
+            }
+            GroupChangeMessage::Join(scope, group, cells)
+                if scope == SCOPE && group == CLIENT_GROUP =>
+            {
+                // Kept after the client's session closes (that is when it matters); a node
+                // of the same name that comes back as a server is taken out at its ready.
+                let mut clients = self
+                    .shared
+                    .clients
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                for cell in cells.iter().filter(|c| !c.get_id().is_local()) {
+                    if let Some(node) = cell.get_name().as_deref().and_then(node_of_endpoint) {
+                        clients.insert(node.to_string());
+                    }
+                }
             }
             GroupChangeMessage::Leave(scope, group, cells)
                 if scope == SCOPE && group == ENDPOINT_GROUP =>

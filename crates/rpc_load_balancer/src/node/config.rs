@@ -49,6 +49,7 @@ pub struct NodeConfig {
     pub(crate) cpu_reply_garbage: bool,
     pub(crate) excluded_node_patterns: Vec<String>,
     pub(crate) reconnect_give_up: Duration,
+    pub(crate) client: bool,
     pub(crate) wire_version: u16,
     pub(crate) tls: Option<super::TlsConfig>,
 }
@@ -63,7 +64,7 @@ impl NodeConfig {
     /// `dial_backoff_max` 2 s, `reconnect_give_up` 60 s, `heartbeat_interval` 1 s,
     /// `heartbeat_timeout` 3 s, `remote_admin` off, `cpu_sampler` [`CpuSampler::System`],
     /// `cpu_sample_interval` 1,000 ms, `cpu_reply_garbage` off, no `excluded_node_patterns`,
-    /// no `tls` (plain TCP).
+    /// no `tls` (plain TCP), not a `client`.
     pub fn new(name: impl Into<String>, listen: impl Into<String>) -> Self {
         Self {
             name: name.into(),
@@ -85,6 +86,7 @@ impl NodeConfig {
             cpu_reply_garbage: false,
             excluded_node_patterns: Vec::new(),
             reconnect_give_up: Duration::from_secs(60),
+            client: false,
             wire_version: crate::wire::WIRE_VERSION,
             tls: None,
         }
@@ -182,6 +184,15 @@ impl NodeConfig {
     /// member of the cluster (its configured peers), which then introduces it to the rest.
     pub fn reconnect_give_up(mut self, give_up: Duration) -> Self {
         self.reconnect_give_up = give_up;
+        self
+    }
+
+    /// Makes this a client node (default off): one that joins the cluster to make calls and
+    /// may go away at any time, like `rpclb call`. Its peers do not redial it when its session
+    /// is lost, however it ends, and do not introduce it to nodes that join later (it dials the
+    /// nodes it learns of itself). It still serves calls made to it and can start balancers.
+    pub fn client(mut self, client: bool) -> Self {
+        self.client = client;
         self
     }
 

@@ -6,7 +6,8 @@
 //! back — by our dial or its own — or `reconnect_give_up` has passed.
 //!
 //! Not redialled: peers that announced they were leaving (a drained shutdown: they come back,
-//! if ever, by dialling us), peers refused for another wire version, peers with no advertised
+//! if ever, by dialling us), client nodes (`NodeConfig::client`), peers refused for another
+//! wire version, peers with no advertised
 //! address (attached nodes), and configured peers (their own loop runs for as long as the
 //! node does). A peer restarted under the same name at a new address cannot be found at the
 //! old one; it comes back when it dials its own configured peers, which introduce it to the
@@ -34,6 +35,7 @@ pub(crate) fn should_redial(shared: &NodeShared, name: &str, addr: &str) -> bool
         && !shared.stopped.load(Ordering::Acquire)
         && !shared.is_configured(addr)
         && !NodeShared::listed(&shared.left, name)
+        && !NodeShared::listed(&shared.clients, name)
         && shared.refusal(name).is_none()
 }
 
@@ -156,6 +158,9 @@ mod tests {
             .unwrap()
             .insert("c@127.0.0.1".into(), (refusal, std::time::Instant::now()));
         assert!(!should_redial(&node, "c@127.0.0.1", "127.0.0.1:4102"));
+        // A client node.
+        node.clients.lock().unwrap().insert("d@127.0.0.1".into());
+        assert!(!should_redial(&node, "d@127.0.0.1", "127.0.0.1:4103"));
         // Turned off, or the node is stopping.
         let off = shared(config.clone().reconnect_give_up(Duration::ZERO));
         assert!(!should_redial(&off, "b@127.0.0.1", "127.0.0.1:4101"));

@@ -136,6 +136,11 @@ pub(crate) struct NodeShared {
     pub(crate) refused: Mutex<HashMap<String, (Error, std::time::Instant)>>,
     /// Peers lost uncleanly that a reconnect task is redialling (`reconnect.rs`).
     pub(crate) redialing: Mutex<HashSet<String>>,
+    /// `NodeConfig::client`: this node is a client node.
+    pub(crate) client: bool,
+    /// Peers that are client nodes (seen in the `@clients` pg group): not redialled, not
+    /// introduced to other nodes.
+    pub(crate) clients: Mutex<HashSet<String>>,
     /// `NodeConfig::peers`: kept connected by their own dial loops.
     pub(crate) configured_peers: Vec<String>,
     /// `NodeConfig::reconnect_give_up`.
@@ -187,6 +192,8 @@ impl NodeShared {
             left: Default::default(),
             refused: Default::default(),
             redialing: Default::default(),
+            client: config.client,
+            clients: Default::default(),
             configured_peers: config.peers.clone(),
             reconnect_give_up: config.reconnect_give_up,
             lifecycle: tokio::sync::watch::channel(Lifecycle::Running).0,
@@ -257,12 +264,15 @@ impl NodeShared {
         }
     }
 
-    /// `(name, advertised address)` of connected peers, sorted by name.
+    /// `(name, advertised address)` of connected peers other than client nodes, sorted by
+    /// name (what a node joining through this one should dial).
     pub(crate) fn peer_addresses(&self) -> Vec<(String, String)> {
+        let clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
         let mut peers: Vec<(String, String)> = self
             .peers
             .load()
             .iter()
+            .filter(|(name, _)| !clients.contains(name.as_str()))
             .map(|(name, peer)| (name.clone(), peer.connection_string.clone()))
             .collect();
         peers.sort();

@@ -50,6 +50,9 @@ pub const SCOPE: &str = "rpc_load_balancer";
 /// collides with a balancer's group.
 pub const ENDPOINT_GROUP: &str = "@endpoints";
 
+/// The pg group (in [`SCOPE`]) the endpoints of client nodes (`NodeConfig::client`) join too.
+pub(crate) const CLIENT_GROUP: &str = "@clients";
+
 /// Prefix of an endpoint actor's registered name; the node's full name follows it.
 pub(crate) const ENDPOINT_NAME_PREFIX: &str = "rpc_load_balancer/@endpoint/";
 
