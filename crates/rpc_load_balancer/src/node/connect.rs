@@ -362,6 +362,15 @@ pub(crate) async fn keep_peer(
                 tracing::warn!(%addr, "not dialling this node's own address, listed among its peers");
                 return;
             }
+            Err(Error::ConnectFailed { reason, .. }) if is_duplicate_name(&reason) => {
+                // Another process runs under this node's name there — a hung predecessor
+                // that heartbeats will drop within seconds, or a live duplicate. Each attempt
+                // can make the cluster's election drop that node for a moment, so try again
+                // only after DUPLICATE_BACKOFF.
+                tracing::error!(%addr, %reason, retry_in_ms = DUPLICATE_BACKOFF.as_millis() as u64, "this node's name is taken in the cluster");
+                failures += 1;
+                tokio::time::sleep(DUPLICATE_BACKOFF).await;
+            }
             Err(error) => {
                 // The first failure and every tenth after are worth a warning: a wrong cookie
                 // or a duplicate name never fixes itself.
@@ -379,9 +388,35 @@ pub(crate) async fn keep_peer(
     }
 }
 
+/// How long a node whose name is taken waits before dialling that peer again: longer than the
+/// default heartbeat timeout (3 s), so a hung predecessor is gone by then.
+const DUPLICATE_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Whether a connect failure's `reason` says for sure that the peer already has a node of
+/// this node's name (not merely that it might, as a closed handshake does).
+fn is_duplicate_name(reason: &str) -> bool {
+    reason.starts_with("duplicate node name:") || reason.ends_with("(duplicate node name)")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_sure_duplicate_name_reasons_count() {
+        assert!(is_duplicate_name(
+            "duplicate node name: a@h already has a node named b@h at h:1"
+        ));
+        assert!(is_duplicate_name(
+            "no session became ready after 10 ms: the peer closed the session after \
+             authenticating it: a node with the same name is already connected to it \
+             (duplicate node name)"
+        ));
+        assert!(!is_duplicate_name(
+            "no session became ready after 10 ms: the peer closed the session during the \
+             handshake: wrong cookie, a duplicate node name, or not an rpc_load_balancer node"
+        ));
+    }
 
     #[test]
     fn advertised_names_match_by_string_or_address() {
