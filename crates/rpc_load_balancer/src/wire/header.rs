@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{split_version, start_message, DecodeError};
+use super::{encoded_len, split_version, start_message, DecodeError, VERSION_LEN};
 
 /// The postcard header at the front of every call and cast.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,7 +25,7 @@ pub(crate) fn encode_call<A: Serialize + ?Sized>(
     header: &CallHeader<'_>,
     args: &A,
 ) -> Result<Vec<u8>, postcard::Error> {
-    let out = start_message(32 + header.function.len());
+    let out = start_message(VERSION_LEN + encoded_len(header) + encoded_len(args));
     let out = postcard::to_extend(header, out)?;
     postcard::to_extend(args, out)
 }
@@ -49,6 +49,25 @@ mod tests {
             deadline_ms: 10_000,
             call_id: 42,
         }
+    }
+
+    #[test]
+    fn a_call_is_allocated_once_at_its_final_size() {
+        let bytes = encode_call(&header(), &vec![7u8; 70_000]).unwrap();
+        // At most the version's spare varint bytes are unused: no doubling on the way.
+        assert!(
+            bytes.capacity() - bytes.len() <= 2,
+            "{} for {}",
+            bytes.capacity(),
+            bytes.len()
+        );
+        let reply = crate::wire::reply::encode_ok(&vec![7u8; 70_000]).unwrap();
+        assert!(
+            reply.capacity() - reply.len() <= 2,
+            "{} for {}",
+            reply.capacity(),
+            reply.len()
+        );
     }
 
     #[test]

@@ -120,6 +120,15 @@ pub(crate) fn split_version(bytes: &[u8]) -> Result<&[u8], DecodeError> {
     Ok(rest)
 }
 
+/// The bytes postcard needs for `value` (0 if it cannot be encoded: encoding then fails with
+/// the real error), so a message is allocated once at its final size.
+pub(crate) fn encoded_len<T: serde::Serialize + ?Sized>(value: &T) -> usize {
+    postcard::serialize_with_flavor(value, postcard::ser_flavors::Size::default()).unwrap_or(0)
+}
+
+/// Bytes the wire version takes at most (a u16 varint).
+pub(crate) const VERSION_LEN: usize = 3;
+
 /// Starts an encoded message with the wire version.
 pub(crate) fn start_message(capacity: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(capacity);

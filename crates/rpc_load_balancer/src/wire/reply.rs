@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{split_version, start_message, DecodeError};
+use super::{encoded_len, split_version, start_message, DecodeError, VERSION_LEN};
 
 /// What happened to a call on the serving node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,7 +34,9 @@ pub(crate) fn encode_status(status: &ReplyStatus<'_>) -> Vec<u8> {
 
 /// Encodes an `Ok` reply carrying `value`.
 pub(crate) fn encode_ok<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, postcard::Error> {
-    let out = postcard::to_extend(&ReplyStatus::Ok, start_message(64))?;
+    // The version, one byte of status, the value.
+    let out = start_message(VERSION_LEN + 1 + encoded_len(value));
+    let out = postcard::to_extend(&ReplyStatus::Ok, out)?;
     postcard::to_extend(value, out)
 }
 
