@@ -183,8 +183,8 @@ pub struct NodeArgs {
     /// Poller); by default this node accepts them from any node holding the cookie.
     #[arg(long)]
     pub no_remote_admin: bool,
-    /// How often this node pings each connected peer, in ms (at most a third of
-    /// --heartbeat-timeout-ms).
+    /// How often this node pings each connected peer, in ms: from 50 to a third of
+    /// --heartbeat-timeout-ms (refused at start otherwise).
     #[arg(
         long,
         value_name = "MS",
@@ -193,7 +193,8 @@ pub struct NodeArgs {
     )]
     pub heartbeat_interval_ms: u64,
     /// A peer that leaves a ping unanswered this long (ms) has its session closed: its
-    /// members leave the balancers here and calls in flight to it fail.
+    /// members leave the balancers here and calls in flight to it fail. From 300 to 3600000
+    /// (1 hour; refused at start otherwise): shorter, ordinary delays would drop healthy peers.
     #[arg(
         long,
         value_name = "MS",
@@ -202,7 +203,8 @@ pub struct NodeArgs {
     )]
     pub heartbeat_timeout_ms: u64,
     /// Longest pause between two dials of a peer that is down, in ms (the backoff starts at
-    /// 100 ms and doubles, jittered ±20 %).
+    /// 100 ms and doubles, jittered ±20 %): from 100 to 3600000 (1 hour; refused at start
+    /// otherwise).
     #[arg(
         long,
         value_name = "MS",

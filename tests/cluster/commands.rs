@@ -303,3 +303,43 @@ async fn bench_measures_every_case_and_leaves_no_child() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_refuses_heartbeats_out_of_range_naming_the_flag() {
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &[
+                "--heartbeat-interval-ms",
+                "1",
+                "--heartbeat-timeout-ms",
+                "3",
+            ],
+            "heartbeat_timeout",
+        ),
+        (&["--heartbeat-interval-ms", "10"], "heartbeat_interval"),
+        (
+            &["--dial-backoff-max-ms", "18446744073709551615"],
+            "dial_backoff_max",
+        ),
+    ];
+    for (flags, option) in cases {
+        let output = tokio::time::timeout(
+            Duration::from_secs(30),
+            Command::new(BIN)
+                .args(["node", "--name", "bad", "--cookie", "c"])
+                .args(flags)
+                .stdin(Stdio::null())
+                .kill_on_drop(true)
+                .output(),
+        )
+        .await
+        .expect("rpclb node exits at once")
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{flags:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("invalid option `{option}`")) && stderr.contains(" ms"),
+            "{flags:?}: {stderr}"
+        );
+    }
+}
