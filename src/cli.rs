@@ -40,9 +40,12 @@ pub enum Command {
     /// Run a cluster node serving the demo functions until SIGTERM, SIGINT or SIGHUP.
     ///
     /// Prints one JSON object per line on stdout:
-    /// `{"event":"ready","node":..,"listen":..,"pid":..,"balancers":[..]}`
-    /// once serving, then `{"event":"node_up"|"node_down","node":..}` and finally
-    /// `{"event":"stopped","node":..}`. Logs go to stderr (RUST_LOG).
+    /// `{"event":"ready","node":..,"listen":..,"pid":..,"balancers":[..],"peers":[..]}`
+    /// once serving (`peers`: those already connected when it started watching), then
+    /// `{"event":"node_up"|"node_down"|"node_leaving","node":..}` (one `node_up` per peer that
+    /// comes up, those in `peers` included), `{"event":"node_refused","node":..,"reason":..}`,
+    /// `{"event":"events_lagged","missed":N,"peers":[..]}` if it fell behind the node's events,
+    /// and finally `{"event":"stopped","node":..}`. Logs go to stderr (RUST_LOG).
     Node(NodeArgs),
     /// Start a cluster of `rpclb node` children on 127.0.0.1, route calls through a balancer
     /// with each algorithm, print a table per algorithm, stop the children.
