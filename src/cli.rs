@@ -312,7 +312,11 @@ pub struct CallArgs {
     /// Call timeout in ms (≥ 1).
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout_ms: u64,
-    /// Print one JSON object instead of text.
+    /// Print one JSON object instead of text: `{"ok":true,"node":..,"balancer":..,"reply":..,
+    /// "latency_us":..}`, or on any failure (joining the cluster, a usage error, the call)
+    /// `{"ok":false,"node":..,"balancer":..,"error":{"kind","code","message","node"},
+    /// "latency_us":..}` (`latency_us` null when no call was made; kind `usage` for a usage
+    /// error, exit status 2).
     #[arg(long)]
     pub json: bool,
     /// Demo function: echo, sleep, burn, whoami, fail, panic, blob or call_whoami.
@@ -333,8 +337,9 @@ pub struct ControlArgs {
     /// Full name of the node to ask.
     #[arg(long)]
     pub node: String,
-    /// Print one JSON object instead of text: `{"ok":true,"node":..,"reply":{..}}` or
-    /// `{"ok":false,"node":..,"error":{"kind","code","message","node"}}`. `reply` is
+    /// Print one JSON object instead of text: `{"ok":true,"node":..,"reply":{..}}` or, on any
+    /// failure (joining the cluster, a usage error — kind `usage`, exit status 2 — or the
+    /// request), `{"ok":false,"node":..,"error":{"kind","code","message","node"}}`. `reply` is
     /// ping `{"node","wire_version"}`, nodes `{"nodes":[..]}`, functions `{"functions":[..]}`,
     /// stats `{"served_in_flight","served_total"}`, cpu_reading `{"cpu","age_ms"}` (% and ms;
     /// both null without a reading), cpu_readings `{"readings":[{"node","cpu","age_ms"}]}`,
@@ -358,7 +363,8 @@ pub struct LoadShape {
     /// Timeout of each call, in ms (≥ 1).
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout_ms: u64,
-    /// Print one JSON object on stdout instead of tables.
+    /// Print one JSON object on stdout instead of tables (`rpclb load`: also when it fails
+    /// before any call, with no calls counted and the `error` object).
     #[arg(long)]
     pub json: bool,
 }
