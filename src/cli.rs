@@ -40,9 +40,12 @@ pub enum Command {
     /// Run a cluster node serving the demo functions until SIGTERM, SIGINT or SIGHUP.
     ///
     /// Prints one JSON object per line on stdout:
-    /// `{"event":"ready","node":..,"listen":..,"pid":..,"balancers":[..]}`
-    /// once serving, then `{"event":"node_up"|"node_down","node":..}` and finally
-    /// `{"event":"stopped","node":..}`. Logs go to stderr (RUST_LOG).
+    /// `{"event":"ready","node":..,"listen":..,"pid":..,"balancers":[..],"peers":[..]}`
+    /// once serving (`peers`: those already connected when it started watching), then
+    /// `{"event":"node_up"|"node_down"|"node_leaving","node":..}` (one `node_up` per peer that
+    /// comes up, those in `peers` included), `{"event":"node_refused","node":..,"reason":..}`,
+    /// `{"event":"events_lagged","missed":N,"peers":[..]}` if it fell behind the node's events,
+    /// and finally `{"event":"stopped","node":..}`. Logs go to stderr (RUST_LOG).
     Node(NodeArgs),
     /// Start a cluster of `rpclb node` children on 127.0.0.1, route calls through a balancer
     /// with each algorithm, print a table per algorithm, stop the children.
@@ -183,8 +186,8 @@ pub struct NodeArgs {
     /// Poller); by default this node accepts them from any node holding the cookie.
     #[arg(long)]
     pub no_remote_admin: bool,
-    /// How often this node pings each connected peer, in ms (at most a third of
-    /// --heartbeat-timeout-ms).
+    /// How often this node pings each connected peer, in ms: from 50 to a third of
+    /// --heartbeat-timeout-ms (refused at start otherwise).
     #[arg(
         long,
         value_name = "MS",
@@ -193,7 +196,8 @@ pub struct NodeArgs {
     )]
     pub heartbeat_interval_ms: u64,
     /// A peer that leaves a ping unanswered this long (ms) has its session closed: its
-    /// members leave the balancers here and calls in flight to it fail.
+    /// members leave the balancers here and calls in flight to it fail. From 300 to 3600000
+    /// (1 hour; refused at start otherwise): shorter, ordinary delays would drop healthy peers.
     #[arg(
         long,
         value_name = "MS",
@@ -202,7 +206,8 @@ pub struct NodeArgs {
     )]
     pub heartbeat_timeout_ms: u64,
     /// Longest pause between two dials of a peer that is down, in ms (the backoff starts at
-    /// 100 ms and doubles, jittered ±20 %).
+    /// 100 ms and doubles, jittered ±20 %): from 100 to 3600000 (1 hour; refused at start
+    /// otherwise).
     #[arg(
         long,
         value_name = "MS",
@@ -307,7 +312,11 @@ pub struct CallArgs {
     /// Call timeout in ms (≥ 1).
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout_ms: u64,
-    /// Print one JSON object instead of text.
+    /// Print one JSON object instead of text: `{"ok":true,"node":..,"balancer":..,"reply":..,
+    /// "latency_us":..}`, or on any failure (joining the cluster, a usage error, the call)
+    /// `{"ok":false,"node":..,"balancer":..,"error":{"kind","code","message","node"},
+    /// "latency_us":..}` (`latency_us` null when no call was made; kind `usage` for a usage
+    /// error, exit status 2).
     #[arg(long)]
     pub json: bool,
     /// Demo function: echo, sleep, burn, whoami, fail, panic, blob or call_whoami.
@@ -328,8 +337,9 @@ pub struct ControlArgs {
     /// Full name of the node to ask.
     #[arg(long)]
     pub node: String,
-    /// Print one JSON object instead of text: `{"ok":true,"node":..,"reply":{..}}` or
-    /// `{"ok":false,"node":..,"error":{"kind","code","message","node"}}`. `reply` is
+    /// Print one JSON object instead of text: `{"ok":true,"node":..,"reply":{..}}` or, on any
+    /// failure (joining the cluster, a usage error — kind `usage`, exit status 2 — or the
+    /// request), `{"ok":false,"node":..,"error":{"kind","code","message","node"}}`. `reply` is
     /// ping `{"node","wire_version"}`, nodes `{"nodes":[..]}`, functions `{"functions":[..]}`,
     /// stats `{"served_in_flight","served_total"}`, cpu_reading `{"cpu","age_ms"}` (% and ms;
     /// both null without a reading), cpu_readings `{"readings":[{"node","cpu","age_ms"}]}`,
@@ -353,7 +363,8 @@ pub struct LoadShape {
     /// Timeout of each call, in ms (≥ 1).
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout_ms: u64,
-    /// Print one JSON object on stdout instead of tables.
+    /// Print one JSON object on stdout instead of tables (`rpclb load`: also when it fails
+    /// before any call, with no calls counted and the `error` object).
     #[arg(long)]
     pub json: bool,
 }

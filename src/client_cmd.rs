@@ -169,39 +169,79 @@ pub fn error_json(error: &Error) -> Value {
     })
 }
 
-/// `rpclb call`: exit status 0 with the reply, 1 with the error kind on failure, 2 on usage
-/// errors.
+/// Why `call`, `control` or `load` could not do its work: the library's error (joining the
+/// cluster, starting the client balancer, the call itself), or a usage error found after
+/// parsing (an unknown demo function or control request, a bad argument).
+#[derive(Debug)]
+pub enum CmdFailure {
+    /// The library's error: exit status 1.
+    Error(Error),
+    /// A usage error: exit status 2.
+    Usage(String),
+}
+
+impl From<Error> for CmdFailure {
+    fn from(error: Error) -> Self {
+        Self::Error(error)
+    }
+}
+
+impl CmdFailure {
+    /// The JSON error object, as [`error_json`] gives it; a usage error is
+    /// `{"kind":"usage","code":"bad_request","message":..,"node":null}`.
+    pub fn to_json(&self) -> Value {
+        match self {
+            Self::Error(error) => error_json(error),
+            Self::Usage(message) => json!({
+                "kind": "usage",
+                "code": rpc_load_balancer::ErrorCode::BadRequest.as_str(),
+                "message": message,
+                "node": null,
+            }),
+        }
+    }
+
+    /// The node the error is about, when there is one.
+    pub fn node(&self) -> Option<&str> {
+        match self {
+            Self::Error(error) => error.node(),
+            Self::Usage(_) => None,
+        }
+    }
+
+    /// The exit status: 1 for the library's errors, 2 for usage errors.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Self::Error(_) => 1,
+            Self::Usage(_) => 2,
+        }
+    }
+
+    /// Prints `error: KIND: MESSAGE` (usage: `error: MESSAGE`) on stderr and returns the exit
+    /// status.
+    fn report(&self) -> i32 {
+        match self {
+            Self::Error(error) => eprintln!("error: {}: {error}", error.kind()),
+            Self::Usage(usage) => eprintln!("error: {usage}"),
+        }
+        self.exit_code()
+    }
+}
+
+/// `rpclb call`: exit status 0 with the reply, 1 with the error kind on failure (joining the
+/// cluster included), 2 on usage errors. With `--json`, every outcome is one JSON line on
+/// stdout; `latency_us` is null when no call was made.
 pub async fn call(args: CallArgs) -> CmdResult<i32> {
-    let node = join_cluster(&args.cluster, &args.peer).await?;
-    let balancer = match &args.balancer {
-        Some(name) => {
-            let random = rpc_load_balancer::algorithm::by_name("random")?;
-            Some(client_balancer(name, random).await?)
-        }
-        None => None,
-    };
-    let target = match (&balancer, &args.node) {
-        (Some(balancer), _) => Target::Balancer(balancer),
-        (None, Some(name)) => {
-            wait_for_node(&node, name).await;
-            Target::Node(&node, name)
-        }
-        (None, None) => {
-            eprintln!("error: give --node NAME or --balancer NAME");
+    let outcome = match join_cluster(&args.cluster, &args.peer).await {
+        Ok(node) => {
+            let outcome = call_through(&node, &args).await;
             node.shutdown().await;
-            return Ok(2);
+            outcome
         }
+        Err(error) => Err((error.into(), None)),
     };
-    let started = Instant::now();
-    let outcome = call_demo(&target, &args).await;
-    let latency_us = started.elapsed().as_micros() as u64;
-    node.shutdown().await;
     match outcome {
-        Err(usage) => {
-            eprintln!("error: {usage}");
-            Ok(2)
-        }
-        Ok(Ok((reply, served_by))) => {
+        Ok((reply, served_by, latency_us)) => {
             if args.json {
                 let line = json!({"ok": true, "node": served_by, "balancer": args.balancer, "reply": reply, "latency_us": latency_us});
                 println!("{line}");
@@ -215,15 +255,51 @@ pub async fn call(args: CallArgs) -> CmdResult<i32> {
             }
             Ok(0)
         }
-        Ok(Err(error)) => {
+        Err((failure, latency_us)) => {
             if args.json {
-                let node = error.node().or(args.node.as_deref());
-                let line = json!({"ok": false, "node": node, "balancer": args.balancer, "error": error_json(&error), "latency_us": latency_us});
+                let node = failure.node().or(args.node.as_deref());
+                let line = json!({"ok": false, "node": node, "balancer": args.balancer, "error": failure.to_json(), "latency_us": latency_us});
                 println!("{line}");
             }
-            eprintln!("error: {}: {error}", error.kind());
-            Ok(1)
+            Ok(failure.report())
         }
+    }
+}
+
+/// The call of `rpclb call` from the joined `node`: the reply, the node that served it and the
+/// latency in µs; or why it failed, with the latency when the call was made.
+async fn call_through(
+    node: &Node,
+    args: &CallArgs,
+) -> Result<(Value, String, u64), (CmdFailure, Option<u64>)> {
+    let balancer = match &args.balancer {
+        Some(name) => {
+            let started = async {
+                let random = rpc_load_balancer::algorithm::by_name("random")?;
+                client_balancer(name, random).await
+            };
+            Some(started.await.map_err(|error| (error.into(), None))?)
+        }
+        None => None,
+    };
+    let target = match (&balancer, &args.node) {
+        (Some(balancer), _) => Target::Balancer(balancer),
+        (None, Some(name)) => {
+            wait_for_node(node, name).await;
+            Target::Node(node, name)
+        }
+        (None, None) => {
+            let usage = "give --node NAME or --balancer NAME".to_string();
+            return Err((CmdFailure::Usage(usage), None));
+        }
+    };
+    let started = Instant::now();
+    let outcome = call_demo(&target, args).await;
+    let latency_us = started.elapsed().as_micros() as u64;
+    match outcome {
+        Err(usage) => Err((CmdFailure::Usage(usage), None)),
+        Ok(Ok((reply, served_by))) => Ok((reply, served_by, latency_us)),
+        Ok(Err(error)) => Err((error.into(), Some(latency_us))),
     }
 }
 
@@ -291,19 +367,22 @@ fn readings_text<'a>(readings: impl IntoIterator<Item = (&'a str, &'a CpuReading
     }
 }
 
-/// `rpclb control`.
+/// `rpclb control`: exit status 0 with the reply, 1 with the error kind on failure (joining
+/// the cluster included), 2 on usage errors. With `--json`, every outcome is one JSON line on
+/// stdout.
 pub async fn control(args: ControlArgs) -> CmdResult<i32> {
-    let request = match control_request(&args.request, args.arg.as_deref()) {
-        Ok(request) => request,
-        Err(usage) => {
-            eprintln!("error: {usage}");
-            return Ok(2);
-        }
+    let outcome = match control_request(&args.request, args.arg.as_deref()) {
+        Err(usage) => Err(CmdFailure::Usage(usage)),
+        Ok(request) => match join_cluster(&args.cluster, &args.peer).await {
+            Err(error) => Err(error.into()),
+            Ok(node) => {
+                wait_for_node(&node, &args.node).await;
+                let outcome = node.control(&args.node, request).await;
+                node.shutdown().await;
+                outcome.map_err(CmdFailure::from)
+            }
+        },
     };
-    let node = join_cluster(&args.cluster, &args.peer).await?;
-    wait_for_node(&node, &args.node).await;
-    let outcome = node.control(&args.node, request).await;
-    node.shutdown().await;
     match outcome {
         Ok(reply) => {
             let text = match &reply {
@@ -347,36 +426,73 @@ pub async fn control(args: ControlArgs) -> CmdResult<i32> {
             }
             Ok(0)
         }
-        Err(error) => {
+        Err(failure) => {
             if args.json {
                 println!(
                     "{}",
-                    json!({"ok": false, "node": args.node, "error": error_json(&error)})
+                    json!({"ok": false, "node": args.node, "error": failure.to_json()})
                 );
             }
-            eprintln!("error: {}: {error}", error.kind());
-            Ok(1)
+            Ok(failure.report())
         }
     }
 }
 
-/// `rpclb load`: exit status 0 when every call succeeded, 1 otherwise, 2 on usage errors.
+/// `rpclb load`: exit status 0 when every call succeeded, 1 otherwise (joining the cluster or
+/// starting the balancer failed, or a call failed), 2 on usage errors. With `--json` the
+/// report is one JSON line on stdout; when no call could be made it has zero calls and
+/// `error` says why (see [`load_report_json`]).
 pub async fn load(args: LoadArgs) -> CmdResult<i32> {
-    let call = match load::DemoCall::parse(&args.function, args.arg.as_deref()) {
-        Ok(call) => call,
-        Err(usage) => {
-            eprintln!("error: {usage}");
-            return Ok(2);
+    match run_load(&args).await {
+        Ok(report) => {
+            if args.shape.json {
+                println!("{}", load_report_json(&args, &report, None));
+            } else {
+                println!("{}", report.to_table());
+            }
+            Ok(if report.error_count() > 0 { 1 } else { 0 })
         }
-    };
+        Err(failure) => {
+            if args.shape.json {
+                let report = load::LoadReport {
+                    algorithm: args.algorithm.clone(),
+                    ..load::LoadReport::default()
+                };
+                println!("{}", load_report_json(&args, &report, Some(&failure)));
+            }
+            Ok(failure.report())
+        }
+    }
+}
+
+/// The `--json` line of `rpclb load`: the report ([`load::LoadReport::to_json`]) with
+/// `balancer`, `concurrency` and `error` — null when the run took place (its failed calls are
+/// counted in `errors`), else the [`CmdFailure::to_json`] object of what stopped it before any
+/// call (the report then counts no call).
+pub fn load_report_json(
+    args: &LoadArgs,
+    report: &load::LoadReport,
+    failure: Option<&CmdFailure>,
+) -> Value {
+    let mut value = report.to_json();
+    value["balancer"] = json!(args.balancer);
+    value["concurrency"] = json!(args.shape.concurrency);
+    value["error"] = failure.map_or(Value::Null, CmdFailure::to_json);
+    value
+}
+
+/// Joins the cluster and runs the load of `rpclb load`.
+async fn run_load(args: &LoadArgs) -> Result<load::LoadReport, CmdFailure> {
+    let call =
+        load::DemoCall::parse(&args.function, args.arg.as_deref()).map_err(CmdFailure::Usage)?;
     let amount = match (args.calls, args.duration) {
         (Some(calls), _) => load::Amount::Calls(calls),
         (None, Some(secs)) if secs.is_finite() && secs > 0.0 => {
             load::Amount::Duration(Duration::from_secs_f64(secs))
         }
         _ => {
-            eprintln!("error: give --calls N or --duration SECS (> 0)");
-            return Ok(2);
+            let usage = "give --calls N or --duration SECS (> 0)".to_string();
+            return Err(CmdFailure::Usage(usage));
         }
     };
     // The client node samples often enough for the LeastCpu TTL it is given (it is no
@@ -384,14 +500,11 @@ pub async fn load(args: LoadArgs) -> CmdResult<i32> {
     let sampling = (args.algorithm == "least_cpu")
         .then(|| Duration::from_millis((args.least_cpu.cpu_cache_ttl_ms / 2).clamp(1, 1_000)));
     let node = join_cluster_sampling(&args.cluster, &args.peer, sampling).await?;
-    let algorithm = match args.least_cpu.algorithm(&args.algorithm) {
-        Ok(algorithm) => algorithm,
-        Err(error) => {
-            node.shutdown().await;
-            return Err(error.into());
-        }
+    let balancer = match args.least_cpu.algorithm(&args.algorithm) {
+        Ok(algorithm) => client_balancer(&args.balancer, algorithm).await,
+        Err(error) => Err(error),
     };
-    let balancer = match client_balancer(&args.balancer, algorithm).await {
+    let balancer = match balancer {
         Ok(balancer) => balancer,
         Err(error) => {
             node.shutdown().await;
@@ -409,15 +522,7 @@ pub async fn load(args: LoadArgs) -> CmdResult<i32> {
     )
     .await;
     node.shutdown().await;
-    if args.shape.json {
-        let mut value = report.to_json();
-        value["balancer"] = json!(args.balancer);
-        value["concurrency"] = json!(args.shape.concurrency);
-        println!("{value}");
-    } else {
-        println!("{}", report.to_table());
-    }
-    Ok(if report.error_count() > 0 { 1 } else { 0 })
+    Ok(report)
 }
 
 #[cfg(test)]
@@ -447,6 +552,68 @@ mod tests {
         assert!(control_request("cpu", None)
             .unwrap_err()
             .contains("cpu_readings"));
+    }
+
+    fn load_args(extra: &[&str]) -> LoadArgs {
+        use clap::Parser as _;
+        let args = [
+            "rpclb",
+            "load",
+            "--peer",
+            "h:1",
+            "--balancer",
+            "w",
+            "--json",
+        ];
+        match crate::cli::Cli::try_parse_from(args.iter().chain(extra)) {
+            Ok(crate::cli::Cli {
+                command: crate::cli::Command::Load(args),
+                ..
+            }) => args,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn failures_have_the_error_object_of_call_errors() {
+        let error = Error::ConnectFailed {
+            addr: "h:1".into(),
+            reason: "wrong cookie".into(),
+        };
+        let failure = CmdFailure::from(error.clone());
+        assert_eq!(failure.to_json(), error_json(&error));
+        assert_eq!(failure.exit_code(), 1);
+        let usage = CmdFailure::Usage("unknown control request".into());
+        assert_eq!(
+            usage.to_json(),
+            json!({"kind": "usage", "code": "bad_request", "message": "unknown control request", "node": null})
+        );
+        assert_eq!(usage.exit_code(), 2);
+        assert_eq!(usage.node(), None);
+    }
+
+    #[test]
+    fn a_load_that_could_not_run_keeps_the_report_shape_with_its_error() {
+        let args = load_args(&["--calls", "5", "--concurrency", "3"]);
+        let done = load::LoadReport {
+            algorithm: "random".into(),
+            ..load::LoadReport::default()
+        };
+        let ran = load_report_json(&args, &done, None);
+        assert!(ran["error"].is_null(), "{ran}");
+        let error = Error::NoMembers {
+            balancer: "w".into(),
+        };
+        let failed = load_report_json(&args, &done, Some(&CmdFailure::from(error.clone())));
+        assert_eq!(failed["error"], error_json(&error));
+        let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+        assert_eq!(keys(&ran), keys(&failed));
+        assert_eq!(
+            (&failed["calls"], &failed["ok"], &failed["concurrency"]),
+            (&json!(0), &json!(0), &json!(3))
+        );
+        assert_eq!(failed["balancer"], "w");
+        assert_eq!(failed["algorithm"], "random");
     }
 
     #[test]

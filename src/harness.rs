@@ -180,10 +180,12 @@ impl NodeSpec {
             node: String::new(),
             listen: String::new(),
             pid,
+            ready: Value::Null,
         };
         let ready = process.wait_event("ready", READY_TIMEOUT).await?;
         process.node = ready["node"].as_str().unwrap_or_default().to_string();
         process.listen = ready["listen"].as_str().unwrap_or_default().to_string();
+        process.ready = ready;
         Ok(process)
     }
 }
@@ -198,9 +200,16 @@ pub struct NodeProcess {
     node: String,
     listen: String,
     pid: u32,
+    ready: Value,
 }
 
 impl NodeProcess {
+    /// The node's ready line, e.g. `{"event":"ready","node":..,"listen":..,"pid":..,
+    /// "balancers":[..],"peers":[..]}`.
+    pub fn ready_line(&self) -> &Value {
+        &self.ready
+    }
+
     /// The node's full name, e.g. `n1@127.0.0.1`.
     pub fn node(&self) -> &str {
         &self.node

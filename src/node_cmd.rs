@@ -1,12 +1,14 @@
 //! `rpclb node`: a cluster node serving the demo functions (and the raw floor actor of
 //! `rpclb bench`, see [`crate::raw_floor`]).
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use rpc_load_balancer::cpu::CpuSampler;
 use rpc_load_balancer::{Balancer, BalancerConfig, Node, NodeConfig, NodeEvent};
-use serde_json::json;
+use serde_json::{json, Value};
 use tokio::io::AsyncReadExt;
+use tokio::sync::broadcast::error::RecvError;
 
 use crate::cli::NodeArgs;
 use crate::{functions, raw_floor, CmdResult};
@@ -54,6 +56,62 @@ fn start_burning(threads: u32) {
     }
 }
 
+/// Turns the node's events into stdout lines, so that every peer that comes up gets one
+/// `node_up` line — also those already connected when the node subscribed to its events.
+#[derive(Debug, Default)]
+struct EventLines {
+    /// Peers reported from the node list at subscription whose `Up` may still come through
+    /// the events (a peer that came up while the node subscribed): that `Up` is not reported
+    /// again. A peer leaves the set at its first event.
+    reported_at_start: HashSet<String>,
+}
+
+impl EventLines {
+    /// Starts with `peers`, the peers connected when the node subscribed; returns a `node_up`
+    /// line for each of them.
+    fn new(peers: &[String]) -> (Self, Vec<Value>) {
+        let lines = peers
+            .iter()
+            .map(|node| node_line("node_up", node))
+            .collect();
+        let reported_at_start = peers.iter().cloned().collect();
+        (Self { reported_at_start }, lines)
+    }
+
+    /// The line of `event`, if it is reported: `node_up`, `node_down`, `node_leaving` or
+    /// `node_refused`.
+    fn event(&mut self, event: NodeEvent) -> Option<Value> {
+        match event {
+            NodeEvent::Up { node } if self.reported_at_start.remove(&node) => None,
+            NodeEvent::Up { node } => Some(node_line("node_up", &node)),
+            NodeEvent::Down { node } => {
+                self.reported_at_start.remove(&node);
+                Some(node_line("node_down", &node))
+            }
+            NodeEvent::Leaving { node } => Some(node_line("node_leaving", &node)),
+            NodeEvent::Refused { node, reason } => {
+                self.reported_at_start.remove(&node);
+                Some(json!({"event": "node_refused", "node": node, "reason": reason}))
+            }
+            _ => None,
+        }
+    }
+
+    /// The line saying `missed` events were dropped (this reader fell behind the node's event
+    /// buffer), with `peers`, the peers connected now, to resynchronise from:
+    /// `{"event":"events_lagged","missed":N,"peers":[..]}`.
+    fn lagged(&mut self, missed: u64, peers: Vec<String>) -> Value {
+        // A dropped `Down` would otherwise hide the `Up` of the peer's return.
+        self.reported_at_start.clear();
+        json!({"event": "events_lagged", "missed": missed, "peers": peers})
+    }
+}
+
+/// `{"event": event, "node": node}`.
+fn node_line(event: &str, node: &str) -> Value {
+    json!({"event": event, "node": node})
+}
+
 /// Runs the node until SIGTERM, SIGINT or (with `--exit-with-stdin`) end of stdin.
 pub async fn run(args: NodeArgs) -> CmdResult {
     let mut config = args
@@ -85,6 +143,11 @@ pub async fn run(args: NodeArgs) -> CmdResult {
         quiet_test_sampler_panics();
     }
     let node = Node::start(config).await?;
+    // Subscribe before anything else, then list who is already connected: the node list is
+    // updated before a peer's `Up` is sent, so every peer is in that list or has its `Up`
+    // come through `events` (or both, which `EventLines` reports once).
+    let mut events = node.events();
+    let peers_at_start = node.nodes();
     start_burning(args.burn_threads);
     functions::register_all(&node, Duration::from_millis(args.delay_ms))?;
     // The plain ractor_cluster echo that `rpclb bench` measures our calls against.
@@ -100,14 +163,16 @@ pub async fn run(args: NodeArgs) -> CmdResult {
         };
         Balancer::start(config).await?;
     }
-    let mut events = node.events();
     emit(json!({
         "event": "ready",
         "node": node.name(),
         "listen": node.listen_addr(),
         "pid": std::process::id(),
         "balancers": args.balancers,
+        "peers": peers_at_start,
     }));
+    let (mut lines, startup) = EventLines::new(&peers_at_start);
+    startup.into_iter().for_each(emit);
 
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate())?;
@@ -128,15 +193,13 @@ pub async fn run(args: NodeArgs) -> CmdResult {
     loop {
         tokio::select! {
             event = events.recv() => match event {
-                Ok(NodeEvent::Up { node }) => emit(json!({"event": "node_up", "node": node})),
-                Ok(NodeEvent::Down { node }) => emit(json!({"event": "node_down", "node": node})),
-                Ok(NodeEvent::Leaving { node }) => emit(json!({"event": "node_leaving", "node": node})),
-                Ok(NodeEvent::Refused { node, reason }) => {
-                    emit(json!({"event": "node_refused", "node": node, "reason": reason}))
+                Ok(event) => {
+                    if let Some(line) = lines.event(event) {
+                        emit(line);
+                    }
                 }
-                Ok(_) => {}
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                Err(RecvError::Lagged(missed)) => emit(lines.lagged(missed, node.nodes())),
+                Err(RecvError::Closed) => break,
             },
             _ = term.recv() => break,
             _ = hangup.recv() => break,
@@ -148,4 +211,75 @@ pub async fn run(args: NodeArgs) -> CmdResult {
     node.shutdown().await;
     emit(json!({"event": "stopped", "node": node.name()}));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn up(node: &str) -> NodeEvent {
+        NodeEvent::Up { node: node.into() }
+    }
+
+    fn down(node: &str) -> NodeEvent {
+        NodeEvent::Down { node: node.into() }
+    }
+
+    #[test]
+    fn peers_connected_before_subscribing_are_reported_once() {
+        let (mut lines, startup) = EventLines::new(&["a@h".to_string(), "b@h".to_string()]);
+        assert_eq!(
+            startup,
+            [
+                json!({"event": "node_up", "node": "a@h"}),
+                json!({"event": "node_up", "node": "b@h"})
+            ]
+        );
+        // a's `Up` raced the subscription: already reported.
+        assert_eq!(lines.event(up("a@h")), None);
+        assert_eq!(
+            lines.event(up("c@h")),
+            Some(json!({"event": "node_up", "node": "c@h"}))
+        );
+        // b goes down and comes back: both reported.
+        assert_eq!(
+            lines.event(down("b@h")),
+            Some(json!({"event": "node_down", "node": "b@h"}))
+        );
+        assert_eq!(
+            lines.event(up("b@h")),
+            Some(json!({"event": "node_up", "node": "b@h"}))
+        );
+        // a, too, once it has had its first event.
+        assert_eq!(
+            lines.event(up("a@h")),
+            Some(json!({"event": "node_up", "node": "a@h"}))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_lagging_reader_says_how_many_events_it_missed() {
+        let (events, mut received) = tokio::sync::broadcast::channel(2);
+        for i in 0..5 {
+            events.send(up(&format!("n{i}@h"))).unwrap();
+        }
+        let (mut lines, _) = EventLines::new(&["n0@h".to_string()]);
+        let missed = match received.recv().await {
+            Err(RecvError::Lagged(missed)) => missed,
+            other => panic!("expected a lag, got {other:?}"),
+        };
+        assert_eq!(
+            lines.lagged(missed, vec!["n0@h".into(), "n3@h".into()]),
+            json!({"event": "events_lagged", "missed": 3, "peers": ["n0@h", "n3@h"]})
+        );
+        // After a lag nothing is assumed reported: n0's `Up` is printed.
+        assert_eq!(
+            lines.event(up("n0@h")),
+            Some(json!({"event": "node_up", "node": "n0@h"}))
+        );
+        assert_eq!(
+            lines.event(received.recv().await.unwrap()),
+            Some(json!({"event": "node_up", "node": "n3@h"}))
+        );
+    }
 }

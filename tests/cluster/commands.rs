@@ -1,9 +1,10 @@
-//! The `rpclb` commands a new user runs: `demo`, `call` and `load`.
+//! The `rpclb` commands a new user runs: `demo`, `call`, `load` and `control`.
 
 use std::process::Stdio;
 use std::time::Duration;
 
-use rpclb::harness::Cluster;
+use rpc_load_balancer::WIRE_VERSION;
+use rpclb::harness::{Cluster, NodeSpec};
 use serde_json::Value;
 use tokio::process::Command;
 
@@ -139,9 +140,180 @@ async fn call_and_load_work_against_a_running_cluster() {
     assert_eq!(report["algorithm"], "round_robin");
     assert_eq!(report["calls"], 500);
     assert_eq!(report["ok"], 500);
+    assert!(report["error"].is_null(), "{report}");
     for node in &names {
         assert_eq!(report["per_node"][node], 250, "{report}");
     }
+}
+
+/// Parses `stdout` as exactly one JSON document.
+fn one_document(stdout: &str) -> Value {
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "one line on stdout: {stdout:?}");
+    serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("{e}: {stdout:?}"))
+}
+
+/// Asserts `error` is the error object of `kind` (with `code`) whose message contains
+/// `message`.
+fn assert_error(error: &Value, kind: &str, code: &str, message: &str) {
+    assert_eq!(error["kind"], kind, "{error}");
+    assert_eq!(error["code"], code, "{error}");
+    let text = error["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{error}"));
+    assert!(text.contains(message), "{error}");
+    assert!(error.as_object().unwrap().contains_key("node"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_failures_print_one_document_with_the_error() {
+    let cluster = Cluster::start(BIN, 1, &["--balancer", "w"]).await.unwrap();
+    let peer = cluster.nodes[0].addr().to_string();
+    let n0 = cluster.names()[0].clone();
+    let bound = Duration::from_secs(30);
+    let wrong = ["--peer", &peer, "--cookie", "wrong"];
+    let connect_failed = |error: &Value| {
+        assert_error(
+            error,
+            "connect_failed",
+            "service_unavailable",
+            "wrong cookie",
+        );
+        assert!(error["node"].is_null(), "{error}");
+    };
+
+    // Joining fails: call (through a balancer, and to a node), control, load.
+    let args = [&wrong[..], &["--balancer", "w", "--json", "whoami"][..]].concat();
+    let (code, stdout) = rpclb(&[&["call"][..], &args[..]].concat(), bound).await;
+    assert_eq!(code, 1, "{stdout}");
+    let line = one_document(&stdout);
+    assert_eq!(line["ok"], false, "{line}");
+    assert!(line["node"].is_null(), "{line}");
+    assert_eq!(line["balancer"], "w", "{line}");
+    assert!(line["latency_us"].is_null(), "no call was made: {line}");
+    connect_failed(&line["error"]);
+
+    let args = [&wrong[..], &["--node", &n0, "--json", "whoami"][..]].concat();
+    let (code, stdout) = rpclb(&[&["call"][..], &args[..]].concat(), bound).await;
+    assert_eq!(code, 1, "{stdout}");
+    let line = one_document(&stdout);
+    assert_eq!(line["ok"], false, "{line}");
+    assert_eq!(line["node"], n0.as_str(), "{line}");
+    assert!(line["balancer"].is_null(), "{line}");
+    connect_failed(&line["error"]);
+
+    let args = [&wrong[..], &["--node", &n0, "--json", "ping"][..]].concat();
+    let (code, stdout) = rpclb(&[&["control"][..], &args[..]].concat(), bound).await;
+    assert_eq!(code, 1, "{stdout}");
+    let line = one_document(&stdout);
+    assert_eq!(line["ok"], false, "{line}");
+    assert_eq!(line["node"], n0.as_str(), "{line}");
+    connect_failed(&line["error"]);
+
+    let load = [
+        "--balancer",
+        "w",
+        "--calls",
+        "10",
+        "--concurrency",
+        "2",
+        "--json",
+    ];
+    let args = [&wrong[..], &load[..]].concat();
+    let (code, stdout) = rpclb(&[&["load"][..], &args[..]].concat(), bound).await;
+    assert_eq!(code, 1, "{stdout}");
+    let report = one_document(&stdout);
+    assert_eq!(report["balancer"], "w", "{report}");
+    assert_eq!(report["algorithm"], "random", "{report}");
+    assert_eq!(report["concurrency"], 2, "{report}");
+    assert_eq!((&report["calls"], &report["ok"]), (&0.into(), &0.into()));
+    assert!(report["errors"].as_object().unwrap().is_empty(), "{report}");
+    connect_failed(&report["error"]);
+
+    // Usage errors found after parsing: exit status 2, kind `usage`.
+    let right = ["--peer", &peer, "--cookie", cluster.cookie(), "--json"];
+    let usage = |line: &Value, message: &str| {
+        assert_error(&line["error"], "usage", "bad_request", message);
+        assert!(line["error"]["node"].is_null(), "{line}");
+    };
+    let args = [&["call"][..], &right[..], &["--node", &n0, "nosuch"][..]].concat();
+    let (code, stdout) = rpclb(&args, bound).await;
+    assert_eq!(code, 2, "{stdout}");
+    let line = one_document(&stdout);
+    assert_eq!(line["ok"], false, "{line}");
+    usage(&line, "unknown demo function");
+    let args = [
+        &["call"][..],
+        &right[..],
+        &["--node", &n0, "sleep", "soon"][..],
+    ]
+    .concat();
+    let (code, stdout) = rpclb(&args, bound).await;
+    assert_eq!(code, 2, "{stdout}");
+    usage(&one_document(&stdout), "not a number");
+    let args = [&["control"][..], &right[..], &["--node", &n0, "nosuch"][..]].concat();
+    let (code, stdout) = rpclb(&args, bound).await;
+    assert_eq!(code, 2, "{stdout}");
+    let line = one_document(&stdout);
+    assert_eq!(line["ok"], false, "{line}");
+    usage(&line, "unknown control request");
+    let args = [
+        &["load"][..],
+        &right[..],
+        &["--balancer", "w", "--duration", "0"][..],
+    ]
+    .concat();
+    let (code, stdout) = rpclb(&args, bound).await;
+    assert_eq!(code, 2, "{stdout}");
+    let report = one_document(&stdout);
+    assert_eq!(report["calls"], 0, "{report}");
+    usage(&report, "--duration");
+
+    // A call that fails keeps its shape: the error and the latency.
+    let args = [
+        &["call"][..],
+        &right[..],
+        &["--node", &n0, "fail", "nope"][..],
+    ]
+    .concat();
+    let (code, stdout) = rpclb(&args, bound).await;
+    assert_eq!(code, 1, "{stdout}");
+    let line = one_document(&stdout);
+    assert_error(&line["error"], "remote", "service_unavailable", "nope");
+    assert!(line["latency_us"].is_u64(), "{line}");
+
+    // A peer of another wire version: the typed error, naming it.
+    let other = WIRE_VERSION + 1;
+    let future = NodeSpec::new("future", cluster.cookie())
+        .arg("--wire-version")
+        .arg(other.to_string())
+        .start(BIN)
+        .await
+        .unwrap();
+    let right = [
+        "--peer",
+        future.addr(),
+        "--cookie",
+        cluster.cookie(),
+        "--json",
+    ];
+    let args = [
+        &["call"][..],
+        &right[..],
+        &["--node", future.node(), "whoami"][..],
+    ]
+    .concat();
+    let (code, stdout) = rpclb(&args, bound).await;
+    assert_eq!(code, 1, "{stdout}");
+    let line = one_document(&stdout);
+    assert_eq!(line["ok"], false, "{line}");
+    assert_error(
+        &line["error"],
+        "wire_version",
+        "service_unavailable",
+        &format!("wire version {other}"),
+    );
+    assert_eq!(line["error"]["node"], future.node(), "{line}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -300,6 +472,46 @@ async fn bench_measures_every_case_and_leaves_no_child() {
         assert!(
             !String::from_utf8_lossy(&cmdline).contains("rpclb"),
             "child {pid} outlived rpclb bench"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_refuses_heartbeats_out_of_range_naming_the_flag() {
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &[
+                "--heartbeat-interval-ms",
+                "1",
+                "--heartbeat-timeout-ms",
+                "3",
+            ],
+            "heartbeat_timeout",
+        ),
+        (&["--heartbeat-interval-ms", "10"], "heartbeat_interval"),
+        (
+            &["--dial-backoff-max-ms", "18446744073709551615"],
+            "dial_backoff_max",
+        ),
+    ];
+    for (flags, option) in cases {
+        let output = tokio::time::timeout(
+            Duration::from_secs(30),
+            Command::new(BIN)
+                .args(["node", "--name", "bad", "--cookie", "c"])
+                .args(flags)
+                .stdin(Stdio::null())
+                .kill_on_drop(true)
+                .output(),
+        )
+        .await
+        .expect("rpclb node exits at once")
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{flags:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("invalid option `{option}`")) && stderr.contains(" ms"),
+            "{flags:?}: {stderr}"
         );
     }
 }

@@ -1,6 +1,7 @@
 //! Node lifecycle: clean exit on SIGTERM, no orphans when the parent dies, attaching to an
 //! app's own NodeServer.
 
+use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use ractor::Actor;
 use ractor_cluster::node::NodeConnectionMode;
 use ractor_cluster::NodeServer;
 use rpc_load_balancer::{Node, NodeConfig};
-use rpclb::harness::{random_cookie, Cluster, NodeSpec};
+use rpclb::harness::{random_cookie, Cluster, HarnessError, NodeSpec};
 
 use crate::{Whoami, BIN, MESH_TIMEOUT};
 
@@ -86,4 +87,51 @@ async fn attach_uses_the_apps_own_node_server() {
     // The app's server outlives the node.
     assert_eq!(server.get_status(), ractor::ActorStatus::Running);
     server.stop(None);
+}
+
+/// A node joining a running cluster is reached by every member within milliseconds of its
+/// start — before it has registered its functions and started its balancers. Each of them
+/// must still be reported: listed in the ready line's `peers` and, in any case, as a
+/// `node_up` line after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_starting_node_reports_every_peer_even_those_that_came_first() {
+    let mut cluster = Cluster::start(BIN, 3, &[]).await.unwrap();
+    for node in &mut cluster.nodes[1..] {
+        node.wait_event("node_up", MESH_TIMEOUT).await.unwrap();
+    }
+    let expected: BTreeSet<String> = cluster.names().into_iter().collect();
+    // Many balancers widen the time between the node's start and its ready line.
+    let mut spec = NodeSpec::new("late", cluster.cookie()).peer(cluster.nodes[0].addr());
+    for i in 0..40 {
+        spec = spec.arg("--balancer").arg(format!("b{i}"));
+    }
+    let mut late = spec.start(BIN).await.unwrap();
+    let listed = late.ready_line()["peers"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a peers list: {}", late.ready_line()))
+        .iter()
+        .map(|p| p.as_str().unwrap().to_string())
+        .collect::<BTreeSet<String>>();
+    assert!(listed.is_subset(&expected), "{listed:?}");
+    let mut reported = BTreeSet::new();
+    let deadline = tokio::time::Instant::now() + MESH_TIMEOUT;
+    while reported != expected {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match late.wait_event("node_up", left).await {
+            Ok(up) => {
+                let node = up["node"].as_str().unwrap().to_string();
+                assert!(reported.insert(node.clone()), "{node} reported twice");
+            }
+            Err(HarnessError::Timeout { .. }) => {
+                panic!("only {reported:?} reported (ready listed {listed:?}), not {expected:?}")
+            }
+            Err(other) => panic!("{other}"),
+        }
+    }
+    assert!(listed.is_subset(&reported), "{listed:?} / {reported:?}");
+    // Nothing more to report: no duplicate `node_up`.
+    match late.wait_event("node_up", Duration::from_millis(300)).await {
+        Err(HarnessError::Timeout { .. }) => {}
+        other => panic!("an extra node_up: {other:?}"),
+    }
 }

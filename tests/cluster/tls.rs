@@ -49,8 +49,21 @@ impl Ca {
 
     /// A leaf for `localhost` and `127.0.0.1`: (certificate PEM, key PEM).
     fn leaf(&self) -> (String, String) {
-        let key = KeyPair::generate().unwrap();
         let params = CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+        self.sign(params)
+    }
+
+    /// A leaf like [`Ca::leaf`] that expired in 2001.
+    fn expired_leaf(&self) -> (String, String) {
+        let mut params =
+            CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+        params.not_before = rcgen::date_time_ymd(2000, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2001, 1, 1);
+        self.sign(params)
+    }
+
+    fn sign(&self, params: CertificateParams) -> (String, String) {
+        let key = KeyPair::generate().unwrap();
         let cert = params.signed_by(&key, &self.issuer).unwrap();
         (cert.pem(), key.serialize_pem())
     }
@@ -121,6 +134,16 @@ impl Certs {
     /// A node `name` with a leaf of the unrelated CA, trusting `trusted`.
     fn outsider(&self, name: &str, trusted: PathBuf) -> Identity {
         self.identity(name, &self.other_ca, trusted)
+    }
+
+    /// A node `name` with an expired leaf of the cluster's CA, trusting that CA.
+    fn expired_member(&self, name: &str) -> Identity {
+        let (cert, key) = self.ca.expired_leaf();
+        Identity {
+            cert: write(&self.dir, &format!("{name}.crt"), &cert),
+            key: write(&self.dir, &format!("{name}.key"), &key),
+            ca: self.ca_file.clone(),
+        }
     }
 
     fn identity(&self, name: &str, signer: &Ca, ca: PathBuf) -> Identity {
@@ -474,4 +497,32 @@ async fn plaintext_and_wrong_ca_nodes_never_join_a_tls_cluster() {
         }
     }
     drop(certs);
+}
+
+/// A node whose own certificate expired: the cluster node refuses it after this node's side
+/// of the handshake is done, so all it sees is a session closed during the handshake — and
+/// the reason names an expired certificate among the causes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_certificate_is_among_the_reasons_given() {
+    let certs = Certs::new();
+    let cookie = random_cookie();
+    let n0 = tls_node(&certs, "n0", &cookie, None).await.unwrap();
+    let me = Node::start(
+        NodeConfig::new("expired_client", "127.0.0.1:0")
+            .cookie(&cookie)
+            .tls(certs.expired_member("expired_client").config()),
+    )
+    .await
+    .unwrap();
+    let started = Instant::now();
+    let outcome = me.connect(n0.addr()).await;
+    connect_failed(
+        "expired client certificate -> TLS",
+        outcome,
+        n0.addr(),
+        "expired or not yet valid",
+        started.elapsed(),
+    );
+    assert!(me.nodes().is_empty(), "{:?}", me.nodes());
+    me.shutdown().await;
 }

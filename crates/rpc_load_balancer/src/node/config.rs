@@ -143,8 +143,8 @@ impl NodeConfig {
         self
     }
 
-    /// How often this node pings each connected peer (default 1,000 ms; > 0 and at most a
-    /// third of `heartbeat_timeout`).
+    /// How often this node pings each connected peer (default 1,000 ms; at least 50 ms and at
+    /// most a third of `heartbeat_timeout`, checked at start).
     pub fn heartbeat_interval(mut self, interval: Duration) -> Self {
         self.heartbeat_interval = interval;
         self
@@ -152,14 +152,16 @@ impl NodeConfig {
 
     /// How long a peer may leave a ping unanswered before its session is stopped, so that a
     /// hung peer (e.g. a paused process) leaves every balancer's members and the calls in
-    /// flight to it fail instead of waiting out their timeouts (default 3,000 ms).
+    /// flight to it fail instead of waiting out their timeouts (default 3,000 ms; 300 ms to
+    /// 3,600,000 ms = 1 hour, checked at start: shorter, ordinary scheduling delays would drop
+    /// healthy peers).
     pub fn heartbeat_timeout(mut self, timeout: Duration) -> Self {
         self.heartbeat_timeout = timeout;
         self
     }
 
     /// How long [`Node::connect`](crate::Node::connect) waits for a session to reach the ready
-    /// state; default 5 s, must be > 0.
+    /// state; default 5 s, from 1 ms to 3,600,000 ms (1 hour).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
@@ -167,8 +169,8 @@ impl NodeConfig {
 
     /// Longest pause between two dials of a peer that is down (a configured peer, or one lost
     /// uncleanly, see [`reconnect_give_up`](Self::reconnect_give_up)); default 2,000 ms. The
-    /// backoff starts at 100 ms, doubles up to this cap and is jittered ±20 %. Must be
-    /// ≥ 100 ms.
+    /// backoff starts at 100 ms, doubles up to this cap and is jittered ±20 %. From 100 ms to
+    /// 3,600,000 ms (1 hour).
     pub fn dial_backoff_max(mut self, max: Duration) -> Self {
         self.dial_backoff_max = max;
         self
@@ -379,30 +381,64 @@ impl NodeConfig {
         if self.call_timeout.is_zero() {
             return Err(invalid("call_timeout", "must be greater than 0".into()));
         }
-        if self.connect_timeout.is_zero() {
-            return Err(invalid("connect_timeout", "must be greater than 0".into()));
-        }
-        if self.heartbeat_timeout.is_zero() {
+        // Bounds of the time options: below the minimums a node flaps with the whole cluster
+        // (a heartbeat missed under ordinary scheduling delay drops the peer); above an hour a
+        // value is a mistake (`u64::MAX` ms), not a setting.
+        const MAX_TIME_OPTION: Duration = Duration::from_secs(3_600);
+        const MIN_HEARTBEAT_TIMEOUT: Duration = Duration::from_millis(300);
+        const MIN_HEARTBEAT_INTERVAL: Duration = Duration::from_millis(50);
+        const MIN_DIAL_BACKOFF_MAX: Duration = Duration::from_millis(100);
+        let ms = |d: Duration| d.as_millis();
+        if self.connect_timeout.is_zero() || self.connect_timeout > MAX_TIME_OPTION {
             return Err(invalid(
-                "heartbeat_timeout",
-                "must be greater than 0".into(),
-            ));
-        }
-        if self.heartbeat_interval.is_zero() || self.heartbeat_interval * 3 > self.heartbeat_timeout
-        {
-            return Err(invalid(
-                "heartbeat_interval",
+                "connect_timeout",
                 format!(
-                    "{} ms must be above 0 and at most a third of heartbeat_timeout ({} ms)",
-                    self.heartbeat_interval.as_millis(),
-                    self.heartbeat_timeout.as_millis()
+                    "{} ms must be between 1 ms and {} ms (1 hour)",
+                    ms(self.connect_timeout),
+                    ms(MAX_TIME_OPTION)
                 ),
             ));
         }
-        if self.dial_backoff_max < Duration::from_millis(100) {
+        if self.heartbeat_timeout < MIN_HEARTBEAT_TIMEOUT
+            || self.heartbeat_timeout > MAX_TIME_OPTION
+        {
+            return Err(invalid(
+                "heartbeat_timeout",
+                format!(
+                    "{} ms must be between {} ms and {} ms (1 hour)",
+                    ms(self.heartbeat_timeout),
+                    ms(MIN_HEARTBEAT_TIMEOUT),
+                    ms(MAX_TIME_OPTION)
+                ),
+            ));
+        }
+        // (heartbeat_timeout ≤ 1 hour, so a third of it is too.)
+        let beyond_a_third = self
+            .heartbeat_interval
+            .checked_mul(3)
+            .is_none_or(|three| three > self.heartbeat_timeout);
+        if self.heartbeat_interval < MIN_HEARTBEAT_INTERVAL || beyond_a_third {
+            return Err(invalid(
+                "heartbeat_interval",
+                format!(
+                    "{} ms must be between {} ms and a third of heartbeat_timeout ({} ms, so at \
+                     most {} ms)",
+                    ms(self.heartbeat_interval),
+                    ms(MIN_HEARTBEAT_INTERVAL),
+                    ms(self.heartbeat_timeout),
+                    ms(self.heartbeat_timeout / 3)
+                ),
+            ));
+        }
+        if self.dial_backoff_max < MIN_DIAL_BACKOFF_MAX || self.dial_backoff_max > MAX_TIME_OPTION {
             return Err(invalid(
                 "dial_backoff_max",
-                "must be at least 100 ms".into(),
+                format!(
+                    "{} ms must be between {} ms and {} ms (1 hour)",
+                    ms(self.dial_backoff_max),
+                    ms(MIN_DIAL_BACKOFF_MAX),
+                    ms(MAX_TIME_OPTION)
+                ),
             ));
         }
         if self.cpu_sample_interval.is_zero() {
@@ -515,6 +551,105 @@ mod tests {
             .heartbeat_timeout(Duration::from_millis(300))
             .validate(false)
             .is_ok());
+        // Tiny heartbeats make a node flap with the whole cluster.
+        assert_eq!(
+            option_of(
+                ok().heartbeat_interval(Duration::from_millis(1))
+                    .heartbeat_timeout(Duration::from_millis(3))
+            ),
+            "heartbeat_timeout"
+        );
+        assert_eq!(
+            option_of(ok().heartbeat_timeout(Duration::from_millis(299))),
+            "heartbeat_timeout"
+        );
+        assert_eq!(
+            option_of(
+                ok().heartbeat_interval(Duration::from_millis(49))
+                    .heartbeat_timeout(Duration::from_millis(300))
+            ),
+            "heartbeat_interval"
+        );
+        assert!(ok()
+            .heartbeat_interval(Duration::from_millis(50))
+            .heartbeat_timeout(Duration::from_millis(300))
+            .validate(false)
+            .is_ok());
+        // Absurdly long values (u64::MAX ms, what a negative flag wraps to) are refused too;
+        // 1 hour is the longest.
+        let hour = Duration::from_secs(3_600);
+        let forever = Duration::from_millis(u64::MAX);
+        assert_eq!(
+            option_of(ok().heartbeat_timeout(forever)),
+            "heartbeat_timeout"
+        );
+        assert_eq!(
+            option_of(ok().heartbeat_timeout(hour + Duration::from_millis(1))),
+            "heartbeat_timeout"
+        );
+        assert_eq!(
+            option_of(ok().heartbeat_interval(forever).heartbeat_timeout(hour)),
+            "heartbeat_interval"
+        );
+        assert_eq!(
+            option_of(ok().heartbeat_interval(Duration::MAX)),
+            "heartbeat_interval",
+            "no overflow checking a third"
+        );
+        assert_eq!(
+            option_of(ok().dial_backoff_max(forever)),
+            "dial_backoff_max"
+        );
+        assert_eq!(option_of(ok().connect_timeout(forever)), "connect_timeout");
+        assert_eq!(
+            option_of(ok().connect_timeout(hour + Duration::from_millis(1))),
+            "connect_timeout"
+        );
+        assert!(ok()
+            .heartbeat_timeout(hour)
+            .heartbeat_interval(hour / 3)
+            .dial_backoff_max(hour)
+            .connect_timeout(hour)
+            .validate(false)
+            .is_ok());
+    }
+
+    #[test]
+    fn out_of_range_errors_state_the_range() {
+        let reason_of = |config: NodeConfig| match config.validate(false) {
+            Err(Error::InvalidConfig { reason, .. }) => reason,
+            other => panic!("expected InvalidConfig, got {other:?}"),
+        };
+        let forever = Duration::from_millis(u64::MAX);
+        assert_eq!(
+            reason_of(ok().heartbeat_timeout(Duration::from_millis(3))),
+            "3 ms must be between 300 ms and 3600000 ms (1 hour)"
+        );
+        assert_eq!(
+            reason_of(ok().heartbeat_interval(Duration::from_millis(1))),
+            "1 ms must be between 50 ms and a third of heartbeat_timeout (3000 ms, so at most \
+             1000 ms)"
+        );
+        assert_eq!(
+            reason_of(ok().dial_backoff_max(forever)),
+            format!(
+                "{} ms must be between 100 ms and 3600000 ms (1 hour)",
+                u64::MAX
+            )
+        );
+        assert_eq!(
+            reason_of(ok().connect_timeout(Duration::ZERO)),
+            "0 ms must be between 1 ms and 3600000 ms (1 hour)"
+        );
+        let shown = Error::InvalidConfig {
+            option: "heartbeat_timeout",
+            reason: reason_of(ok().heartbeat_timeout(forever)),
+        }
+        .to_string();
+        assert!(
+            shown.starts_with("invalid option `heartbeat_timeout`: ") && shown.contains("300 ms"),
+            "{shown}"
+        );
     }
 
     #[test]

@@ -187,9 +187,9 @@ pub(crate) async fn connect(
         }
         (true, false) => "a session authenticated but never became ready",
         (false, true) if shared.tls.is_some() => {
-            "the peer closed the session during the handshake: it does not trust this node's \
-             TLS certificate (another CA), wrong cookie, a duplicate node name, or not an \
-             rpc_load_balancer node"
+            "the peer closed the session during the handshake: it does not accept this node's \
+             TLS certificate (signed by another CA, expired or not yet valid), wrong cookie, a \
+             duplicate node name, or not an rpc_load_balancer node"
         }
         (false, true) => {
             "the peer closed the session during the handshake: wrong cookie, a duplicate node \

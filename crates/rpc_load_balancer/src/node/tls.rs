@@ -368,13 +368,16 @@ pub(crate) async fn dial(
 fn tls_failure(error: &std::io::Error) -> String {
     use std::io::ErrorKind;
     let hint = match error.kind() {
-        // The peer closed or reset the connection, or answered with something that is not
-        // TLS: what a plaintext node does.
+        // The peer closed or reset the connection: what a plaintext node does, but also a TLS
+        // node with too many handshakes in progress, or one that refused the connection.
         ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted => {
-            "; the peer closed the connection: is it running without TLS?"
+            "; the peer closed the connection before the handshake finished: it may be running \
+             without TLS, be overloaded (too many handshakes at once) or have refused the \
+             connection"
         }
+        // It answered with something that is not TLS: a plaintext node (or not a node).
         _ if error.to_string().contains("corrupt message") => {
-            "; the peer did not answer in TLS: is it running without TLS?"
+            "; the peer did not answer in TLS: it is likely running without TLS"
         }
         _ => "",
     };

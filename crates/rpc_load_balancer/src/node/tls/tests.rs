@@ -288,4 +288,34 @@ fn a_certificate_peers_would_reject_is_refused_at_start() {
             other => panic!("{names:?}: expected InvalidConfig, got {other:?}"),
         }
     }
+
+#[test]
+fn a_closed_handshake_names_every_likely_cause() {
+    use std::io::{Error as IoError, ErrorKind};
+    for kind in [
+        ErrorKind::UnexpectedEof,
+        ErrorKind::ConnectionReset,
+        ErrorKind::ConnectionAborted,
+    ] {
+        let reason = tls_failure(&IoError::new(kind, "tls handshake eof"));
+        assert!(
+            reason.starts_with("TLS handshake failed: tls handshake eof; "),
+            "{reason}"
+        );
+        // A plaintext peer is one cause among others, not the only one asserted.
+        for cause in ["without TLS", "overloaded", "refused the connection"] {
+            assert!(reason.contains(cause), "{kind:?}: {reason}");
+        }
+        assert!(!reason.contains("is it running without TLS?"), "{reason}");
+    }
+    let corrupt = tls_failure(&IoError::new(
+        ErrorKind::InvalidData,
+        "received corrupt message of type InvalidContentType",
+    ));
+    assert!(corrupt.contains("did not answer in TLS"), "{corrupt}");
+    let other = tls_failure(&IoError::other("invalid peer certificate: UnknownIssuer"));
+    assert_eq!(
+        other,
+        "TLS handshake failed: invalid peer certificate: UnknownIssuer"
+    );
 }
