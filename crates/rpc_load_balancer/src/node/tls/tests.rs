@@ -288,6 +288,7 @@ fn a_certificate_peers_would_reject_is_refused_at_start() {
             other => panic!("{names:?}: expected InvalidConfig, got {other:?}"),
         }
     }
+}
 
 #[test]
 fn a_closed_handshake_names_every_likely_cause() {
