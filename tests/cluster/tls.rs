@@ -53,12 +53,13 @@ impl Ca {
         self.sign(params)
     }
 
-    /// A leaf like [`Ca::leaf`] that expired in 2001.
-    fn expired_leaf(&self) -> (String, String) {
+    /// A leaf like [`Ca::leaf`] that expires `secs` seconds from now.
+    fn expiring_leaf(&self, secs: i64) -> (String, String) {
         let mut params =
             CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
-        params.not_before = rcgen::date_time_ymd(2000, 1, 1);
-        params.not_after = rcgen::date_time_ymd(2001, 1, 1);
+        let now = time::OffsetDateTime::now_utc();
+        params.not_before = now - time::Duration::days(1);
+        params.not_after = now + time::Duration::seconds(secs);
         self.sign(params)
     }
 
@@ -136,9 +137,10 @@ impl Certs {
         self.identity(name, &self.other_ca, trusted)
     }
 
-    /// A node `name` with an expired leaf of the cluster's CA, trusting that CA.
-    fn expired_member(&self, name: &str) -> Identity {
-        let (cert, key) = self.ca.expired_leaf();
+    /// A node `name` with a leaf of the cluster's CA that expires in `secs` s, trusting that
+    /// CA.
+    fn expiring_member(&self, name: &str, secs: i64) -> Identity {
+        let (cert, key) = self.ca.expiring_leaf(secs);
         Identity {
             cert: write(&self.dir, &format!("{name}.crt"), &cert),
             key: write(&self.dir, &format!("{name}.key"), &key),
@@ -499,9 +501,10 @@ async fn plaintext_and_wrong_ca_nodes_never_join_a_tls_cluster() {
     drop(certs);
 }
 
-/// A node whose own certificate expired: the cluster node refuses it after this node's side
-/// of the handshake is done, so all it sees is a session closed during the handshake — and
-/// the reason names an expired certificate among the causes.
+/// A node whose own certificate expired while it ran (one already expired does not start):
+/// the cluster node refuses it after this node's side of the handshake is done, so all it
+/// sees is a session closed during the handshake — and the reason names an expired
+/// certificate among the causes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_certificate_is_among_the_reasons_given() {
     let certs = Certs::new();
@@ -510,10 +513,12 @@ async fn an_expired_certificate_is_among_the_reasons_given() {
     let me = Node::start(
         NodeConfig::new("expired_client", "127.0.0.1:0")
             .cookie(&cookie)
-            .tls(certs.expired_member("expired_client").config()),
+            .tls(certs.expiring_member("expired_client", 2).config()),
     )
     .await
     .unwrap();
+    // X.509 times have whole seconds: past the end by more than one.
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
     let started = Instant::now();
     let outcome = me.connect(n0.addr()).await;
     connect_failed(
