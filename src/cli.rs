@@ -421,7 +421,7 @@ pub struct LoadArgs {
     /// Number of calls (≥ 1).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub calls: Option<u64>,
-    /// Run for this many seconds instead (> 0).
+    /// Run for this many seconds instead (> 0, at most 86,400).
     #[arg(long)]
     pub duration: Option<f64>,
     #[command(flatten)]

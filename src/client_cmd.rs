@@ -482,16 +482,19 @@ pub fn load_report_json(
 }
 
 /// Joins the cluster and runs the load of `rpclb load`.
+/// Longest `rpclb load --duration`, in seconds (a day).
+const MAX_LOAD_SECS: f64 = 86_400.0;
+
 async fn run_load(args: &LoadArgs) -> Result<load::LoadReport, CmdFailure> {
     let call =
         load::DemoCall::parse(&args.function, args.arg.as_deref()).map_err(CmdFailure::Usage)?;
     let amount = match (args.calls, args.duration) {
         (Some(calls), _) => load::Amount::Calls(calls),
-        (None, Some(secs)) if secs.is_finite() && secs > 0.0 => {
+        (None, Some(secs)) if secs > 0.0 && secs <= MAX_LOAD_SECS => {
             load::Amount::Duration(Duration::from_secs_f64(secs))
         }
         _ => {
-            let usage = "give --calls N or --duration SECS (> 0)".to_string();
+            let usage = format!("give --calls N or --duration SECS (> 0, at most {MAX_LOAD_SECS})");
             return Err(CmdFailure::Usage(usage));
         }
     };

@@ -257,17 +257,20 @@ async fn json_failures_print_one_document_with_the_error() {
     let line = one_document(&stdout);
     assert_eq!(line["ok"], false, "{line}");
     usage(&line, "unknown control request");
-    let args = [
-        &["load"][..],
-        &right[..],
-        &["--balancer", "w", "--duration", "0"][..],
-    ]
-    .concat();
-    let (code, stdout) = rpclb(&args, bound).await;
-    assert_eq!(code, 2, "{stdout}");
-    let report = one_document(&stdout);
-    assert_eq!(report["calls"], 0, "{report}");
-    usage(&report, "--duration");
+    // (Durations that are not a number of seconds, or absurd, are usage errors too.)
+    for duration in ["0", "1e300", "NaN", "inf"] {
+        let args = [
+            &["load"][..],
+            &right[..],
+            &["--balancer", "w", "--duration", duration][..],
+        ]
+        .concat();
+        let (code, stdout) = rpclb(&args, bound).await;
+        assert_eq!(code, 2, "{duration}: {stdout}");
+        let report = one_document(&stdout);
+        assert_eq!(report["calls"], 0, "{report}");
+        usage(&report, "--duration");
+    }
 
     // A call that fails keeps its shape: the error and the latency.
     let args = [

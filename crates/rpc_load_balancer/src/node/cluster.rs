@@ -15,6 +15,7 @@
 //! a reconnect, not a duplicate.)
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -147,6 +148,19 @@ impl Actor for ClusterManager {
         Ok(())
     }
 
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<ClusterMsg>,
+        state: &mut ClusterState,
+    ) -> Result<(), ActorProcessingErr> {
+        // A later node in this process starts from zero.
+        let ids: Vec<ActorId> = state.opening.keys().copied().collect();
+        for id in ids {
+            state.forget_opening(&id);
+        }
+        Ok(())
+    }
+
     async fn handle_supervisor_evt(
         &self,
         _myself: ActorRef<ClusterMsg>,
@@ -193,9 +207,16 @@ impl ClusterState {
         }
     }
 
+    /// Takes session `id` off the sessions waiting to authenticate.
+    fn forget_opening(&mut self, id: &ActorId) -> Option<ActorRef<NodeSessionMessage>> {
+        let session = self.opening.remove(id)?;
+        super::listener::OPENING.fetch_sub(1, Ordering::Relaxed);
+        Some(session)
+    }
+
     /// Closes session `id` if it is still not authenticated.
     fn on_handshake_deadline(&mut self, id: ActorId) {
-        if let Some(session) = self.opening.remove(&id) {
+        if let Some(session) = self.forget_opening(&id) {
             if self.stalled.hit() {
                 tracing::warn!(
                     timeout_ms = self.shared.connect_timeout.as_millis() as u64,
@@ -210,7 +231,13 @@ impl ClusterState {
     fn on_session(&mut self, event: SessionEvent) {
         match event.stage {
             SessionStage::Opened => {
-                self.opening.insert(event.session_id, event.session.clone());
+                if self
+                    .opening
+                    .insert(event.session_id, event.session.clone())
+                    .is_none()
+                {
+                    super::listener::OPENING.fetch_add(1, Ordering::Relaxed);
+                }
                 let id = event.session_id;
                 self.myself
                     .send_after(self.shared.connect_timeout, move || {
@@ -218,7 +245,7 @@ impl ClusterState {
                     });
             }
             _ => {
-                self.opening.remove(&event.session_id);
+                self.forget_opening(&event.session_id);
             }
         }
         tracing::debug!(
@@ -360,6 +387,21 @@ impl ClusterState {
                     name.clone(),
                     gone_addr,
                 ));
+            }
+            // A client is done with once gone (a new one has a new name): forget it, so these
+            // sets don't grow with every `rpclb call` made against this node.
+            let was_client = self
+                .shared
+                .clients
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&name);
+            if was_client {
+                self.shared
+                    .left
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&name);
             }
             let _ = self.shared.events.send(NodeEvent::Down { node: name });
         } else {

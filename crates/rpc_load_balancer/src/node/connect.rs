@@ -80,7 +80,42 @@ fn is_session_to(event: &SessionEvent, addr: &str, resolved: &[SocketAddr]) -> b
 }
 
 /// Dials `addr` and waits until a session to it is ready; returns the peer's full name.
+///
+/// Every dial of the node goes through here. Once a peer said this node's name is taken by
+/// another process, no dial is made for a while (see [`NodeShared::name_taken_for`]): each one
+/// could make the cluster drop that other node for a moment.
 pub(crate) async fn connect(
+    shared: &NodeShared,
+    server: &ActorRef<NodeServerMessage>,
+    addr: &str,
+    bound: Duration,
+) -> Result<String, Error> {
+    if let Some(wait) = shared.name_taken_for() {
+        return Err(Error::ConnectFailed {
+            addr: addr.to_string(),
+            reason: format!(
+                "{NAME_TAKEN}: not dialling for another {} ms",
+                wait.as_millis()
+            ),
+        });
+    }
+    let outcome = connect_once(shared, server, addr, bound).await;
+    match &outcome {
+        Ok(_) => shared.name_free(),
+        Err(Error::ConnectFailed { reason, .. }) if is_duplicate_name(reason) => {
+            let wait = shared.note_name_taken();
+            tracing::error!(%addr, %reason, retry_in_ms = wait.as_millis() as u64, "{NAME_TAKEN}");
+        }
+        Err(_) => {}
+    }
+    outcome
+}
+
+/// What a node whose name is taken reports.
+const NAME_TAKEN: &str = "this node's name is taken in the cluster (duplicate node name)";
+
+/// One dial of `addr` (see [`connect`]).
+async fn connect_once(
     shared: &NodeShared,
     server: &ActorRef<NodeServerMessage>,
     addr: &str,
@@ -193,7 +228,8 @@ pub(crate) async fn connect(
         }
         (false, true) => {
             "the peer closed the session during the handshake: wrong cookie, a duplicate node \
-             name, the peer requires TLS (this node has none), or not an rpc_load_balancer node"
+             name, the peer requires TLS (this node has none), the peer is overloaded (too \
+             many connections waiting), or not an rpc_load_balancer node"
         }
         (false, false) => "the handshake did not finish",
     };
@@ -311,11 +347,14 @@ pub(crate) async fn keep_peer(
     let mut backoff = first;
     let mut events = shared.events.subscribe();
     let mut failures = 0u32;
+    // Handshakes in a row the peer closed (see `rejection_backoff`).
+    let mut rejections = 0u32;
     while !shared.stopped.load(Ordering::Acquire) {
         match connect(&shared, &server, &addr, shared.connect_timeout).await {
             Ok(name) => {
                 backoff = first;
                 failures = 0;
+                rejections = 0;
                 shared
                     .left
                     .lock()
@@ -362,14 +401,12 @@ pub(crate) async fn keep_peer(
                 tracing::warn!(%addr, "not dialling this node's own address, listed among its peers");
                 return;
             }
-            Err(Error::ConnectFailed { reason, .. }) if is_duplicate_name(&reason) => {
-                // Another process runs under this node's name there — a hung predecessor
-                // that heartbeats will drop within seconds, or a live duplicate. Each attempt
-                // can make the cluster's election drop that node for a moment, so try again
-                // only after DUPLICATE_BACKOFF.
-                tracing::error!(%addr, %reason, retry_in_ms = DUPLICATE_BACKOFF.as_millis() as u64, "this node's name is taken in the cluster");
+            Err(Error::ConnectFailed { .. }) if shared.name_taken_for().is_some() => {
+                // Another process runs under this node's name (logged by `connect`): a hung
+                // predecessor that heartbeats drop within seconds, or a live duplicate.
                 failures += 1;
-                tokio::time::sleep(DUPLICATE_BACKOFF).await;
+                let wait = shared.name_taken_for().unwrap_or(Duration::ZERO);
+                tokio::time::sleep(wait.max(Duration::from_millis(100))).await;
             }
             Err(error) => {
                 // The first failure and every tenth after are worth a warning: a wrong cookie
@@ -380,17 +417,36 @@ pub(crate) async fn keep_peer(
                     tracing::debug!(%addr, %error, retry_in_ms = backoff.as_millis() as u64, "peer not reachable");
                 }
                 failures += 1;
+                rejections = if was_rejected(&error) {
+                    rejections + 1
+                } else {
+                    0
+                };
                 let jitter = 0.8 + rand::random::<f64>() * 0.4;
-                tokio::time::sleep(backoff.mul_f64(jitter)).await;
+                let pause = rejection_backoff(rejections).unwrap_or(backoff);
+                tokio::time::sleep(pause.mul_f64(jitter)).await;
                 backoff = (backoff * 2).min(shared.dial_backoff_max);
             }
         }
     }
 }
 
-/// How long a node whose name is taken waits before dialling that peer again: longer than the
-/// default heartbeat timeout (3 s), so a hung predecessor is gone by then.
-const DUPLICATE_BACKOFF: Duration = Duration::from_secs(5);
+/// Whether the peer closed the handshake of a failed connect: wrong cookie, TLS mismatch, a
+/// duplicate name (ractor_cluster often refuses one before it can be named), or overload.
+pub(crate) fn was_rejected(error: &Error) -> bool {
+    matches!(error, Error::ConnectFailed { reason, .. }
+        if reason.contains("closed the session during the handshake")
+            || reason.contains("closed the session after authenticating"))
+}
+
+/// The pause after `rejections` handshakes in a row closed by the peer, once it is more than
+/// the usual backoff: none for the first 3 (a peer restarting, or a simultaneous connect),
+/// then 5 s doubling to 5 minutes. Retrying faster fixes nothing — and when another process
+/// holds this node's name, each attempt can make the cluster drop that node for a moment.
+pub(crate) fn rejection_backoff(rejections: u32) -> Option<Duration> {
+    let over = rejections.checked_sub(3)?;
+    Some(Duration::from_secs(5 << over.min(6)).min(Duration::from_secs(300)))
+}
 
 /// Whether a connect failure's `reason` says for sure that the peer already has a node of
 /// this node's name (not merely that it might, as a closed handshake does).
@@ -401,6 +457,30 @@ fn is_duplicate_name(reason: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repeated_rejections_back_off_to_five_minutes() {
+        let pauses: Vec<Option<u64>> = (0..12)
+            .map(|n| rejection_backoff(n).map(|d| d.as_secs()))
+            .collect();
+        assert_eq!(
+            pauses,
+            [
+                None,
+                None,
+                None,
+                Some(5),
+                Some(10),
+                Some(20),
+                Some(40),
+                Some(80),
+                Some(160),
+                Some(300),
+                Some(300),
+                Some(300)
+            ]
+        );
+    }
 
     #[test]
     fn only_sure_duplicate_name_reasons_count() {

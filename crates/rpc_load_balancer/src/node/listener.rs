@@ -16,7 +16,7 @@
 //! and redial.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,9 +31,14 @@ use tokio_rustls::TlsAcceptor;
 use super::config::{NodeConfig, ValidConfig};
 use crate::Error;
 
-/// Most new connections waiting at once for their first bytes or TLS handshake; connections
-/// beyond it are closed at once.
+/// Most connections at once that are not an authenticated session yet — waiting for their
+/// first bytes or TLS handshake, or in the cookie handshake; new connections beyond it are
+/// closed at once.
 pub(crate) const MAX_PENDING: usize = 1024;
+
+/// Sessions opened and not authenticated yet (kept by the cluster manager; one node per
+/// process).
+pub(crate) static OPENING: AtomicUsize = AtomicUsize::new(0);
 
 /// A started NodeServer: the server, the port the node listens on, and (with TLS) the task
 /// that accepts connections for it.
@@ -133,7 +138,14 @@ async fn accept_loop(
                 continue;
             }
         };
-        let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
+        let permit = match Arc::clone(&permits).try_acquire_owned() {
+            // Connections still preparing, plus sessions still authenticating.
+            Ok(permit) if permits.available_permits() >= OPENING.load(Ordering::Relaxed) => {
+                Some(permit)
+            }
+            _ => None,
+        };
+        let Some(permit) = permit else {
             if refused.hit() {
                 tracing::warn!(%peer_addr, limit = MAX_PENDING, times = refused.count(), "too many connections waiting for their handshake; closing new ones");
             }

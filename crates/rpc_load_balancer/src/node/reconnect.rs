@@ -69,6 +69,7 @@ pub(crate) async fn redial(
         FIRST_BACKOFF
     };
     let mut attempts = 0u32;
+    let mut rejections = 0u32;
     loop {
         let jitter = 0.8 + rand::random::<f64>() * 0.4;
         tokio::time::sleep(pause.mul_f64(jitter)).await;
@@ -104,9 +105,14 @@ pub(crate) async fn redial(
             }
             Err(error) => {
                 tracing::debug!(node = %name, %addr, %error, attempts, "redial of a lost peer failed");
+                rejections = if connect::was_rejected(&error) {
+                    rejections + 1
+                } else {
+                    0
+                };
             }
         }
-        pause = backoff;
+        pause = connect::rejection_backoff(rejections).unwrap_or(backoff);
         backoff = (backoff * 2).min(shared.dial_backoff_max);
     }
 }

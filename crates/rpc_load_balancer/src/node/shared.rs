@@ -143,6 +143,9 @@ pub(crate) struct NodeShared {
     pub(crate) clients: Mutex<HashSet<String>>,
     /// `NodeConfig::peers`: kept connected by their own dial loops.
     pub(crate) configured_peers: Vec<String>,
+    /// Set while this node's name is known to be taken by another process (see
+    /// `connect.rs`): (no dial before, current backoff).
+    name_taken: Mutex<(Option<std::time::Instant>, Duration)>,
     /// `NodeConfig::reconnect_give_up`.
     pub(crate) reconnect_give_up: Duration,
     /// Default of routed calls: run on this node.
@@ -196,6 +199,7 @@ impl NodeShared {
             clients: Default::default(),
             configured_peers: config.peers.clone(),
             reconnect_give_up: config.reconnect_give_up,
+            name_taken: Mutex::new((None, Duration::ZERO)),
             lifecycle: tokio::sync::watch::channel(Lifecycle::Running).0,
             call_directly: config.call_directly,
             connect_timeout: config.connect_timeout,
@@ -311,6 +315,30 @@ impl NodeShared {
             .unwrap_or_else(|p| p.into_inner())
             .get(name)
             .is_some_and(|(_, at)| at.elapsed() < within)
+    }
+
+    /// How much longer no dial is made because this node's name is taken, if it is.
+    pub(crate) fn name_taken_for(&self) -> Option<Duration> {
+        let taken = self.name_taken.lock().unwrap_or_else(|p| p.into_inner());
+        let left = taken
+            .0?
+            .saturating_duration_since(std::time::Instant::now());
+        (!left.is_zero()).then_some(left)
+    }
+
+    /// Records that a peer has another node of this node's name: no dial for 5 s, doubling
+    /// on each repeat up to 5 minutes — longer than the heartbeat timeout, so a hung
+    /// predecessor is gone by the first retry. Returns the wait.
+    pub(crate) fn note_name_taken(&self) -> Duration {
+        let mut taken = self.name_taken.lock().unwrap_or_else(|p| p.into_inner());
+        let backoff = (taken.1 * 2).clamp(NAME_TAKEN_FIRST, NAME_TAKEN_MAX);
+        *taken = (Some(std::time::Instant::now() + backoff), backoff);
+        backoff
+    }
+
+    /// A dial succeeded: the name is this node's again.
+    pub(crate) fn name_free(&self) {
+        *self.name_taken.lock().unwrap_or_else(|p| p.into_inner()) = (None, Duration::ZERO);
     }
 
     /// Whether `name` is in `set` (one of the name sets above).
@@ -445,6 +473,12 @@ impl NodeShared {
         false
     }
 }
+
+/// First pause of all dials once this node's name is found taken.
+const NAME_TAKEN_FIRST: Duration = Duration::from_secs(5);
+
+/// Longest pause of all dials while this node's name stays taken.
+const NAME_TAKEN_MAX: Duration = Duration::from_secs(300);
 
 /// Most ids of calls cancelled before they arrived kept at once; past it (a flood of
 /// cancellations, or a hostile peer) new ones are not recorded and such a call runs until its
