@@ -99,9 +99,9 @@ pub(crate) async fn call_endpoint<F: RemoteFunction>(
     args: F::Args,
     timeout: Duration,
 ) -> Result<F::Reply, Error> {
-    let bytes = encode::<F>(shared, balancer, &args, timeout)?;
+    let (bytes, id) = encode::<F>(shared, balancer, &args, timeout)?;
     drop(args);
-    let abandoned = CancelOnDrop::new(endpoint, call_id(&bytes));
+    let abandoned = CancelOnDrop::new(endpoint, id);
     let outcome = send_call(endpoint, RpcMessage::Call, bytes, timeout).await;
     abandoned.settle(&outcome);
     let reply = outcome_to_reply(node, timeout, outcome)?;
@@ -186,7 +186,7 @@ pub(crate) fn cast_endpoint<F: RemoteFunction>(
     balancer: Option<&str>,
     args: &F::Args,
 ) -> Result<(), Error> {
-    let bytes = encode::<F>(shared, balancer, args, Duration::ZERO)?;
+    let (bytes, _id) = encode::<F>(shared, balancer, args, Duration::ZERO)?;
     endpoint
         .cast(RpcMessage::Cast(bytes))
         .map_err(|_| Error::ServiceUnavailable {
@@ -195,13 +195,14 @@ pub(crate) fn cast_endpoint<F: RemoteFunction>(
         })
 }
 
-/// Encodes header and arguments and enforces the payload cap before anything is sent.
+/// Encodes header and arguments and enforces the payload cap before anything is sent; the
+/// bytes and the call's id.
 pub(crate) fn encode<F: RemoteFunction>(
     shared: &NodeShared,
     balancer: Option<&str>,
     args: &F::Args,
     timeout: Duration,
-) -> Result<Vec<u8>, Error> {
+) -> Result<(Vec<u8>, u64), Error> {
     let header = CallHeader {
         function: F::NAME,
         balancer,
@@ -213,7 +214,7 @@ pub(crate) fn encode<F: RemoteFunction>(
         message: e.to_string(),
     })?;
     check_payload(bytes.len(), shared.max_payload, PayloadDirection::Argument)?;
-    Ok(bytes)
+    Ok((bytes, header.call_id))
 }
 
 /// What became of an encoded call.
@@ -221,8 +222,8 @@ pub(crate) enum Sent<T> {
     /// It left this node; this is the outcome.
     Replied(Result<T, Error>),
     /// It never left this node (the target's actor or session was already gone); the bytes
-    /// are given back so the call can go elsewhere.
-    Unsent(Vec<u8>),
+    /// and id are given back so the call can go elsewhere.
+    Unsent((Vec<u8>, u64)),
     /// The member refused it unrun — it is leaving its balancer, or speaks another wire
     /// version — so it can go elsewhere; the error is what to report if it can't.
     Refused(Error),
@@ -231,18 +232,18 @@ pub(crate) enum Sent<T> {
     Dropped,
 }
 
-/// Sends an encoded call of `F` to `actor` on `node` and decodes the reply.
+/// Sends an encoded call of `F` (id `id`) to `actor` on `node` and decodes the reply.
 pub(crate) async fn send_encoded<F: RemoteFunction>(
     actor: &ActorRef<RpcMessage>,
     node: &str,
-    bytes: Vec<u8>,
+    (bytes, id): (Vec<u8>, u64),
     timeout: Duration,
 ) -> Sent<F::Reply> {
-    let abandoned = CancelOnDrop::new(actor, call_id(&bytes));
+    let abandoned = CancelOnDrop::new(actor, id);
     let outcome = send_call(actor, RpcMessage::Call, bytes, timeout).await;
     abandoned.settle(&outcome);
     match outcome {
-        Err(MessagingErr::SendErr(RpcMessage::Call(bytes, _))) => Sent::Unsent(bytes),
+        Err(MessagingErr::SendErr(RpcMessage::Call(bytes, _))) => Sent::Unsent((bytes, id)),
         Ok(CallResult::Success(reply)) => match reply::decode(&reply) {
             Ok((ReplyStatus::Leaving, _)) => Sent::Refused(Error::ServiceUnavailable {
                 node: node.to_string(),
@@ -264,12 +265,6 @@ pub(crate) async fn send_encoded<F: RemoteFunction>(
                 .and_then(|reply| decode_reply::<F::Reply>(node, F::NAME, &reply)),
         ),
     }
-}
-
-/// The id in an encoded call's header (0 if it does not decode, which cannot happen for bytes
-/// [`encode`] made).
-fn call_id(bytes: &[u8]) -> u64 {
-    crate::wire::header::decode_call(bytes).map_or(0, |(header, _)| header.call_id)
 }
 
 /// How long a cancellation may take to be handed over; nobody waits for it.

@@ -166,8 +166,9 @@ pub(crate) struct NodeShared {
     pub(crate) events: broadcast::Sender<NodeEvent>,
     pub(crate) sessions: broadcast::Sender<SessionEvent>,
     pub(crate) next_call_id: AtomicU64,
-    /// Calls running here and calls cancelled before they started, by call id.
-    pub(crate) calls: std::sync::Mutex<CallTable>,
+    /// Calls running here and calls cancelled before they started, by call id, in
+    /// [`CALL_SHARDS`] shards (ids are random) so concurrent calls rarely share a lock.
+    calls: [crossbeam_utils::CachePadded<Mutex<CallTable>>; CALL_SHARDS],
     pub(crate) served: ServedStats,
     pub(crate) stopped: AtomicBool,
     /// Balancers started on this node; `None` while one is starting.
@@ -216,7 +217,7 @@ impl NodeShared {
             sessions: broadcast::channel(256).0,
             // Random start so call ids of different processes rarely collide in traces.
             next_call_id: AtomicU64::new(rand::random::<u32>() as u64),
-            calls: Default::default(),
+            calls: std::array::from_fn(|_| Default::default()),
             served: ServedStats::default(),
             stopped: AtomicBool::new(false),
             balancers: Mutex::new(HashMap::new()),
@@ -445,7 +446,7 @@ impl NodeShared {
         id: u64,
         abort: futures_util::future::AbortHandle,
     ) -> Option<RunningCall<'_>> {
-        let mut calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+        let mut calls = self.call_shard(id);
         if calls.cancelled.remove(&id).is_some() {
             return None;
         }
@@ -456,23 +457,34 @@ impl NodeShared {
     /// Aborts the handler of call `id` if it runs here, or else makes it skip when it arrives
     /// (a cancellation can overtake its call); whether it was running.
     pub(crate) fn cancel_call(&self, id: u64) -> bool {
-        let mut calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+        let mut calls = self.call_shard(id);
         if let Some(handle) = calls.running.remove(&id) {
             handle.abort();
             return true;
         }
         let now = std::time::Instant::now();
-        if calls.cancelled.len() >= CANCELLED_MAX {
+        let max = CANCELLED_MAX / CALL_SHARDS;
+        if calls.cancelled.len() >= max {
             calls
                 .cancelled
                 .retain(|_, at| now.duration_since(*at) < CANCELLED_KEPT);
         }
-        if calls.cancelled.len() < CANCELLED_MAX {
+        if calls.cancelled.len() < max {
             calls.cancelled.insert(id, now);
         }
         false
     }
+
+    /// The shard of the call table holding call `id`, locked.
+    fn call_shard(&self, id: u64) -> std::sync::MutexGuard<'_, CallTable> {
+        self.calls[(id % CALL_SHARDS as u64) as usize]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
 }
+
+/// Shards of the table of running and cancelled calls.
+const CALL_SHARDS: usize = 16;
 
 /// First pause of all dials once this node's name is found taken.
 const NAME_TAKEN_FIRST: Duration = Duration::from_secs(5);
@@ -504,11 +516,6 @@ pub(crate) struct RunningCall<'a> {
 
 impl Drop for RunningCall<'_> {
     fn drop(&mut self) {
-        self.shared
-            .calls
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .running
-            .remove(&self.id);
+        self.shared.call_shard(self.id).running.remove(&self.id);
     }
 }
