@@ -28,6 +28,8 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
+use super::stream::BufferedTcp;
+
 use super::config::{NodeConfig, ValidConfig};
 use crate::Error;
 
@@ -157,7 +159,14 @@ async fn accept_loop(
             let prepared =
                 tokio::time::timeout(timeout, prepare(stream, peer_addr, acceptor)).await;
             let problem = match prepared {
-                Ok(Ok(stream)) => {
+                Ok(Ok(Prepared::Plain(stream))) => {
+                    let _ = server.cast(NodeServerMessage::ConnectionOpenedExternal {
+                        stream: Box::new(stream),
+                        is_server: true,
+                    });
+                    return;
+                }
+                Ok(Ok(Prepared::Tls(stream))) => {
                     let _ = server.cast(NodeServerMessage::ConnectionOpened {
                         stream: Box::new(stream),
                         is_server: true,
@@ -177,12 +186,20 @@ async fn accept_loop(
     }
 }
 
+/// An accepted connection ready for a session.
+enum Prepared {
+    /// Plain TCP, read through a buffer.
+    Plain(BufferedTcp),
+    /// TLS, handshake done.
+    Tls(NetworkStream),
+}
+
 /// Waits for the peer's first bytes (plain TCP) or runs the TLS handshake.
 async fn prepare(
     stream: TcpStream,
     peer_addr: SocketAddr,
     acceptor: Option<TlsAcceptor>,
-) -> Result<NetworkStream, String> {
+) -> Result<Prepared, String> {
     let _ = stream.set_nodelay(true);
     let local_addr = stream.local_addr().map_err(|e| e.to_string())?;
     match acceptor {
@@ -190,20 +207,18 @@ async fn prepare(
             let mut first = [0u8; 1];
             match stream.peek(&mut first).await {
                 Ok(0) => Err("closed before sending anything".into()),
-                Ok(_) => Ok(NetworkStream::Raw {
-                    peer_addr,
-                    local_addr,
-                    stream,
-                }),
+                Ok(_) => BufferedTcp::new(stream)
+                    .map(Prepared::Plain)
+                    .map_err(|e| e.to_string()),
                 Err(e) => Err(e.to_string()),
             }
         }
         Some(acceptor) => match acceptor.accept(stream).await {
-            Ok(stream) => Ok(NetworkStream::TlsServer {
+            Ok(stream) => Ok(Prepared::Tls(NetworkStream::TlsServer {
                 peer_addr,
                 local_addr,
                 stream,
-            }),
+            })),
             Err(e) if e.to_string().contains("InvalidContentType") => Err(format!(
                 "TLS handshake failed: {e} (a client without TLS, or not a node)"
             )),

@@ -14,6 +14,7 @@ mod listener;
 mod mesh;
 mod reconnect;
 pub(crate) mod shared;
+mod stream;
 mod tls;
 mod version;
 

@@ -29,6 +29,7 @@ use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 use super::shared::NodeShared;
+use super::stream::BufferedTcp;
 use crate::Error;
 
 /// Where one PEM input comes from.
@@ -341,7 +342,7 @@ pub(crate) async fn dial(
     bound: Duration,
 ) -> Result<(), String> {
     let opened = match shared.tls.as_deref() {
-        None => tokio::time::timeout(bound, ractor_cluster::client_connect(server, addr)).await,
+        None => tokio::time::timeout(bound, dial_plain(server, addr)).await,
         Some(tls) => {
             let name = tls.server_name_for(addr)?;
             let connector = tls.connector.clone();
@@ -362,6 +363,16 @@ pub(crate) async fn dial(
             bound.as_millis()
         )),
     }
+}
+
+/// Opens a plain TCP session to `addr`, read through a buffer (see [`BufferedTcp`]).
+async fn dial_plain(
+    server: &ActorRef<NodeServerMessage>,
+    addr: &str,
+) -> Result<(), ClientConnectErr> {
+    let stream = tokio::net::TcpStream::connect(addr).await?;
+    let stream = BufferedTcp::new(stream)?;
+    ractor_cluster::client_connect_external(server, Box::new(stream)).await
 }
 
 /// The reason for a failed TLS handshake, with the likely cause where the error shows it.
