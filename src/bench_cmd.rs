@@ -32,7 +32,7 @@ use ractor::ActorRef;
 use rpc_load_balancer::{Balancer, BalancerConfig, Node, NodeConfig, RoundRobin};
 use serde_json::{json, Map, Value};
 
-use crate::cli::BenchArgs;
+use crate::cli::{BenchArgs, RuntimeFlavor, RuntimeSettings};
 use crate::functions::{Bytes, BytesEcho};
 use crate::harness::Cluster;
 use crate::load::{self, Amount, Failure, LoadReport, Outcome};
@@ -557,7 +557,7 @@ async fn start_balancers(names: &[Arc<str>; 2]) -> CmdResult<(Balancer, Balancer
 
 /// Joins the cluster, measures every payload size, prints the report; `Ok(true)` when no
 /// call failed.
-async fn measure(cluster: &Cluster, args: &BenchArgs, worker_threads: u16) -> CmdResult<bool> {
+async fn measure(cluster: &Cluster, args: &BenchArgs, runtime: RuntimeSettings) -> CmdResult<bool> {
     let names = cluster.names();
     let [_, first, second] = names.as_slice() else {
         return Err(format!("expected 3 nodes, have {}", names.len()).into());
@@ -569,7 +569,7 @@ async fn measure(cluster: &Cluster, args: &BenchArgs, worker_threads: u16) -> Cm
             READY_TIMEOUT,
         )
         .await?;
-    let outcome = measure_on(&node, cluster, args, worker_threads, target_names).await;
+    let outcome = measure_on(&node, cluster, args, runtime, target_names).await;
     node.shutdown().await;
     outcome
 }
@@ -579,7 +579,7 @@ async fn measure_on(
     node: &Node,
     cluster: &Cluster,
     args: &BenchArgs,
-    worker_threads: u16,
+    runtime: RuntimeSettings,
     names: [Arc<str>; 2],
 ) -> CmdResult<bool> {
     // `local` runs BytesEcho here: register before joining a balancer.
@@ -641,8 +641,10 @@ async fn measure_on(
                 "warmup_secs": args.warmup_secs,
                 "concurrency": plan.concurrency,
                 "timeout_ms": args.shape.timeout_ms,
-                "worker_threads": worker_threads,
+                "worker_threads": runtime.worker_threads,
                 "node_worker_threads": args.node_worker_threads,
+                "runtime": runtime.flavor.as_str(),
+                "node_runtime": args.node_runtime.unwrap_or(runtime.flavor).as_str(),
                 "node_args": args.node_args,
             },
             "sizes": sizes,
@@ -652,12 +654,15 @@ async fn measure_on(
         println!("{report}");
     } else {
         println!(
-            "rpclb bench: {} → {}, {} (children: {} worker thread(s) each, this node: {})",
+            "rpclb bench: {} → {}, {} (children: {}, this node: {})",
             node.name(),
             names[0],
             names[1],
-            args.node_worker_threads,
-            worker_threads
+            describe(
+                args.node_runtime.unwrap_or(runtime.flavor),
+                args.node_worker_threads
+            ),
+            describe(runtime.flavor, runtime.worker_threads),
         );
         println!("cases: a raw = ractor_cluster RPC, one task per call (the floor); b direct = Node::call; c balanced = RoundRobin over the 2 targets; d local = balancer served by this node\n");
         for r in &results {
@@ -695,8 +700,17 @@ async fn interrupted() {
     }
 }
 
-/// The `rpclb node` arguments of every child.
-fn child_args(args: &BenchArgs) -> Vec<String> {
+/// How a report names a runtime: "current-thread" or "multi-thread, N worker(s)".
+fn describe(flavor: RuntimeFlavor, worker_threads: u16) -> String {
+    match flavor {
+        RuntimeFlavor::CurrentThread => flavor.as_str().to_string(),
+        RuntimeFlavor::MultiThread => format!("{}, {worker_threads} worker(s)", flavor.as_str()),
+    }
+}
+
+/// The `rpclb node` arguments of every child; `runtime` is this process's (the children's
+/// default).
+fn child_args(args: &BenchArgs, runtime: RuntimeSettings) -> Vec<String> {
     let mut child: Vec<String> = [
         "--balancer",
         BENCH_BALANCER,
@@ -710,6 +724,13 @@ fn child_args(args: &BenchArgs) -> Vec<String> {
     .map(|a| a.to_string())
     .collect();
     child.push(args.node_worker_threads.to_string());
+    child.push("--runtime".to_string());
+    child.push(
+        args.node_runtime
+            .unwrap_or(runtime.flavor)
+            .as_str()
+            .to_string(),
+    );
     child.extend(args.node_args.iter().cloned());
     child
 }
@@ -718,9 +739,9 @@ fn child_args(args: &BenchArgs) -> Vec<String> {
 /// report). Exit status 0 when every call succeeded, 1 when some failed, 130 when interrupted
 /// (Ctrl-C or SIGTERM). The children are killed and reaped before it returns, whatever the
 /// outcome.
-pub async fn run(args: BenchArgs, worker_threads: u16) -> CmdResult<i32> {
+pub async fn run(args: BenchArgs, runtime: RuntimeSettings) -> CmdResult<i32> {
     let bin = std::env::current_exe()?;
-    let child = child_args(&args);
+    let child = child_args(&args, runtime);
     let child: Vec<&str> = child.iter().map(String::as_str).collect();
     let nodes = [child.as_slice(); 3];
     let interrupt = interrupted();
@@ -737,7 +758,7 @@ pub async fn run(args: BenchArgs, worker_threads: u16) -> CmdResult<i32> {
         }
     };
     let outcome = tokio::select! {
-        outcome = measure(&cluster, &args, worker_threads) => Some(outcome),
+        outcome = measure(&cluster, &args, runtime) => Some(outcome),
         () = &mut interrupt => None,
     };
     cluster.shutdown().await;
@@ -777,6 +798,37 @@ mod tests {
         assert_eq!(ratio(1.0, 0.0), None);
     }
 
+    fn cli_runtime() -> crate::cli::Cli {
+        use clap::Parser;
+        crate::cli::Cli::try_parse_from(["rpclb", "bench"]).unwrap()
+    }
+
+    #[test]
+    fn children_get_the_node_runtime_flag() {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from([
+            "rpclb",
+            "--runtime",
+            "current-thread",
+            "bench",
+            "--node-runtime",
+            "multi-thread",
+            "--node-arg=--delay-ms=0",
+        ])
+        .unwrap();
+        let runtime = crate::cli::RuntimeSettings::of(&cli);
+        assert_eq!(runtime.flavor, RuntimeFlavor::CurrentThread);
+        assert_eq!(runtime.worker_threads, 1);
+        let crate::cli::Command::Bench(args) = cli.command else {
+            panic!("not bench")
+        };
+        let child = child_args(&args, runtime);
+        assert_eq!(
+            child[child.len() - 3..],
+            ["--runtime", "multi-thread", "--delay-ms=0"]
+        );
+    }
+
     #[test]
     fn the_plan_covers_at_least_the_calls_asked_for() {
         use clap::Parser;
@@ -791,8 +843,12 @@ mod tests {
         assert_eq!(plan.window, Duration::from_millis(1250));
         // 3 sizes × 4 cases × (2 phases × 4 rounds + 2 warm-ups)
         assert_eq!(plan.steps(), 3 * 4 * 10);
+        let runtime = crate::cli::RuntimeSettings::of(&cli_runtime());
+        let child = child_args(&args, runtime);
+        // The children run this process's runtime flavor unless --node-runtime says otherwise.
+        assert_eq!(child[child.len() - 2..], ["--runtime", "multi-thread"]);
         assert_eq!(
-            child_args(&args)[..6],
+            child[..6],
             [
                 "--balancer",
                 "bench",

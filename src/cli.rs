@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::builder::PossibleValuesParser;
-use clap::{ArgGroup, Args, Parser, Subcommand};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use rpc_load_balancer::algorithm::{LeastCpuOptions, BUILT_IN};
 use rpc_load_balancer::cpu::CpuSampler;
 use rpc_load_balancer::{Error, LeastCpu, NodeConfig, NodeFilter, SelectionAlgorithm, TlsConfig};
@@ -29,9 +29,70 @@ pub struct Cli {
     /// faster on one worker; CPU-heavy functions run on the blocking pool).
     #[arg(long, global = true, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub worker_threads: u16,
+    /// Tokio runtime flavor of this process: `multi-thread` (`--worker-threads` workers plus
+    /// the blocking pool) or `current-thread` (everything on the main thread; `--worker-threads`
+    /// is ignored). bench/README.md compares them.
+    #[arg(long, global = true, value_enum, default_value_t = RuntimeFlavor::MultiThread)]
+    pub runtime: RuntimeFlavor,
     /// What to run.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// Which tokio runtime a process runs on (`--runtime`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RuntimeFlavor {
+    /// `tokio::runtime::Builder::new_multi_thread` with `--worker-threads` workers.
+    MultiThread,
+    /// `tokio::runtime::Builder::new_current_thread`: one thread runs every task and the I/O
+    /// driver.
+    CurrentThread,
+}
+
+impl RuntimeFlavor {
+    /// The flag value (`multi-thread` or `current-thread`), as in the `--json` reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MultiThread => "multi-thread",
+            Self::CurrentThread => "current-thread",
+        }
+    }
+}
+
+/// This process's runtime settings (the global `--runtime` and `--worker-threads`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuntimeSettings {
+    /// The runtime flavor.
+    pub flavor: RuntimeFlavor,
+    /// Worker threads of a multi-thread runtime (1 for current-thread).
+    pub worker_threads: u16,
+}
+
+impl RuntimeSettings {
+    /// The settings `cli` asks for.
+    pub fn of(cli: &Cli) -> Self {
+        Self {
+            flavor: cli.runtime,
+            worker_threads: match cli.runtime {
+                RuntimeFlavor::MultiThread => cli.worker_threads,
+                RuntimeFlavor::CurrentThread => 1,
+            },
+        }
+    }
+
+    /// Builds the runtime (I/O and time drivers enabled). Errors: the OS refused a thread or
+    /// the I/O driver.
+    pub fn build(self) -> std::io::Result<tokio::runtime::Runtime> {
+        let mut builder = match self.flavor {
+            RuntimeFlavor::MultiThread => {
+                let mut builder = tokio::runtime::Builder::new_multi_thread();
+                builder.worker_threads(usize::from(self.worker_threads));
+                builder
+            }
+            RuntimeFlavor::CurrentThread => tokio::runtime::Builder::new_current_thread(),
+        };
+        builder.enable_all().build()
+    }
 }
 
 /// The subcommands.
@@ -502,6 +563,10 @@ pub struct BenchArgs {
     /// process's own are the global `--worker-threads`).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub node_worker_threads: u16,
+    /// Tokio runtime flavor of each `rpclb node` child (their `--runtime`; default: this
+    /// process's `--runtime`).
+    #[arg(long, value_name = "FLAVOR", value_enum)]
+    pub node_runtime: Option<RuntimeFlavor>,
     /// One more argument for every `rpclb node` child, passed as is (repeat for several), e.g.
     /// `--node-arg=--cpu-sample-interval-ms=5000`.
     #[arg(long = "node-arg", value_name = "ARG", allow_hyphen_values = true)]

@@ -14,18 +14,14 @@ fn main() {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(usize::from(cli.worker_threads))
-        .enable_all()
-        .build()
-    {
+    let settings = rpclb::cli::RuntimeSettings::of(&cli);
+    let runtime = match settings.build() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("error: cannot start the tokio runtime: {e}");
             std::process::exit(1);
         }
     };
-    let worker_threads = cli.worker_threads;
     let outcome = runtime.block_on(async move {
         match cli.command {
             Command::Node(args) => rpclb::node_cmd::run(args).await.map(|()| 0),
@@ -33,7 +29,7 @@ fn main() {
             Command::Call(args) => rpclb::client_cmd::call(args).await,
             Command::Load(args) => rpclb::client_cmd::load(args).await,
             Command::Control(args) => rpclb::client_cmd::control(args).await,
-            Command::Bench(args) => rpclb::bench_cmd::run(args, worker_threads).await,
+            Command::Bench(args) => rpclb::bench_cmd::run(args, settings).await,
         }
     });
     let code = match outcome {
