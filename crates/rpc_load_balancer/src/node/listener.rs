@@ -168,7 +168,7 @@ async fn accept_loop(
                 }
                 Ok(Ok(Prepared::Tls(stream))) => {
                     let _ = server.cast(NodeServerMessage::ConnectionOpened {
-                        stream: Box::new(stream),
+                        stream,
                         is_server: true,
                     });
                     return;
@@ -191,7 +191,7 @@ enum Prepared {
     /// Plain TCP, read through a buffer.
     Plain(BufferedTcp),
     /// TLS, handshake done.
-    Tls(NetworkStream),
+    Tls(Box<NetworkStream>),
 }
 
 /// Waits for the peer's first bytes (plain TCP) or runs the TLS handshake.
@@ -214,11 +214,11 @@ async fn prepare(
             }
         }
         Some(acceptor) => match acceptor.accept(stream).await {
-            Ok(stream) => Ok(Prepared::Tls(NetworkStream::TlsServer {
+            Ok(stream) => Ok(Prepared::Tls(Box::new(NetworkStream::TlsServer {
                 peer_addr,
                 local_addr,
                 stream,
-            })),
+            }))),
             Err(e) if e.to_string().contains("InvalidContentType") => Err(format!(
                 "TLS handshake failed: {e} (a client without TLS, or not a node)"
             )),
