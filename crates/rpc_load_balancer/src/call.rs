@@ -317,19 +317,22 @@ fn cancel(actor: &ActorRef<RpcMessage>, id: u64) {
     });
 }
 
-/// Slack given to ractor's own reply-port timeout beyond ours. ractor_cluster drops a timed-out
-/// remote reply port, which the caller would see as a lost connection if that timer fired
-/// first; with the slack, our timer decides, and a `SenderError` always means a lost node.
-const TRANSPORT_SLACK: Duration = Duration::from_secs(1);
-
 /// Sends `bytes` as a `variant` request and waits at most `timeout` for the reply.
+///
+/// The reply port carries no timeout of its own: ours is the only timer. (With one,
+/// ractor would start a second timer here and ractor_cluster a third on the serving node,
+/// and a timed-out remote port that ractor_cluster drops would look like a lost connection
+/// if its timer fired first.) The serving endpoint enforces the deadline from the call's
+/// header and always answers or drops the port, so nothing waits forever there; a port
+/// abandoned here is reclaimed by ractor_cluster once closed. A `SenderError` therefore
+/// always means the node or the actor went away.
 async fn send_call(
     endpoint: &ActorRef<RpcMessage>,
     variant: fn(Vec<u8>, RpcReplyPort<Vec<u8>>) -> RpcMessage,
     bytes: Vec<u8>,
     timeout: Duration,
 ) -> Result<CallResult<Vec<u8>>, MessagingErr<RpcMessage>> {
-    let reply = endpoint.call(|port| variant(bytes, port), Some(timeout + TRANSPORT_SLACK));
+    let reply = endpoint.call(|port| variant(bytes, port), None);
     match tokio::time::timeout(timeout, reply).await {
         Ok(outcome) => outcome,
         Err(_elapsed) => Ok(CallResult::Timeout),
