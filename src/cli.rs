@@ -263,8 +263,9 @@ pub struct NodeArgs {
     )]
     pub cpu_sample_interval_ms: u64,
     /// `garbage` answers CPU-reading requests with bytes that don't decode (test flag: the
-    /// asking node gets a codec error).
-    #[arg(long, value_name = "MODE", default_value = "normal", value_parser = PossibleValuesParser::new(["normal", "garbage"]))]
+    /// asking node gets a codec error, a LeastCpu Poller a `bad_reply`); `error` answers them
+    /// with an error (the asker gets a remote error, a Poller a `remote_error`).
+    #[arg(long, value_name = "MODE", default_value = "normal", value_parser = PossibleValuesParser::new(["normal", "garbage", "error"]))]
     pub cpu_reply: String,
     /// Threads that spin (busy loop) for the node's whole life, to load its CPU (test and
     /// demo flag; 0 = none).
@@ -735,6 +736,8 @@ mod tests {
         let error = node_args(&["--cpu-sampler", "const:abc"]).unwrap_err();
         assert!(error.to_string().contains("\"abc\""), "{error}");
         assert!(node_args(&["--cpu-reply", "junk"]).is_err());
+        let error_mode = node_args(&["--cpu-reply", "error"]).unwrap();
+        assert_eq!(error_mode.cpu_reply, "error");
     }
 
     #[test]

@@ -16,6 +16,7 @@ mod cache;
 pub(crate) mod clock;
 pub(crate) mod poller;
 pub(crate) mod sampler;
+pub(crate) mod selection;
 
 pub use cache::readings;
 pub(crate) use cache::{cache, CpuSlot};
