@@ -236,13 +236,18 @@ async fn the_explanation_gives_each_members_reading_age_and_value() {
     assert!(rule.contains("picked explain-a@h"), "{rule}");
     let age = |node: &str, cpu: &str| -> u64 {
         let prefix = format!("{node}: {cpu} % ");
-        let at = rule.find(&prefix).unwrap_or_else(|| panic!("{prefix:?} in {rule}"));
+        let at = rule
+            .find(&prefix)
+            .unwrap_or_else(|| panic!("{prefix:?} in {rule}"));
         let rest = &rule[at + prefix.len()..];
         rest[..rest.find(" ms old").unwrap()].parse().unwrap()
     };
     // Ages are as of the explanation: at least as old as stored, and not much older.
     assert!((200..10_000).contains(&age("explain-a@h", "30")), "{rule}");
-    assert!((5_000..15_000).contains(&age("explain-b@h", "20")), "{rule}");
+    assert!(
+        (5_000..15_000).contains(&age("explain-b@h", "20")),
+        "{rule}"
+    );
     assert!(rule.contains("explain-c@h: no reading"), "{rule}");
 }
 
