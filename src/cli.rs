@@ -343,12 +343,15 @@ pub struct ControlArgs {
     /// request), `{"ok":false,"node":..,"error":{"kind","code","message","node"}}`. `reply` is
     /// ping `{"node","wire_version"}`, nodes `{"nodes":[..]}`, functions `{"functions":[..]}`,
     /// stats `{"served_in_flight","served_total"}`, cpu_reading `{"cpu","age_ms"}` (% and ms;
-    /// both null without a reading), cpu_readings `{"readings":[{"node","cpu","age_ms"}]}`,
-    /// crash_poller `{"done":true}`.
+    /// both null without a reading), cpu_readings `{"readings":[{"node","cpu","age_ms"}],
+    /// "selection":[{"balancer","members":[{"node","cpu"}]}]}` (`selection`: per LeastCpu
+    /// balancer on the node, the value it routes each member by — 50 when missing or older
+    /// than its cpu_cache_ttl; null from a node too old to say), crash_poller `{"done":true}`.
     #[arg(long)]
     pub json: bool,
     /// ping, nodes, functions, stats, cpu_reading (the node's own CPU reading and its age),
-    /// cpu_readings (every CPU reading the node holds) or crash_poller BALANCER (make that
+    /// cpu_readings (every CPU reading the node holds, and what its LeastCpu balancers route
+    /// each member by) or crash_poller BALANCER (make that
     /// LeastCpu balancer's Poller fail; needs remote admin on the node).
     pub request: String,
     /// The request's argument: the balancer name of crash_poller.
