@@ -324,8 +324,9 @@ pub struct NodeArgs {
     )]
     pub cpu_sample_interval_ms: u64,
     /// `garbage` answers CPU-reading requests with bytes that don't decode (test flag: the
-    /// asking node gets a codec error).
-    #[arg(long, value_name = "MODE", default_value = "normal", value_parser = PossibleValuesParser::new(["normal", "garbage"]))]
+    /// asking node gets a codec error, a LeastCpu Poller a `bad_reply`); `error` answers them
+    /// with an error (the asker gets a remote error, a Poller a `remote_error`).
+    #[arg(long, value_name = "MODE", default_value = "normal", value_parser = PossibleValuesParser::new(["normal", "garbage", "error"]))]
     pub cpu_reply: String,
     /// Threads that spin (busy loop) for the node's whole life, to load its CPU (test and
     /// demo flag; 0 = none).
@@ -403,12 +404,15 @@ pub struct ControlArgs {
     /// request), `{"ok":false,"node":..,"error":{"kind","code","message","node"}}`. `reply` is
     /// ping `{"node","wire_version"}`, nodes `{"nodes":[..]}`, functions `{"functions":[..]}`,
     /// stats `{"served_in_flight","served_total"}`, cpu_reading `{"cpu","age_ms"}` (% and ms;
-    /// both null without a reading), cpu_readings `{"readings":[{"node","cpu","age_ms"}]}`,
-    /// crash_poller `{"done":true}`.
+    /// both null without a reading), cpu_readings `{"readings":[{"node","cpu","age_ms"}],
+    /// "selection":[{"balancer","members":[{"node","cpu"}]}]}` (`selection`: per LeastCpu
+    /// balancer on the node, the value it routes each member by — 50 when missing or older
+    /// than its cpu_cache_ttl; null from a node too old to say), crash_poller `{"done":true}`.
     #[arg(long)]
     pub json: bool,
     /// ping, nodes, functions, stats, cpu_reading (the node's own CPU reading and its age),
-    /// cpu_readings (every CPU reading the node holds) or crash_poller BALANCER (make that
+    /// cpu_readings (every CPU reading the node holds, and what its LeastCpu balancers route
+    /// each member by) or crash_poller BALANCER (make that
     /// LeastCpu balancer's Poller fail; needs remote admin on the node).
     pub request: String,
     /// The request's argument: the balancer name of crash_poller.
@@ -800,6 +804,8 @@ mod tests {
         let error = node_args(&["--cpu-sampler", "const:abc"]).unwrap_err();
         assert!(error.to_string().contains("\"abc\""), "{error}");
         assert!(node_args(&["--cpu-reply", "junk"]).is_err());
+        let error_mode = node_args(&["--cpu-reply", "error"]).unwrap();
+        assert_eq!(error_mode.cpu_reply, "error");
     }
 
     #[test]

@@ -367,6 +367,39 @@ fn readings_text<'a>(readings: impl IntoIterator<Item = (&'a str, &'a CpuReading
     }
 }
 
+/// What LeastCpu balancers route by ([`ControlReply::CpuSelection`]) as JSON:
+/// `[{"balancer", "members": [{"node", "cpu"}]}]`.
+fn selection_json(balancers: &[(String, Vec<(String, f64)>)]) -> Value {
+    balancers
+        .iter()
+        .map(|(balancer, values)| {
+            let members: Vec<Value> = values
+                .iter()
+                .map(|(node, cpu)| json!({"node": node, "cpu": cpu}))
+                .collect();
+            json!({"balancer": balancer, "members": members})
+        })
+        .collect()
+}
+
+/// Plain text of what LeastCpu balancers route by: a `balancer B routes by:` line then one
+/// `  node  cpu %` line per member, each block after a newline; empty without balancers.
+fn selection_text(balancers: &[(String, Vec<(String, f64)>)]) -> String {
+    balancers
+        .iter()
+        .map(|(balancer, values)| {
+            let lines: Vec<String> = values
+                .iter()
+                .map(|(node, cpu)| format!("  {node}  {cpu:.2} %"))
+                .collect();
+            format!(
+                "\nbalancer {balancer} routes by (missing or stale = 50):\n{}",
+                lines.join("\n")
+            )
+        })
+        .collect()
+}
+
 /// `rpclb control`: exit status 0 with the reply, 1 with the error kind on failure (joining
 /// the cluster included), 2 on usage errors. With `--json`, every outcome is one JSON line on
 /// stdout.
@@ -378,21 +411,35 @@ pub async fn control(args: ControlArgs) -> CmdResult<i32> {
             Ok(node) => {
                 wait_for_node(&node, &args.node).await;
                 let outcome = node.control(&args.node, request).await;
+                // Beside the raw readings, what the node's LeastCpu balancers route by (`None`
+                // from a node too old to answer it).
+                let selection = match &outcome {
+                    Ok(ControlReply::CpuReadings(_)) => {
+                        match node.control(&args.node, ControlRequest::CpuSelection).await {
+                            Ok(ControlReply::CpuSelection(values)) => Some(values),
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                };
                 node.shutdown().await;
-                outcome.map_err(CmdFailure::from)
+                outcome
+                    .map(|reply| (reply, selection))
+                    .map_err(CmdFailure::from)
             }
         },
     };
     match outcome {
-        Ok(reply) => {
+        Ok((reply, selection)) => {
             let text = match &reply {
                 ControlReply::CpuReading(None) => Some("no reading".to_string()),
                 ControlReply::CpuReading(Some(reading)) => {
                     Some(format!("{:.2} %  {} ms old", reading.cpu, reading.age_ms))
                 }
-                ControlReply::CpuReadings(readings) => Some(readings_text(
-                    readings.iter().map(|(node, r)| (node.as_str(), r)),
-                )),
+                ControlReply::CpuReadings(readings) => Some(
+                    readings_text(readings.iter().map(|(node, r)| (node.as_str(), r)))
+                        + &selection_text(selection.as_deref().unwrap_or_default()),
+                ),
                 ControlReply::Done => Some("done".to_string()),
                 _ => None,
             };
@@ -414,7 +461,7 @@ pub async fn control(args: ControlArgs) -> CmdResult<i32> {
                         .iter()
                         .map(|(node, r)| json!({"node": node, "cpu": r.cpu, "age_ms": r.age_ms}))
                         .collect();
-                    json!({ "readings": readings })
+                    json!({ "readings": readings, "selection": selection.as_deref().map(selection_json) })
                 }
                 ControlReply::Done => json!({"done": true}),
                 other => json!({"reply": format!("{other:?}")}),
@@ -555,6 +602,24 @@ mod tests {
         assert!(control_request("cpu", None)
             .unwrap_err()
             .contains("cpu_readings"));
+    }
+
+    #[test]
+    fn cpu_selection_prints_each_balancers_values() {
+        let values = vec![(
+            "work".to_string(),
+            vec![("a@h".to_string(), 50.0), ("b@h".to_string(), 12.5)],
+        )];
+        assert_eq!(
+            selection_json(&values),
+            json!([{"balancer": "work", "members": [{"node": "a@h", "cpu": 50.0}, {"node": "b@h", "cpu": 12.5}]}])
+        );
+        assert_eq!(
+            selection_text(&values),
+            "\nbalancer work routes by (missing or stale = 50):\n  a@h  50.00 %\n  b@h  12.50 %"
+        );
+        assert_eq!(selection_text(&[]), "");
+        assert_eq!(selection_json(&[]), json!([]));
     }
 
     fn load_args(extra: &[&str]) -> LoadArgs {

@@ -102,6 +102,11 @@ impl NodeSpec {
         self.arg("--cpu-reply").arg("garbage")
     }
 
+    /// The node answers CPU-reading requests with an error (`--cpu-reply error`).
+    pub fn cpu_reply_error(self) -> Self {
+        self.arg("--cpu-reply").arg("error")
+    }
+
     /// `threads` threads spin in the node for its whole life (`--burn-threads`).
     pub fn burn_threads(self, threads: usize) -> Self {
         self.arg("--burn-threads").arg(threads.to_string())

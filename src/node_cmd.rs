@@ -123,6 +123,7 @@ pub async fn run(args: NodeArgs) -> CmdResult {
         .cpu_sampler(args.cpu_sampler.clone())
         .cpu_sample_interval(Duration::from_millis(args.cpu_sample_interval_ms))
         .cpu_reply_garbage(args.cpu_reply == "garbage")
+        .cpu_reply_error(args.cpu_reply == "error")
         .excluded_node_patterns(args.exclude_patterns.clone())
         .heartbeat_interval(Duration::from_millis(args.heartbeat_interval_ms))
         .heartbeat_timeout(Duration::from_millis(args.heartbeat_timeout_ms))

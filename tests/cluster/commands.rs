@@ -72,6 +72,60 @@ async fn demo_runs_every_algorithm_across_every_node() {
     }
 }
 
+/// Real load, in its own nextest group (`burning`: it runs alone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_sends_a_burning_node_the_fewest_least_cpu_calls() {
+    let (code, stdout) = rpclb(
+        &[
+            "demo",
+            "--algorithm",
+            "least_cpu",
+            "--burn",
+            "2",
+            "--calls",
+            "2000",
+            "--json",
+        ],
+        Duration::from_secs(120),
+    )
+    .await;
+    assert_eq!(code, 0, "{stdout}");
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let nodes: Vec<&str> = report["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert_eq!(nodes.len(), 3, "{report}");
+    // `--burn 2` is the second node.
+    let burning = nodes[1];
+    assert_eq!(report["burning"], burning, "{report}");
+    let runs = report["algorithms"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{report}");
+    let run = &runs[0];
+    assert_eq!(run["algorithm"], "least_cpu", "{run}");
+    assert_eq!(run["ok"], 2000, "{run}");
+    let calls = |node: &str| run["per_node"][node].as_u64().unwrap_or(0);
+    for node in nodes.iter().filter(|n| **n != burning) {
+        assert!(
+            calls(burning) < calls(node),
+            "{burning} (burning) got {} calls, {node} {}: {run}",
+            calls(burning),
+            calls(node)
+        );
+    }
+    // The readings LeastCpu chose by: every node's, the burning one's the highest.
+    let readings = run["cpu_readings"].as_object().unwrap();
+    let cpu = |node: &str| readings[node]["cpu"].as_f64().unwrap();
+    for node in &nodes {
+        assert!(readings[*node]["age_ms"].as_u64().is_some(), "{run}");
+        if *node != burning {
+            assert!(cpu(burning) > cpu(node), "{node}: {run}");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn call_and_load_work_against_a_running_cluster() {
     let cluster = Cluster::start(BIN, 2, &["--balancer", "work"])

@@ -166,11 +166,18 @@ async fn a_burning_node_reads_higher_than_an_idle_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rpclb_control_prints_cpu_readings() {
+    // The node also runs a LeastCpu balancer whose only member is itself.
     let pinned: &[&str] = &[
         "--cpu-sampler",
         "const:12.5",
         "--cpu-sample-interval-ms",
         "100",
+        "--balancer",
+        "work",
+        "--algorithm",
+        "least_cpu",
+        "--cpu-cache-ttl-ms",
+        "1000",
     ];
     let cluster = Cluster::start_each(BIN, &[pinned]).await.unwrap();
     let target = cluster.names()[0].clone();
@@ -212,6 +219,12 @@ async fn rpclb_control_prints_cpu_readings() {
         readings
             .iter()
             .any(|r| r["node"] == target.as_str() && r["cpu"] == 12.5),
+        "{line}"
+    );
+    // Beside the raw readings, what its LeastCpu balancer routes each member by.
+    assert_eq!(
+        line["reply"]["selection"],
+        serde_json::json!([{"balancer": "work", "members": [{"node": target, "cpu": 12.5}]}]),
         "{line}"
     );
     cluster.shutdown().await;

@@ -13,10 +13,10 @@ use rpclb::harness::Cluster;
 use crate::{Whoami, BIN, MESH_TIMEOUT};
 
 /// TTL of the callers' readings in these tests, ms.
-const TTL_MS: u64 = 1_000;
+pub(crate) const TTL_MS: u64 = 1_000;
 
 /// `rpclb node` flags: a member of `work` sampling with `sampler` every 100 ms.
-fn member(sampler: &str) -> Vec<String> {
+pub(crate) fn member(sampler: &str) -> Vec<String> {
     [
         "--balancer",
         "work",
@@ -29,7 +29,67 @@ fn member(sampler: &str) -> Vec<String> {
     .to_vec()
 }
 
-async fn cluster(members: &[Vec<String>]) -> Cluster {
+/// [`member`] flags that also make the node's `work` a LeastCpu balancer polling every
+/// 100 ms from the start, trusting readings for [`TTL_MS`], with heartbeats that tolerate a
+/// paused peer for 30 s: an observer whose diagnostics show what it routes by.
+pub(crate) fn observer(sampler: &str) -> Vec<String> {
+    let mut flags = member(sampler);
+    flags.extend(
+        [
+            "--algorithm",
+            "least_cpu",
+            "--poll-interval-ms",
+            "100",
+            "--poll-startup-jitter-ms",
+            "0",
+            "--cpu-cache-ttl-ms",
+            &TTL_MS.to_string(),
+            "--heartbeat-timeout-ms",
+            "30000",
+        ]
+        .map(String::from),
+    );
+    flags
+}
+
+/// The values `observer`'s LeastCpu balancer `work` routes by now, by member node (its
+/// diagnostics: [`ControlRequest::CpuSelection`]).
+pub(crate) async fn routes_by(me: &Node, observer: &str) -> BTreeMap<String, f64> {
+    match me.control(observer, ControlRequest::CpuSelection).await {
+        Ok(ControlReply::CpuSelection(balancers)) => {
+            let (balancer, values) = balancers
+                .into_iter()
+                .next()
+                .unwrap_or_else(|| panic!("no LeastCpu balancer on {observer}"));
+            assert_eq!(balancer, "work");
+            values.into_iter().collect()
+        }
+        other => panic!("{observer} answered {other:?}"),
+    }
+}
+
+/// Waits (≤ `bound`) until `ok` holds for what `observer` routes by; that, and the time it took.
+pub(crate) async fn routes_by_until(
+    me: &Node,
+    observer: &str,
+    bound: Duration,
+    ok: impl Fn(&BTreeMap<String, f64>) -> bool,
+) -> (BTreeMap<String, f64>, Duration) {
+    let start = tokio::time::Instant::now();
+    loop {
+        let values = routes_by(me, observer).await;
+        if ok(&values) {
+            return (values, start.elapsed());
+        }
+        assert!(
+            start.elapsed() < bound,
+            "{observer} never got there: {values:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub(crate) async fn cluster(members: &[Vec<String>]) -> Cluster {
     let args: Vec<Vec<&str>> = members
         .iter()
         .map(|m| m.iter().map(String::as_str).collect())
@@ -40,10 +100,23 @@ async fn cluster(members: &[Vec<String>]) -> Cluster {
 
 /// Joins `cluster` as the caller (sampling every `sample_ms`) and starts LeastCpu balancer
 /// `work` (poll `poll_ms`, no jitter, TTL [`TTL_MS`]) with every child as a member.
-async fn caller(cluster: &Cluster, sample_ms: u64, poll_ms: u64) -> (Node, Balancer) {
-    let config = NodeConfig::new("tester", "127.0.0.1:0")
+pub(crate) async fn caller(cluster: &Cluster, sample_ms: u64, poll_ms: u64) -> (Node, Balancer) {
+    caller_with(cluster, tester(sample_ms), poll_ms).await
+}
+
+/// The caller's node: `tester`, sampling every `sample_ms`, allowing remote admin.
+pub(crate) fn tester(sample_ms: u64) -> NodeConfig {
+    NodeConfig::new("tester", "127.0.0.1:0")
         .cpu_sample_interval(Duration::from_millis(sample_ms))
-        .remote_admin(true);
+        .remote_admin(true)
+}
+
+/// [`caller`] with the caller's node built from `config`.
+pub(crate) async fn caller_with(
+    cluster: &Cluster,
+    config: NodeConfig,
+    poll_ms: u64,
+) -> (Node, Balancer) {
     let me = cluster.join_with(config, MESH_TIMEOUT).await.unwrap();
     let least_cpu = LeastCpu::new()
         .poll_interval(Duration::from_millis(poll_ms))
@@ -63,7 +136,7 @@ async fn caller(cluster: &Cluster, sample_ms: u64, poll_ms: u64) -> (Node, Balan
 }
 
 /// The readings this process holds for `nodes`, by node.
-fn held(nodes: &[String]) -> BTreeMap<String, CpuReading> {
+pub(crate) fn held(nodes: &[String]) -> BTreeMap<String, CpuReading> {
     readings()
         .into_iter()
         .filter(|(node, _)| nodes.contains(node))
@@ -71,7 +144,7 @@ fn held(nodes: &[String]) -> BTreeMap<String, CpuReading> {
 }
 
 /// Waits (≤ `bound`) until `ok` holds for the readings held for `nodes`; they are returned.
-async fn readings_until(
+pub(crate) async fn readings_until(
     nodes: &[String],
     bound: Duration,
     ok: impl Fn(&BTreeMap<String, CpuReading>) -> bool,
@@ -91,7 +164,7 @@ async fn readings_until(
 }
 
 /// Every node of `nodes` has a fresh reading.
-fn all_fresh(nodes: &[String]) -> impl Fn(&BTreeMap<String, CpuReading>) -> bool + '_ {
+pub(crate) fn all_fresh(nodes: &[String]) -> impl Fn(&BTreeMap<String, CpuReading>) -> bool + '_ {
     move |held| {
         nodes
             .iter()
@@ -100,7 +173,7 @@ fn all_fresh(nodes: &[String]) -> impl Fn(&BTreeMap<String, CpuReading>) -> bool
 }
 
 /// Sends `calls` balanced `whoami` calls from 16 concurrent callers; calls per node.
-async fn spread(work: &Balancer, calls: usize) -> BTreeMap<String, usize> {
+pub(crate) async fn spread(work: &Balancer, calls: usize) -> BTreeMap<String, usize> {
     let issued = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let callers: Vec<_> = (0..16)
         .map(|_| {
@@ -170,7 +243,8 @@ async fn members_within_the_threshold_share_the_calls() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_whose_sampler_fails_ages_out_while_it_keeps_answering() {
     // The first node pins 10 and then panics on every sample from 1.5 s on.
-    let cluster = cluster(&[member("const-then-panic:10:1500"), member("const:30")]).await;
+    // The second node also routes `work` by LeastCpu: its diagnostics show what it uses.
+    let cluster = cluster(&[member("const-then-panic:10:1500"), observer("const:30")]).await;
     let names = cluster.names();
     let failing = &names[0];
     let (me, work) = caller(&cluster, 100, 100).await;
@@ -182,6 +256,12 @@ async fn a_node_whose_sampler_fails_ages_out_while_it_keeps_answering() {
     })
     .await;
     assert_eq!(aged[failing].cpu, 10.0, "the old value is kept, only older");
+    // At the other node too it now counts as 50, its own reading as itself.
+    let (values, _) = routes_by_until(&me, &names[1], Duration::from_secs(5), |v| {
+        v.get(failing) == Some(&50.0)
+    })
+    .await;
+    assert_eq!(values.get(&names[1]), Some(&30.0), "{values:?}");
     assert!(
         aged[&names[1]].age_ms < TTL_MS,
         "the other node stays fresh: {aged:?}"
@@ -206,124 +286,45 @@ async fn a_node_whose_sampler_fails_ages_out_while_it_keeps_answering() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_crashed_poller_restarts_and_a_garbage_reply_reads_fifty() {
-    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    recorder.install().unwrap();
-
-    let mut garbage = member("const:5");
-    garbage.extend(["--cpu-reply".to_string(), "garbage".to_string()]);
-    let cluster = cluster(&[member("const:40"), member("const:60"), garbage]).await;
-    let names = cluster.names();
-    let (me, work) = caller(&cluster, 100, 100).await;
-    let good = names[..2].to_vec();
-    readings_until(&good, Duration::from_secs(10), all_fresh(&good)).await;
-    let mut members = work.watch_members();
-    members.mark_unchanged();
-
-    // The garbage node's reply never decodes: no reading (so 50), bad_reply failures counted.
-    let bad_replies = || -> u64 {
-        snapshotter
-            .snapshot()
-            .into_vec()
-            .into_iter()
-            .filter(|(key, ..)| {
-                let key = key.key();
-                key.name() == rpc_load_balancer::telemetry::LEAST_CPU_POLL_FAILURES
-                    && key
-                        .labels()
-                        .any(|l| l.key() == "kind" && l.value() == "bad_reply")
-                    && key
-                        .labels()
-                        .any(|l| l.key() == "node" && l.value() == names[2])
-            })
-            .map(|(.., value)| match value {
-                DebugValue::Counter(n) => n,
-                _ => 0,
-            })
-            .sum::<u64>()
-    };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    // (The debugging recorder's snapshots take the counts: add them up.)
-    let mut counted = 0;
-    while counted < 3 {
-        counted += bad_replies();
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{counted} bad_reply counted in 5 s"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(!held(&names).contains_key(&names[2]), "{:?}", held(&names));
-    let cycles_timed = snapshotter
-        .snapshot()
-        .into_vec()
-        .into_iter()
-        .any(|(key, ..)| {
-            key.key().name() == rpc_load_balancer::telemetry::LEAST_CPU_POLL_DURATION
-                && key
-                    .key()
-                    .labels()
-                    .any(|l| l.key() == "load_balancer" && l.value() == "work")
-        });
-    assert!(cycles_timed, "no poll duration recorded");
-    // 40 (fresh) vs 50 (no reading) vs 60: every call goes to the 40 node.
-    let per_node = spread(&work, 200).await;
-    assert_eq!(per_node.get(&names[0]), Some(&200), "{per_node:?}");
-
-    // Crash the Poller through admin control: it is restarted alone, readings resume.
-    let poller = "rpc_load_balancer/work/cpu_poller";
-    let before = ractor::registry::where_is(poller).unwrap().get_id();
-    match me
-        .control(me.name(), ControlRequest::CrashPoller("work".into()))
-        .await
-    {
-        Ok(ControlReply::Done) => {}
-        other => panic!("crash_poller: {other:?}"),
-    }
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        let now = ractor::registry::where_is(poller).map(|c| c.get_id());
-        if now.is_some_and(|id| id != before) {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the poller was not restarted"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    // Past a whole TTL after the restart, readings are still fresh: the new Poller polls.
-    tokio::time::sleep(Duration::from_millis(TTL_MS + 300)).await;
-    let now = held(&good);
-    assert!(
-        all_fresh(&good)(&now),
-        "readings stopped after the restart: {now:?}"
-    );
-    assert!(!members.has_changed().unwrap(), "the membership changed");
-    assert!(work.is_running());
-    work.stop().await;
-    me.shutdown().await;
-    cluster.shutdown().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_node_reads_fifty_after_the_ttl() {
-    let mut cluster = cluster(&[member("const:10"), member("const:40")]).await;
+    // The second node routes `work` by LeastCpu and tolerates a paused peer for 30 s.
+    let mut cluster = cluster(&[member("const:10"), observer("const:40")]).await;
     let names = cluster.names();
+    let (stopped, observer) = (&names[0], &names[1]);
     let (me, work) = caller(&cluster, 100, 100).await;
     readings_until(&names, Duration::from_secs(10), all_fresh(&names)).await;
-    cluster.nodes[0].signal(libc::SIGSTOP);
-    // Its reading is no longer refreshed (polls time out): after the TTL it is stale, so 50.
-    let stale = readings_until(&names, Duration::from_secs(5), |held| {
-        held.get(&names[0]).is_some_and(|r| r.age_ms > TTL_MS)
+    let (before, _) = routes_by_until(&me, observer, Duration::from_secs(10), |v| {
+        v.get(stopped) == Some(&10.0)
     })
     .await;
-    assert!(stale[&names[1]].age_ms < TTL_MS, "{stale:?}");
-    // 40 beats 50: calls avoid the stopped node (which would not answer).
+    assert_eq!(before.get(observer), Some(&40.0), "{before:?}");
+    cluster.nodes[0].signal(libc::SIGSTOP);
+    // Its reading is no longer refreshed (polls time out): once older than the TTL at the
+    // other node, that node routes by 50 for it (its value stays 10, aging).
+    let (after, took) = routes_by_until(&me, observer, Duration::from_secs(5), |v| {
+        v.get(stopped) == Some(&50.0)
+    })
+    .await;
+    assert!(
+        took >= Duration::from_millis(TTL_MS - 200),
+        "50 after {took:?}, before the {TTL_MS} ms TTL ran out"
+    );
+    assert_eq!(after.get(observer), Some(&40.0), "{after:?}");
+    match me.control(observer, ControlRequest::CpuReadings).await {
+        Ok(ControlReply::CpuReadings(readings)) => {
+            let raw = readings.iter().find(|(node, _)| node == stopped);
+            assert!(
+                raw.is_some_and(|(_, r)| r.cpu == 10.0 && r.age_ms > TTL_MS),
+                "{readings:?}"
+            );
+        }
+        other => panic!("{observer} answered {other:?}"),
+    }
+    // The caller sees it the same way: 40 beats 50, calls avoid the stopped node.
+    let stale = held(&names);
+    assert!(stale[stopped].age_ms > TTL_MS, "{stale:?}");
     let per_node = spread(&work, 100).await;
-    assert_eq!(per_node.get(&names[1]), Some(&100), "{per_node:?}");
+    assert_eq!(per_node.get(observer), Some(&100), "{per_node:?}");
     cluster.nodes[0].signal(libc::SIGCONT);
     work.stop().await;
     me.shutdown().await;

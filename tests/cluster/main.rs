@@ -5,6 +5,8 @@
 mod algorithms;
 mod balancer;
 mod commands;
+#[cfg(feature = "telemetry")]
+mod cpu_poller;
 mod cpu_sampling;
 mod direct;
 mod drain;
@@ -14,6 +16,7 @@ mod handshake;
 mod heartbeat;
 mod hostile;
 mod least_cpu;
+mod least_cpu_options;
 mod lifecycle;
 mod local;
 mod mesh;

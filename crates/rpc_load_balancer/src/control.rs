@@ -70,6 +70,10 @@ pub enum ControlRequest {
     /// The caller of call `id` gave up on it (its timeout ran out): abort its handler if it
     /// still runs on the target. Answered with [`ControlReply::Done`] either way.
     Cancel(u64),
+    /// What the target's LeastCpu balancers route by now: [`ControlReply::CpuSelection`]. For
+    /// diagnostics beside [`ControlRequest::CpuReadings`] (which gives the raw readings and
+    /// their ages); not admin-gated.
+    CpuSelection,
 }
 
 /// The answer to a [`ControlRequest`]. (Only `PartialEq`: CPU readings carry an `f64`.)
@@ -117,4 +121,11 @@ pub enum ControlReply {
     /// Calls the named balancer's member on the target serves now; `None` if the balancer is
     /// not started there.
     Served(Option<u64>),
+    /// `(balancer, [(member node, value)])` for each LeastCpu balancer running on the target,
+    /// sorted by balancer, its members sorted by node: the value (%) its selection gives each
+    /// member at the moment it answered — the member's reading if it is at most that
+    /// balancer's `cpu_cache_ttl` old at its source, else
+    /// [`NEUTRAL_CPU`](crate::cpu::NEUTRAL_CPU) (50.0: missing or stale). Empty when no
+    /// LeastCpu balancer runs there.
+    CpuSelection(Vec<(String, Vec<(String, f64)>)>),
 }

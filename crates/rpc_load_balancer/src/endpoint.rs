@@ -190,6 +190,9 @@ pub(crate) async fn serve_control(shared: &Arc<NodeShared>, bytes: &[u8]) -> Vec
         Ok(answer) => answer,
         Err(error) => return reply::encode_status(&ReplyStatus::Failed(&error.to_string())),
     };
+    if cpu_reading && shared.cpu_reply_error {
+        return reply::encode_status(&ReplyStatus::Failed(CPU_REPLY_ERROR));
+    }
     if cpu_reading && shared.cpu_reply_garbage {
         return garbage_reply();
     }
@@ -198,6 +201,11 @@ pub(crate) async fn serve_control(shared: &Arc<NodeShared>, bytes: &[u8]) -> Vec
         reply::encode_status(&ReplyStatus::Failed(&message))
     })
 }
+
+/// The error a node started with `NodeConfig::cpu_reply_error` answers CPU-reading requests
+/// with (the caller gets `Error::Remote` carrying it).
+pub(crate) const CPU_REPLY_ERROR: &str =
+    "cpu reading refused: this node answers every cpu reading with an error (cpu_reply_error)";
 
 /// A reply that fails to decode on the caller (`NodeConfig::cpu_reply_garbage`): a valid
 /// envelope (wire version, `Ok` status) whose value starts with an over-long varint, which no
@@ -245,6 +253,9 @@ async fn admin(
             ControlReply::CpuReading(crate::cpu::cache().get(&shared.name))
         }
         ControlRequest::CpuReadings => ControlReply::CpuReadings(crate::cpu::readings()),
+        ControlRequest::CpuSelection => {
+            ControlReply::CpuSelection(crate::cpu::selection::values(shared))
+        }
         ControlRequest::Served(name) => {
             ControlReply::Served(shared.balancer(&name).ok().map(|b| b.served() as u64))
         }

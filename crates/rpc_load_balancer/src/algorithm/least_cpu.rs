@@ -293,10 +293,10 @@ impl SelectionAlgorithm for LeastCpu {
             .iter()
             .zip(slots.slots.iter())
             .map(|(member, slot)| {
-                let age = slot
-                    .reading(now)
-                    .map_or("none".to_string(), |r| format!("{} ms", r.age_ms));
-                ages.push(format!("{}: {age}", member.node()));
+                let reading = slot.reading(now).map_or("no reading".to_string(), |r| {
+                    format!("{} % {} ms old", r.cpu, r.age_ms)
+                });
+                ages.push(format!("{}: {reading}", member.node()));
                 (
                     member.node().to_string(),
                     Self::value(slot, now, self.ttl_ms()),
@@ -305,7 +305,7 @@ impl SelectionAlgorithm for LeastCpu {
             .collect();
         Explanation {
             rule: format!(
-                "uniform random within {} points of the least CPU (missing or older than {} ms = {NEUTRAL_CPU}); picked {}; reading ages: {}",
+                "uniform random within {} points of the least CPU (missing or older than {} ms = {NEUTRAL_CPU}); picked {}; readings: {}",
                 self.options.cpu_threshold,
                 self.ttl_ms(),
                 members.get(chosen).map_or("?", |m| m.node()),

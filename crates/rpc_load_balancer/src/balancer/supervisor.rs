@@ -57,14 +57,24 @@ struct Child {
 impl Child {
     /// The delay before the next restart: 100 ms doubled per restart in the window, ≤ 5 s.
     fn next_backoff(&mut self) -> Duration {
-        let now = Instant::now();
-        self.restarts
-            .retain(|at| now.duration_since(*at) < RESTART_WINDOW);
-        self.restarts.push_back(now);
-        let doublings = (self.restarts.len() - 1).min(6) as u32;
-        (Duration::from_millis(100) * 2u32.pow(doublings)).min(Duration::from_secs(5))
+        backoff(&mut self.restarts, Instant::now())
     }
 }
+
+/// Records a restart at `now` in `restarts` (forgetting those older than [`RESTART_WINDOW`])
+/// and returns the delay before it: [`CHILD_BACKOFF_FIRST`] doubled per earlier restart still
+/// in the window, at most [`CHILD_BACKOFF_MAX`].
+fn backoff(restarts: &mut VecDeque<Instant>, now: Instant) -> Duration {
+    restarts.retain(|at| now.saturating_duration_since(*at) < RESTART_WINDOW);
+    restarts.push_back(now);
+    let doublings = (restarts.len() - 1).min(6) as u32;
+    (CHILD_BACKOFF_FIRST * 2u32.pow(doublings)).min(CHILD_BACKOFF_MAX)
+}
+
+/// An algorithm child's first restart delay in a [`RESTART_WINDOW`].
+pub(crate) const CHILD_BACKOFF_FIRST: Duration = Duration::from_millis(100);
+/// The longest delay before an algorithm child's restart.
+pub(crate) const CHILD_BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 pub(crate) struct SupervisorState {
     shared: Arc<BalancerShared>,
@@ -276,5 +286,43 @@ impl SupervisorState {
                 myself.send_after(delay, move || SupervisorMsg::RestartChild(index));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_backs_off_doubling_to_a_cap_and_starts_over_after_a_quiet_window() {
+        let ms = |ms: u64| Duration::from_millis(ms);
+        let mut restarts = VecDeque::new();
+        // A crash loop: each restart 10 ms after the previous delay ran out.
+        let mut at = Instant::now();
+        let mut delays = Vec::new();
+        for _ in 0..7 {
+            let delay = backoff(&mut restarts, at);
+            delays.push(delay);
+            at += delay + ms(10);
+        }
+        let seventh = at - delays[6] - ms(10);
+        let after_seven = restarts.clone();
+        assert_eq!(
+            delays,
+            [100, 200, 400, 800, 1_600, 3_200, 5_000].map(ms),
+            "doubling from 100 ms, capped at 5 s"
+        );
+        // So a crash loop restarts it 7 times in its first 11.4 s, not every few ms.
+        assert_eq!(delays.iter().sum::<Duration>(), ms(11_300));
+        // More restarts within the window stay at the cap.
+        assert_eq!(backoff(&mut restarts, seventh), ms(5_000));
+        assert_eq!(backoff(&mut restarts, seventh + ms(1)), ms(5_000));
+        // Restarts older than the window are forgotten: those of the first 1.5 s are gone
+        // 11.4 s in (4 left: 800 ms), and after a quiet window it is 100 ms again.
+        let mut aged = after_seven;
+        assert_eq!(backoff(&mut aged, at), ms(800));
+        let quiet = seventh + ms(1) + RESTART_WINDOW;
+        assert_eq!(backoff(&mut restarts, quiet), ms(100));
+        assert_eq!(restarts.len(), 1);
     }
 }

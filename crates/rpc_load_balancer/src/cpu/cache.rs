@@ -223,4 +223,29 @@ mod tests {
         held.store(11.0, 1_000, now);
         assert_eq!(cache.evict_at(now), 0, "no TTL in use: nothing is evicted");
     }
+
+    #[test]
+    fn eviction_uses_the_largest_ttl_in_use() {
+        let cache = NodeCpuCache::default();
+        // Two balancers at 1 s and one at 4 s: readings live up to 3 × 4 s = 12 s.
+        cache.use_ttl(1_000);
+        cache.use_ttl(1_000);
+        cache.use_ttl(4_000);
+        let now = clock::now_ms() + 100_000;
+        cache.slot("young@h").store(10.0, 11_999, now);
+        cache.slot("edge@h").store(20.0, 12_000, now);
+        cache.slot("old@h").store(30.0, 12_001, now);
+        assert_eq!(cache.evict_at(now), 1, "only the reading older than 12 s");
+        let nodes: Vec<String> = cache.all().into_iter().map(|(n, _)| n).collect();
+        assert_eq!(nodes, ["edge@h", "young@h"], "3 × 1 s is not the limit");
+        // The 4 s balancer stops: the limit falls to 3 × 1 s (one 1 s balancer still runs).
+        cache.unuse_ttl(4_000);
+        cache.unuse_ttl(1_000);
+        assert_eq!(cache.evict_at(now), 2);
+        assert!(cache.all().is_empty());
+        cache.slot("recent@h").store(40.0, 3_000, now);
+        cache.slot("older@h").store(50.0, 3_001, now);
+        assert_eq!(cache.evict_at(now), 1, "3 × 1 s = 3 s is the limit now");
+        assert_eq!(cache.all().len(), 1);
+    }
 }

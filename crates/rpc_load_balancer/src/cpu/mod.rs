@@ -16,6 +16,7 @@ mod cache;
 pub(crate) mod clock;
 pub(crate) mod poller;
 pub(crate) mod sampler;
+pub(crate) mod selection;
 
 pub use cache::readings;
 pub(crate) use cache::{cache, CpuSlot};
@@ -37,4 +38,32 @@ pub struct CpuReading {
     pub cpu: f64,
     /// Age of the sample, ms.
     pub age_ms: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::algorithm::LeastCpuOptions;
+    use crate::{LeastCpu, NodeConfig};
+
+    #[test]
+    fn the_defaults_are_the_originals() {
+        let ms = Duration::from_millis;
+        assert_eq!(
+            LeastCpuOptions::default(),
+            LeastCpuOptions {
+                poll_interval: ms(5_000),
+                poll_startup_jitter: ms(60_000),
+                cpu_cache_ttl: ms(10_000),
+                cpu_threshold: 5.0,
+            }
+        );
+        assert_eq!(LeastCpu::new().options(), &LeastCpuOptions::default());
+        let node = NodeConfig::new("a", "127.0.0.1:0");
+        assert_eq!(node.cpu_sample_interval, ms(1_000));
+        assert_eq!(node.cpu_sampler.to_string(), "system");
+        assert_eq!(super::NEUTRAL_CPU, 50.0);
+        assert_eq!(super::poller::REMOTE_TIMEOUT, ms(2_000));
+    }
 }

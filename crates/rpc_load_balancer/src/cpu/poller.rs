@@ -370,6 +370,37 @@ mod tests {
             message: "bad".into(),
         };
         assert_eq!(FailureKind::of(&codec).as_str(), "bad_reply");
+        assert_eq!(FailureKind::Timeout.as_str(), "timeout");
+        for reason in [
+            crate::Unavailable::UnknownNode,
+            crate::Unavailable::NoEndpoint,
+            crate::Unavailable::Disconnected,
+            crate::Unavailable::ConnectionLost,
+        ] {
+            let gone = Error::ServiceUnavailable {
+                node: "a@h".into(),
+                reason,
+            };
+            assert_eq!(FailureKind::of(&gone).as_str(), "unreachable", "{gone}");
+        }
+        let refused = Error::ConnectFailed {
+            addr: "h:1".into(),
+            reason: "refused".into(),
+        };
+        assert_eq!(FailureKind::of(&refused).as_str(), "unreachable");
+        let remote = Error::Remote {
+            node: "a@h".into(),
+            function: "control".into(),
+            failure: crate::RemoteFailure::Failed,
+            message: "no".into(),
+        };
+        assert_eq!(FailureKind::of(&remote).as_str(), "remote_error");
+        let version = Error::WireVersion {
+            node: "a@h".into(),
+            local: 1,
+            remote: 2,
+        };
+        assert_eq!(FailureKind::of(&version).as_str(), "bad_reply");
         assert!(valid(0.0) && valid(100.0));
         assert!(!valid(f64::NAN) && !valid(-1.0) && !valid(100.5) && !valid(f64::INFINITY));
     }

@@ -247,6 +247,33 @@ async fn a_garbage_cpu_reply_is_a_codec_error_on_the_caller() {
 }
 
 #[tokio::test]
+async fn an_error_cpu_reply_is_a_remote_error_on_the_caller() {
+    let config = NodeConfig::new("cpu-error", "127.0.0.1:0")
+        .cookie("c")
+        .cpu_reply_error(true);
+    let shared = shared_named("cpu-error", config);
+    crate::cpu::cache().store(&shared.name, 10.0, 0);
+    match control_of(&shared, &ControlRequest::CpuReading).await {
+        Err(crate::Error::Remote {
+            function,
+            failure,
+            message,
+            ..
+        }) => {
+            assert_eq!(function, "control");
+            assert_eq!(failure, crate::RemoteFailure::Failed);
+            assert_eq!(message, super::CPU_REPLY_ERROR);
+        }
+        other => panic!("expected a remote error, got {other:?}"),
+    }
+    // Only the CPU reading fails.
+    assert!(matches!(
+        control_of(&shared, &ControlRequest::CpuReadings).await,
+        Ok(ControlReply::CpuReadings(_))
+    ));
+}
+
+#[tokio::test]
 async fn crash_poller_is_admin_gated() {
     let closed = shared_named(
         "crash-closed",

@@ -47,6 +47,7 @@ pub struct NodeConfig {
     pub(crate) cpu_sampler: CpuSampler,
     pub(crate) cpu_sample_interval: Duration,
     pub(crate) cpu_reply_garbage: bool,
+    pub(crate) cpu_reply_error: bool,
     pub(crate) excluded_node_patterns: Vec<String>,
     pub(crate) reconnect_give_up: Duration,
     pub(crate) client: bool,
@@ -63,7 +64,7 @@ impl NodeConfig {
     /// `max_payload_bytes` 8 MiB, `call_timeout` 10 s, `connect_timeout` 5 s,
     /// `dial_backoff_max` 2 s, `reconnect_give_up` 60 s, `heartbeat_interval` 1 s,
     /// `heartbeat_timeout` 3 s, `remote_admin` off, `cpu_sampler` [`CpuSampler::System`],
-    /// `cpu_sample_interval` 1,000 ms, `cpu_reply_garbage` off, no `excluded_node_patterns`,
+    /// `cpu_sample_interval` 1,000 ms, `cpu_reply_garbage` and `cpu_reply_error` off, no `excluded_node_patterns`,
     /// no `tls` (plain TCP), not a `client`.
     pub fn new(name: impl Into<String>, listen: impl Into<String>) -> Self {
         Self {
@@ -84,6 +85,7 @@ impl NodeConfig {
             cpu_sampler: CpuSampler::System,
             cpu_sample_interval: Duration::from_millis(1_000),
             cpu_reply_garbage: false,
+            cpu_reply_error: false,
             excluded_node_patterns: Vec::new(),
             reconnect_give_up: Duration::from_secs(60),
             client: false,
@@ -258,6 +260,16 @@ impl NodeConfig {
     /// every other request are unaffected. Never enable it in production.
     pub fn cpu_reply_garbage(mut self, garbage: bool) -> Self {
         self.cpu_reply_garbage = garbage;
+        self
+    }
+
+    /// Fault injection for tests (default `false`): when `true` the node answers
+    /// [`ControlRequest::CpuReading`](crate::ControlRequest::CpuReading) with an error, so the
+    /// caller gets an [`Error::Remote`] (a LeastCpu Poller counts it as a `remote_error`)
+    /// instead of a reading. Its sampling and every other request are unaffected; it takes
+    /// precedence over [`NodeConfig::cpu_reply_garbage`]. Never enable it in production.
+    pub fn cpu_reply_error(mut self, error: bool) -> Self {
+        self.cpu_reply_error = error;
         self
     }
 
@@ -666,6 +678,7 @@ mod tests {
         assert!(matches!(config.cpu_sampler, CpuSampler::System));
         assert_eq!(config.cpu_sample_interval, Duration::from_millis(1_000));
         assert!(!config.cpu_reply_garbage);
+        assert!(!config.cpu_reply_error);
         let set = ok()
             .cpu_sampler(CpuSampler::Const(12.0))
             .cpu_sample_interval(Duration::from_millis(1))

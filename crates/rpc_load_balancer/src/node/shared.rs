@@ -157,6 +157,8 @@ pub(crate) struct NodeShared {
     pub(crate) cpu_sample_interval: Duration,
     /// `NodeConfig::cpu_reply_garbage`: answer CPU-reading requests with undecodable bytes.
     pub(crate) cpu_reply_garbage: bool,
+    /// `NodeConfig::cpu_reply_error`: answer CPU-reading requests with an error.
+    pub(crate) cpu_reply_error: bool,
     /// `NodeConfig::excluded_node_patterns`: applied to balancers' `node_match_list` here.
     pub(crate) excluded_node_patterns: Vec<String>,
     pub(crate) registry: Registry,
@@ -208,6 +210,7 @@ impl NodeShared {
             remote_admin: config.remote_admin,
             cpu_sample_interval: config.cpu_sample_interval,
             cpu_reply_garbage: config.cpu_reply_garbage,
+            cpu_reply_error: config.cpu_reply_error,
             excluded_node_patterns: config.excluded_node_patterns.clone(),
             registry: Registry::default(),
             peers: ArcSwap::default(),

@@ -449,6 +449,7 @@ fn corpus_seeds() -> Vec<(String, Vec<u8>)> {
         ("leaving", ControlRequest::Leaving("a@127.0.0.1".into())),
         ("cancel", ControlRequest::Cancel(7)),
         ("cancel-max", ControlRequest::Cancel(u64::MAX)),
+        ("cpu-selection", ControlRequest::CpuSelection),
     ];
     for (name, request) in &requests {
         add(&format!("control-{name}"), control(request));
@@ -552,6 +553,10 @@ fn corpus_seeds() -> Vec<(String, Vec<u8>)> {
             ControlReply::CpuReadings(vec![("a@h".into(), reading)]),
         ),
         ("served", ControlReply::Served(None)),
+        (
+            "cpu-selection",
+            ControlReply::CpuSelection(vec![("work".into(), vec![("a@h".into(), 50.0)])]),
+        ),
     ];
     for (name, value) in &replies {
         add(&format!("reply-ok-{name}"), encode_ok(value).unwrap());

@@ -204,6 +204,53 @@ async fn readings_written_after_the_snapshot_are_seen() {
     assert_eq!(picks(&lc, &list, &request, 20), set(&["b"]));
 }
 
+#[tokio::test]
+async fn the_explanation_gives_each_members_reading_age_and_value() {
+    let list = members(
+        "explain",
+        &[
+            ("a", Some(30.0), 200),
+            ("b", Some(20.0), 5_000),
+            ("c", None, 0),
+        ],
+    )
+    .await;
+    let lc = LeastCpu::seeded(11).cpu_cache_ttl(Duration::from_millis(1_000));
+    let request = snapshot(&lc, &list);
+    let chosen = lc.choose_from_nodes(&list, &request).unwrap();
+    assert_eq!(chosen, 0, "30 beats stale 20 (= 50) and missing (= 50)");
+    let explanation = lc.explain(&list, chosen, &request);
+    // The value each member counted as: fresh a its reading, stale b and missing c 50.
+    assert_eq!(
+        explanation.scores,
+        [
+            ("explain-a@h".to_string(), 30.0),
+            ("explain-b@h".to_string(), NEUTRAL_CPU),
+            ("explain-c@h".to_string(), NEUTRAL_CPU),
+        ]
+    );
+    // The rule names the band, the TTL and the pick, and each member's reading with its age.
+    let rule = &explanation.rule;
+    assert!(rule.starts_with("uniform random within 5 points"), "{rule}");
+    assert!(rule.contains("older than 1000 ms = 50"), "{rule}");
+    assert!(rule.contains("picked explain-a@h"), "{rule}");
+    let age = |node: &str, cpu: &str| -> u64 {
+        let prefix = format!("{node}: {cpu} % ");
+        let at = rule
+            .find(&prefix)
+            .unwrap_or_else(|| panic!("{prefix:?} in {rule}"));
+        let rest = &rule[at + prefix.len()..];
+        rest[..rest.find(" ms old").unwrap()].parse().unwrap()
+    };
+    // Ages are as of the explanation: at least as old as stored, and not much older.
+    assert!((200..10_000).contains(&age("explain-a@h", "30")), "{rule}");
+    assert!(
+        (5_000..15_000).contains(&age("explain-b@h", "20")),
+        "{rule}"
+    );
+    assert!(rule.contains("explain-c@h: no reading"), "{rule}");
+}
+
 #[test]
 fn invalid_options_fail_naming_the_option() {
     let option = |lc: LeastCpu, sample: Option<Duration>| match lc.validate(sample) {
