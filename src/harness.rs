@@ -263,6 +263,17 @@ impl NodeProcess {
         }
     }
 
+    /// Every stdout event line not yet consumed, and those arriving within `window` (all of
+    /// them, in order; fewer if the child's stdout closes first).
+    pub async fn events_within(&mut self, window: Duration) -> Vec<Value> {
+        let mut lines = Vec::new();
+        let deadline = tokio::time::Instant::now() + window;
+        while let Ok(Some(line)) = tokio::time::timeout_at(deadline, self.lines.recv()).await {
+            lines.push(line);
+        }
+        lines
+    }
+
     /// SIGKILLs the child now (no cleanup on its side), and reaps it.
     pub async fn kill(&mut self) {
         let _ = self.child.start_kill();

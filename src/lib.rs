@@ -1,6 +1,7 @@
 //! The `rpclb` command line as a library: the demo functions (and the raw floor actor) every
-//! `rpclb node` serves, the commands, and the test harness that multi-process tests, `rpclb
-//! demo` and `rpclb bench` use to run `rpclb node` children.
+//! `rpclb node` serves, the commands, the test harness that multi-process tests, `rpclb
+//! demo` and `rpclb bench` use to run `rpclb node` children, and a counter of retry waits
+//! for tests.
 
 pub mod bench_cmd;
 pub mod cli;
@@ -11,6 +12,7 @@ pub mod harness;
 pub mod load;
 pub mod node_cmd;
 pub mod raw_floor;
+pub mod retry_waits;
 
 /// Result of a command body: any error, boxed.
 pub type CmdResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;

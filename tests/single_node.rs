@@ -1,7 +1,9 @@
 //! The original's single-node integration and lifecycle tests (reference §11.7–§11.8),
 //! restated: on one node, every built-in algorithm selects this node, routes calls and casts
 //! to it and lists it as the only member; `call_directly` runs here; a stopped balancer's
-//! member leaves the group. (A cast waiting on an empty pool: tests/cluster/retry.rs.)
+//! member leaves the group; WeightedRoundRobin started with explicit weights for this node
+//! selects it (§11.7.4, §11.8's `weights: %{node() => 1}`). (A cast waiting on an empty pool:
+//! tests/cluster/retry.rs.)
 //!
 //! One `Node` per process: nextest runs each test alone.
 
@@ -12,6 +14,7 @@ use std::time::Duration;
 use rpc_load_balancer::algorithm::{by_name, BUILT_IN};
 use rpc_load_balancer::{
     Balancer, BalancerConfig, Error, FunctionError, Node, NodeConfig, RemoteFunction,
+    WeightedRoundRobin,
 };
 use rpclb::functions::{register_all, Whoami};
 
@@ -104,6 +107,43 @@ async fn every_algorithm_routes_to_the_only_node() {
             &format!("b-{name}")
         )
         .is_empty());
+    }
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weighted_round_robin_with_explicit_weights_routes_to_this_node() {
+    let node = Node::start(NodeConfig::new("weighted", "127.0.0.1:0").cookie("weighted"))
+        .await
+        .unwrap();
+    register_all(&node, Duration::ZERO).unwrap();
+    let tally = Arc::new(AtomicUsize::new(0));
+    node.register(Tally(Arc::clone(&tally))).unwrap();
+    // §11.7.4: `weights: %{node() => 3}`; §11.8: `weights: %{node() => 1}`.
+    for (i, weight) in [3, 1].into_iter().enumerate() {
+        let name = format!("wrr-{weight}");
+        let balancer = Balancer::start(
+            BalancerConfig::new(&name)
+                .algorithm(WeightedRoundRobin::new().weight(node.name(), weight))
+                .leave_grace(Duration::ZERO),
+        )
+        .await
+        .unwrap();
+        assert_eq!(balancer.members().nodes(), vec![node.name().to_string()]);
+        for _ in 0..4 {
+            assert_eq!(balancer.select_node(None).unwrap().node(), node.name());
+        }
+        assert_eq!(
+            balancer.call::<Whoami>(()).await.unwrap(),
+            node.name(),
+            "{name}"
+        );
+        balancer.cast::<Tally>(()).await.unwrap();
+        eventually(&format!("{name}: the cast ran"), || {
+            tally.load(Ordering::SeqCst) == i + 1
+        })
+        .await;
+        balancer.stop().await;
     }
     node.shutdown().await;
 }

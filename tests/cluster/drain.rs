@@ -147,6 +147,27 @@ async fn stopping_a_members_balancer_under_load_fails_no_call() {
         .await;
     let stop_ended = Instant::now();
     assert!(matches!(reply, Ok(ControlReply::Done)), "{reply:?}");
+    // When stop returned the member served nothing: its balancer's state is gone (a served
+    // count of `None`), and nothing runs on that node any more (its only calls came through
+    // `work`; the node's count drops before the balancer's, so it reads 0 as well).
+    let served = me
+        .control(&leaving, ControlRequest::Served("work".into()))
+        .await;
+    assert!(
+        matches!(served, Ok(ControlReply::Served(None))),
+        "{served:?}"
+    );
+    let stats = me.control(&leaving, ControlRequest::Stats).await;
+    assert!(
+        matches!(
+            stats,
+            Ok(ControlReply::Stats {
+                served_in_flight: 0,
+                ..
+            })
+        ),
+        "{stats:?}"
+    );
     tokio::time::sleep(Duration::from_millis(1_000)).await;
     stop.store(true, Ordering::Relaxed);
     let served = outcomes(callers).await;

@@ -1,4 +1,5 @@
-//! Retry across processes: a call waiting on an empty pool succeeds once a connected node
+//! Retry across processes: a balancer with no member on any connected node is tried exactly
+//! `retry_count + 1` times; a call waiting on an empty pool succeeds once a connected node
 //! starts the balancer; a call that timed out is not sent again.
 
 use std::time::Duration;
@@ -7,8 +8,49 @@ use rpc_load_balancer::{
     Balancer, BalancerConfig, ControlReply, ControlRequest, Retry, RetryCount,
 };
 use rpclb::harness::Cluster;
+use rpclb::retry_waits::RetryWaits;
 
 use crate::{Sleep, Whoami, BIN, MESH_TIMEOUT};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_balancer_no_connected_node_runs_is_tried_exactly_count_plus_one_times() {
+    let waits = RetryWaits::install();
+    // Two nodes run `work`; none runs `absent`.
+    let cluster = Cluster::start(BIN, 2, &["--balancer", "work"])
+        .await
+        .unwrap();
+    let me = cluster.join("tester", MESH_TIMEOUT).await.unwrap();
+    let work = Balancer::start(BalancerConfig::new("work").node_match_list(Vec::<String>::new()))
+        .await
+        .unwrap();
+    work.wait_for_members(2, MESH_TIMEOUT).await.unwrap();
+    let absent = Balancer::start(
+        BalancerConfig::new("absent")
+            .node_match_list(Vec::<String>::new())
+            .retry(Retry::new(RetryCount::Times(2), Duration::from_millis(100))),
+    )
+    .await
+    .unwrap();
+    let started = tokio::time::Instant::now();
+    let outcome = absent.call::<Whoami>(()).await;
+    let took = started.elapsed();
+    assert!(
+        matches!(outcome, Err(rpc_load_balancer::Error::NoMembers { .. })),
+        "{outcome:?}"
+    );
+    assert_eq!(waits.take("absent") + 1, 3, "attempts");
+    assert!(
+        (Duration::from_millis(150)..Duration::from_secs(1)).contains(&took),
+        "{took:?}"
+    );
+    // The connected nodes' own balancer is served meanwhile, without a wait.
+    work.call::<Whoami>(()).await.unwrap();
+    assert_eq!(waits.count("work"), 0);
+    absent.stop().await;
+    work.stop().await;
+    me.shutdown().await;
+    cluster.shutdown().await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_call_succeeds_once_a_node_starts_the_balancer() {

@@ -364,3 +364,151 @@ async fn spans_events_and_metrics_carry_the_documented_names_and_labels() {
         .any(|e| e.get("rule").is_some_and(|r| r.starts_with("round robin"))));
     me.shutdown().await;
 }
+
+/// The sum of the counters named `name` whose labels include `pairs`.
+fn counted(snapshot: &[(String, Fields, u64)], name: &str, pairs: &[(&str, &str)]) -> u64 {
+    snapshot
+        .iter()
+        .filter(|(n, labels, _)| {
+            n == name
+                && pairs
+                    .iter()
+                    .all(|(k, v)| labels.get(*k).map(String::as_str) == Some(*v))
+        })
+        .map(|(.., count)| count)
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_node_calls_are_instrumented_like_direct_calls() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    recorder.install().unwrap();
+    let captured = Captured::default();
+    let filter = tracing_subscriber::filter::Targets::new()
+        .with_target("rpc_load_balancer", tracing::Level::TRACE);
+    tracing::subscriber::set_global_default(
+        tracing_subscriber::registry().with(captured.clone().with_filter(filter)),
+    )
+    .unwrap();
+
+    let cluster = Cluster::start(BIN, 2, &["--balancer", "work"])
+        .await
+        .unwrap();
+    let names = cluster.names();
+    let me = cluster.join("tester", MESH_TIMEOUT).await.unwrap();
+    rpclb::functions::register_all(&me, Duration::ZERO).unwrap();
+    let work = Balancer::start(BalancerConfig::new("work").node_match_list(Vec::<String>::new()))
+        .await
+        .unwrap();
+    // Only n1 matches: one plain call, one tracked by `work`, one failing, one cast; and one
+    // run here (this node matches its own name).
+    let n1 = format!("{}@", names[1].split('@').next().unwrap());
+    me.call_on_random_node::<Whoami>(n1.as_str(), ())
+        .await
+        .unwrap();
+    me.call_on_random_node::<Whoami>(n1.as_str(), ())
+        .load_balancer("work")
+        .await
+        .unwrap();
+    me.call_on_random_node::<Fail>(n1.as_str(), "no".into())
+        .await
+        .unwrap_err();
+    me.cast_on_random_node::<Echo>(n1.as_str(), "cast".into())
+        .await
+        .unwrap();
+    me.call_on_random_node::<Echo>("tester@", "here".into())
+        .await
+        .unwrap();
+
+    let snapshot: Vec<(String, Fields, u64)> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter_map(|(key, _, _, value)| match value {
+            DebugValue::Counter(count) => Some((
+                key.key().name().to_string(),
+                key.key()
+                    .labels()
+                    .map(|l| (l.key().to_string(), l.value().to_string()))
+                    .collect(),
+                count,
+            )),
+            _ => None,
+        })
+        .collect();
+    use rpc_load_balancer::telemetry::{RPC_START, RPC_STOP};
+    // The direct path's series: `node` = the node that ran it, no balancer label value (also
+    // for the call tracked by `work`, which only counts in its drain).
+    let on_n1 = |function, kind, status: Option<&'static str>| {
+        let mut pairs = vec![
+            ("function", function),
+            ("type", kind),
+            ("load_balancer", ""),
+            ("node", names[1].as_str()),
+        ];
+        pairs.extend(status.map(|s| ("status", s)));
+        pairs
+    };
+    assert_eq!(
+        counted(&snapshot, RPC_START, &on_n1("whoami", "call", None)),
+        2
+    );
+    assert_eq!(
+        counted(&snapshot, RPC_STOP, &on_n1("whoami", "call", Some("ok"))),
+        2
+    );
+    assert_eq!(
+        counted(
+            &snapshot,
+            RPC_STOP,
+            &on_n1("fail", "call", Some("service_unavailable"))
+        ),
+        1
+    );
+    assert_eq!(
+        counted(&snapshot, RPC_STOP, &on_n1("echo", "cast", Some("ok"))),
+        1
+    );
+    let here = [
+        ("function", "echo"),
+        ("type", "call"),
+        ("load_balancer", ""),
+        ("node", me.name()),
+        ("status", "ok"),
+    ];
+    assert_eq!(counted(&snapshot, RPC_STOP, &here), 1);
+    assert_eq!(
+        counted(&snapshot, RPC_START, &[("load_balancer", "work")]),
+        0,
+        "no call went through the balancer's path"
+    );
+
+    // One `rpc_load_balancer.rpc` span per call, naming its target and outcome.
+    let spans = captured.spans.lock().unwrap().clone();
+    let on = |function: &str, kind: &str, node: &str| {
+        spans
+            .iter()
+            .filter(|s| {
+                s.get("function").map(String::as_str) == Some(function)
+                    && s.get("type").map(String::as_str) == Some(kind)
+                    && s.get("node").map(String::as_str) == Some(node)
+            })
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let whoami = on("whoami", "call", &names[1]);
+    assert_eq!(whoami.len(), 2, "{spans:?}");
+    assert!(whoami
+        .iter()
+        .all(|s| s["status"] == "ok" && s["load_balancer"].is_empty()));
+    assert_eq!(
+        on("fail", "call", &names[1])[0]["status"],
+        "service_unavailable"
+    );
+    assert_eq!(on("echo", "cast", &names[1]).len(), 1, "{spans:?}");
+    assert_eq!(on("echo", "call", me.name())[0]["status"], "ok");
+    work.stop().await;
+    me.shutdown().await;
+    cluster.shutdown().await;
+}
