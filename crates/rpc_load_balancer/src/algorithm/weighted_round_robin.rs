@@ -2,10 +2,8 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 
-use arc_swap::ArcSwapOption;
-
+use super::snapshot_cache::SnapshotCache;
 use super::{Explanation, NodeChange, SelectionAlgorithm, SelectionRequest};
 use crate::balancer::Member;
 use crate::Error;
@@ -18,19 +16,25 @@ use crate::Error;
 /// Weights are by node full name (`u32`, at most [`WeightedRoundRobin::MAX_WEIGHT`]); nodes without one weigh
 /// [`default_weight`](Self::default_weight) (1); weight 0 removes a node from the cycle. When
 /// every current member weighs 0, selection fails with [`Error::NoEligibleMembers`].
+///
+/// One instance may serve several balancers: each keeps its own cycle and position (up to 8
+/// balancers cached at once; beyond that, an evicted balancer builds its cycle per selection
+/// and shares one position until its next membership change).
 #[derive(Debug)]
 pub struct WeightedRoundRobin {
     weights: HashMap<String, u32>,
     default_weight: u32,
+    /// The first position of a balancer's cycle, and the position of selections over lists
+    /// that are no snapshot.
     next: AtomicUsize,
-    cycle: ArcSwapOption<Cycle>,
+    cycles: SnapshotCache<Cycle>,
 }
 
-/// The member indices of one cycle, for the members snapshot `version`.
+/// One balancer's cycle over one members snapshot: member indices, and the next position.
 #[derive(Debug)]
 struct Cycle {
-    version: u64,
     slots: Vec<u32>,
+    next: AtomicUsize,
 }
 
 impl Default for WeightedRoundRobin {
@@ -49,7 +53,7 @@ impl WeightedRoundRobin {
             weights: HashMap::new(),
             default_weight: 1,
             next: AtomicUsize::new(rand::random::<u32>() as usize),
-            cycle: ArcSwapOption::empty(),
+            cycles: SnapshotCache::default(),
         }
     }
 
@@ -108,6 +112,21 @@ impl WeightedRoundRobin {
     }
 }
 
+/// The member at the next position of `slots`.
+///
+/// Errors: [`Error::NoEligibleMembers`] when the cycle is empty (every member weighs 0).
+#[inline]
+fn pick(slots: &[u32], next: &AtomicUsize, request: &SelectionRequest<'_>) -> Result<usize, Error> {
+    if slots.is_empty() {
+        return Err(Error::NoEligibleMembers {
+            balancer: request.balancer.to_string(),
+            reason: "every member weighs 0".into(),
+        });
+    }
+    let position = next.fetch_add(1, Ordering::Relaxed) % slots.len();
+    Ok(slots[position] as usize)
+}
+
 fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 {
         a
@@ -153,11 +172,16 @@ impl SelectionAlgorithm for WeightedRoundRobin {
     }
 
     fn on_node_change(&self, change: &NodeChange<'_>) {
-        let slots = self.build(change.members);
-        self.cycle.store(Some(Arc::new(Cycle {
-            version: change.version,
-            slots,
-        })));
+        // The balancer's position carries over to its new cycle.
+        let next = self
+            .cycles
+            .latest(change.balancer, |cycle| cycle.next.load(Ordering::Relaxed))
+            .unwrap_or_else(|| self.next.load(Ordering::Relaxed));
+        let cycle = Cycle {
+            slots: self.build(change.members),
+            next: AtomicUsize::new(next),
+        };
+        self.cycles.store(change.balancer, change.version, cycle);
     }
 
     fn choose_from_nodes(
@@ -165,28 +189,10 @@ impl SelectionAlgorithm for WeightedRoundRobin {
         members: &[Member],
         request: &SelectionRequest<'_>,
     ) -> Result<usize, Error> {
-        let cycle = self.cycle.load();
-        let built;
-        let slots: &[u32] = match cycle.as_deref() {
-            Some(cycle)
-                if cycle.version == request.version
-                    && request.version != SelectionRequest::UNCACHED =>
-            {
-                &cycle.slots
-            }
-            _ => {
-                built = self.build(members);
-                &built
-            }
-        };
-        if slots.is_empty() {
-            return Err(Error::NoEligibleMembers {
-                balancer: request.balancer.to_string(),
-                reason: "every member weighs 0".into(),
-            });
-        }
-        let position = self.next.fetch_add(1, Ordering::Relaxed) % slots.len();
-        Ok(slots[position] as usize)
+        self.cycles.with(request.version, |cached| match cached {
+            Some(cycle) => pick(&cycle.slots, &cycle.next, request),
+            None => pick(&self.build(members), &self.next, request),
+        })
     }
 
     fn explain(
