@@ -116,6 +116,15 @@ impl Member {
             in_flight: Arc::default(),
         }
     }
+
+    /// A member on this node (as a member actor of this process is).
+    #[cfg(test)]
+    pub(crate) fn local_for_test(node: &str, actor: ActorRef<RpcMessage>) -> Member {
+        Member {
+            local: true,
+            ..Member::for_test(node, actor)
+        }
+    }
 }
 
 impl std::fmt::Debug for Member {
