@@ -69,8 +69,11 @@ impl HashRing {
         }
     }
 
-    /// Points per member (1 ..= [`Self::MAX_WEIGHT`]); more points spread keys more evenly and
-    /// cost more memory (16 bytes each) and rebuild time.
+    /// Points per member (1 ..= [`Self::MAX_WEIGHT`], default 128); more points spread keys
+    /// more evenly and cost more memory (16 bytes each) and rebuild time.
+    ///
+    /// Errors: [`Balancer::start`](crate::Balancer::start) fails with
+    /// [`Error::InvalidConfig`] naming `weight` when it is 0 or above [`Self::MAX_WEIGHT`].
     pub fn weight(mut self, points: u32) -> Self {
         self.weight = points;
         self

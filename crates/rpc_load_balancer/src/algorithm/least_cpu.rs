@@ -22,6 +22,9 @@ const STACK_MEMBERS: usize = 64;
 /// `poll_interval` into the process-wide cache (see [`crate::cpu`]). Selection does no I/O, takes
 /// no lock and allocates nothing: a missing reading, or one older than `cpu_cache_ttl` at its
 /// source, counts as [`NEUTRAL_CPU`] (50 %). One member is picked without reading anything.
+/// One instance may serve several balancers: each keeps its members' slots (up to 8 balancers
+/// cached at once; beyond that, an evicted balancer looks its slots up per selection until its
+/// next membership change).
 ///
 /// Options (validated when the balancer starts, [`Error::InvalidConfig`] naming the option):
 ///

@@ -13,9 +13,11 @@ use crate::Error;
 /// smooth weighted round robin of nginx, so a heavy member is not hit in a burst). One
 /// `fetch_add` per pick over a cycle built once per membership change.
 ///
-/// Weights are by node full name (`u32`, at most [`WeightedRoundRobin::MAX_WEIGHT`]); nodes without one weigh
-/// [`default_weight`](Self::default_weight) (1); weight 0 removes a node from the cycle. When
-/// every current member weighs 0, selection fails with [`Error::NoEligibleMembers`].
+/// Weights are by node full name (`u32`, at most [`WeightedRoundRobin::MAX_WEIGHT`]); nodes
+/// without one weigh [`default_weight`](Self::default_weight) (1); weight 0 removes a node from
+/// the cycle. Errors: [`Balancer::start`](crate::Balancer::start) refuses invalid options with
+/// [`Error::InvalidConfig`] naming `weights` or `default_weight`; when every current member
+/// weighs 0, selection fails with [`Error::NoEligibleMembers`].
 ///
 /// One instance may serve several balancers: each keeps its own cycle and position (up to 8
 /// balancers cached at once; beyond that, an evicted balancer builds its cycle per selection
@@ -57,7 +59,12 @@ impl WeightedRoundRobin {
         }
     }
 
-    /// `node` (full name, e.g. `worker_a@10.0.0.5`) weighs `weight` (0 ..= [`Self::MAX_WEIGHT`]).
+    /// `node` (full name, e.g. `worker_a@10.0.0.5`) weighs `weight` (0 ..= [`Self::MAX_WEIGHT`];
+    /// 0 takes it out of the cycle). Nodes that are not members are ignored.
+    ///
+    /// Errors: [`Balancer::start`](crate::Balancer::start) fails with
+    /// [`Error::InvalidConfig`] naming `weights` when a node is not a full name (`name@host`)
+    /// or a weight is above [`Self::MAX_WEIGHT`].
     pub fn weight(mut self, node: impl Into<String>, weight: u32) -> Self {
         self.weights.insert(node.into(), weight);
         self
@@ -65,6 +72,9 @@ impl WeightedRoundRobin {
 
     /// The weight of nodes not named with [`weight`](Self::weight) (default 1; 0 = only named
     /// nodes serve).
+    ///
+    /// Errors: [`Balancer::start`](crate::Balancer::start) fails with
+    /// [`Error::InvalidConfig`] naming `default_weight` when it is above [`Self::MAX_WEIGHT`].
     pub fn default_weight(mut self, weight: u32) -> Self {
         self.default_weight = weight;
         self
