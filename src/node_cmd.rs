@@ -153,6 +153,8 @@ pub async fn run(args: NodeArgs) -> CmdResult {
     functions::register_all(&node, Duration::from_millis(args.delay_ms))?;
     // The plain ractor_cluster echo that `rpclb bench` measures our calls against.
     let raw_floor = raw_floor::start(node.name()).await?;
+    // One instance serves every balancer: the built-ins keep each balancer's ring, cycle,
+    // rotation and CPU slots apart.
     for name in &args.balancers {
         let config = BalancerConfig::new(name)
             .algorithm_arc(std::sync::Arc::clone(&algorithm))

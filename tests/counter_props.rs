@@ -1,6 +1,7 @@
 //! Property test through the real balancer: random interleavings of selections, releases
 //! (guard drops), members joining and leaving keep every member's in-flight count equal to the
-//! number of live guards on it, and all counts end at exactly zero.
+//! number of live guards on it, and all counts end at exactly zero — for LeastConnections and
+//! PowerOfTwo (both read the counts the guards keep).
 //!
 //! Runs a `Node` in this process (one per process: nextest runs each test alone). Members
 //! other than this node are local stand-in actors joined to the balancer's pg group under
@@ -13,7 +14,8 @@ use std::time::Duration;
 use proptest::prelude::*;
 use ractor::ActorRef;
 use rpc_load_balancer::{
-    Balancer, BalancerConfig, LeastConnections, Node, NodeConfig, RpcMessage, SelectionGuard,
+    Balancer, BalancerConfig, LeastConnections, Node, NodeConfig, PowerOfTwo, RpcMessage,
+    SelectionAlgorithm, SelectionGuard,
 };
 use rpclb::harness::{join_stand_ins, stand_in_node};
 
@@ -35,7 +37,17 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 #[test]
-fn in_flight_counts_track_live_guards_and_end_at_zero() {
+fn least_connections_counts_track_live_guards_and_end_at_zero() {
+    counts_track_live_guards("props-lc", LeastConnections::new());
+}
+
+#[test]
+fn power_of_two_counts_track_live_guards_and_end_at_zero() {
+    counts_track_live_guards("props-p2c", PowerOfTwo::new());
+}
+
+/// Runs the property on balancer `name` with `algorithm`, on a node of its own.
+fn counts_track_live_guards(name: &str, algorithm: impl SelectionAlgorithm) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -43,10 +55,10 @@ fn in_flight_counts_track_live_guards_and_end_at_zero() {
         .unwrap();
     let _node = runtime
         .block_on(Node::start(
-            NodeConfig::new("props", "127.0.0.1:0").cookie("props"),
+            NodeConfig::new(name, "127.0.0.1:0").cookie("props"),
         ))
         .unwrap();
-    let config = BalancerConfig::new("props").algorithm(LeastConnections::new());
+    let config = BalancerConfig::new(name).algorithm(algorithm);
     let balancer = runtime.block_on(Balancer::start(config)).unwrap();
     let stand_ins: RefCell<HashMap<u8, ActorRef<RpcMessage>>> = RefCell::default();
 
@@ -58,7 +70,7 @@ fn in_flight_counts_track_live_guards_and_end_at_zero() {
                 Op::Drop(i) if !guards.is_empty() => drop(guards.swap_remove(i % guards.len())),
                 Op::Drop(_) => {}
                 Op::Join(n) if !stand_ins.borrow().contains_key(&n) => {
-                    let actor = runtime.block_on(join_stand_ins("props", [usize::from(n)])).unwrap().remove(0);
+                    let actor = runtime.block_on(join_stand_ins(name, [usize::from(n)])).unwrap().remove(0);
                     stand_ins.borrow_mut().insert(n, actor);
                     let want = stand_ins.borrow().len() + 1;
                     runtime.block_on(balancer.wait_for_members(want, Duration::from_secs(5))).unwrap();

@@ -166,3 +166,136 @@ fn selection_allocates_nothing_with_an_atomics_recorder() {
         );
     }
 }
+
+/// Starts balancer `name` with `algorithm` (maybe shared) over this node and stand-ins `ids`.
+fn start_balancer(
+    runtime: &tokio::runtime::Runtime,
+    name: &str,
+    algorithm: Arc<dyn rpc_load_balancer::SelectionAlgorithm>,
+    ids: std::ops::Range<usize>,
+) -> Balancer {
+    let balancer = runtime
+        .block_on(Balancer::start(
+            BalancerConfig::new(name).algorithm_arc(algorithm),
+        ))
+        .unwrap();
+    let want = ids.len() + 1;
+    runtime.block_on(join_stand_ins(name, ids)).unwrap();
+    runtime
+        .block_on(balancer.wait_for_members(want, Duration::from_secs(5)))
+        .unwrap();
+    balancer
+}
+
+/// One algorithm instance shared by two balancers with different members keeps each one's
+/// ring, cycle, position or CPU slots: selections alternating between them allocate nothing,
+/// HashRing answers as an unshared instance does over the same members, and RoundRobin and
+/// WeightedRoundRobin cycle every member of each balancer however the picks interleave.
+#[test]
+fn an_instance_shared_by_two_balancers_keeps_each_ones_cache() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let node = runtime
+        .block_on(Node::start(
+            NodeConfig::new("shared", "127.0.0.1:0").cookie("shared"),
+        ))
+        .unwrap();
+    // x: this node and 3 stand-ins; y: this node and 4 others.
+    let (x_ids, y_ids) = (1..4, 4..8);
+    for name in [
+        "hash_ring",
+        "weighted_round_robin",
+        "round_robin",
+        "least_cpu",
+    ] {
+        let shared = by_name(name).unwrap();
+        let x = start_balancer(
+            &runtime,
+            &format!("{name}-x"),
+            Arc::clone(&shared),
+            x_ids.clone(),
+        );
+        let y = start_balancer(
+            &runtime,
+            &format!("{name}-y"),
+            Arc::clone(&shared),
+            y_ids.clone(),
+        );
+        for i in 0..100u64 {
+            let key = i.to_be_bytes();
+            drop(x.select_node(Some(&key)).unwrap());
+            drop(y.select_node(Some(&key)).unwrap());
+        }
+        let before = allocations();
+        for i in 0..5_000u64 {
+            let key = i.to_be_bytes();
+            for balancer in [&x, &y] {
+                let guard = balancer.select_node(Some(&key)).unwrap();
+                std::hint::black_box(guard.node());
+                drop(guard);
+            }
+        }
+        let count = allocations() - before;
+        assert_eq!(
+            count, 0,
+            "{name}: {count} allocations in 10,000 shared selections"
+        );
+
+        // Every pick is a member of its own balancer.
+        for balancer in [&x, &y] {
+            let members = balancer.members();
+            for i in 0..200u64 {
+                let key = i.to_be_bytes();
+                let guard = balancer.select_node(Some(&key)).unwrap();
+                assert!(
+                    members.contains(guard.node()),
+                    "{name}: {} not in {:?}",
+                    guard.node(),
+                    members.nodes()
+                );
+            }
+        }
+        if name.ends_with("round_robin") {
+            // Interleaved picks: each balancer's n consecutive picks reach its n members.
+            for _ in 0..3 {
+                let (mut on_x, mut on_y) = (Vec::new(), Vec::new());
+                for _ in 0..(x.members().len() * y.members().len()) {
+                    on_x.push(x.select_node(None).unwrap().node().to_string());
+                    on_y.push(y.select_node(None).unwrap().node().to_string());
+                }
+                for (balancer, picks) in [(&x, on_x), (&y, on_y)] {
+                    let n = balancer.members().len();
+                    for window in picks.chunks(n) {
+                        let distinct: std::collections::BTreeSet<&String> = window.iter().collect();
+                        assert_eq!(distinct.len(), n, "{name}: {picks:?}");
+                    }
+                }
+            }
+        }
+        if name == "hash_ring" {
+            // The same answers as an instance of its own over the same members.
+            let own_x = start_balancer(&runtime, "own-x", by_name(name).unwrap(), x_ids.clone());
+            let own_y = start_balancer(&runtime, "own-y", by_name(name).unwrap(), y_ids.clone());
+            let mut differ = 0;
+            for i in 0..1_000u64 {
+                let key = i.to_be_bytes();
+                let shared_x = x.select_node(Some(&key)).unwrap().node().to_string();
+                let shared_y = y.select_node(Some(&key)).unwrap().node().to_string();
+                assert_eq!(shared_x, own_x.select_node(Some(&key)).unwrap().node());
+                assert_eq!(shared_y, own_y.select_node(Some(&key)).unwrap().node());
+                differ += usize::from(shared_x != shared_y);
+            }
+            assert!(
+                differ > 100,
+                "x and y rings look alike: {differ} of 1,000 keys differ"
+            );
+            runtime.block_on(own_x.stop());
+            runtime.block_on(own_y.stop());
+        }
+        runtime.block_on(x.stop());
+        runtime.block_on(y.stop());
+    }
+    runtime.block_on(node.shutdown());
+}

@@ -1,6 +1,7 @@
 //! Contracts around what balancers share or skip: an algorithm instance shared by two
 //! balancers routes each by its own members; CallDirect runs are counted in flight like any
-//! routed call; a custom algorithm that breaks `choose_nodes`' contract gets a typed error.
+//! routed call, its selections answer this node, and its calls run here without members; a
+//! custom algorithm that breaks `choose_nodes`' contract gets a typed error.
 //!
 //! One `Node` per process: nextest runs each test alone. Members other than this node are
 //! local stand-in actors joined to the balancers' pg groups under member names.
@@ -177,4 +178,59 @@ async fn a_broken_choose_nodes_is_a_typed_error() {
             other => panic!("count {count}: {other:?}"),
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_direct_selects_this_node_and_runs_calls_here_without_members() {
+    // (Stand-in actors live in this process too, so they count as local members: this node's
+    // name sorts before theirs, and it wins. The rule for a node that is not a member is in
+    // the algorithm's unit tests.)
+    let node = node("directsel").await;
+    register_all(&node, Duration::ZERO).unwrap();
+    let me = node.name().to_string();
+    // A member among stand-ins: selection answers this node, first of any replica set.
+    let member = Balancer::start(BalancerConfig::new("direct-member").algorithm(CallDirect))
+        .await
+        .unwrap();
+    join_stand_ins("direct-member", 1..4).await.unwrap();
+    member
+        .wait_for_members(4, Duration::from_secs(5))
+        .await
+        .unwrap();
+    for k in 0..20u64 {
+        let key = k.to_be_bytes();
+        assert_eq!(member.select_node(Some(&key)).unwrap().node(), me);
+        let replicas = member.select_nodes(3, Some(&key)).unwrap();
+        assert_eq!(replicas[0], me, "{replicas:?} of {:?}", member.members());
+        assert_eq!(replicas.len(), 3);
+    }
+    // No members at all (this node does not match node_match_list): selection finds nobody,
+    // but calls and casts still run here at once, without waiting for members.
+    let outside = Balancer::start(
+        BalancerConfig::new("direct-outside")
+            .algorithm(CallDirect)
+            .node_match_list(["nobody"])
+            .retry(rpc_load_balancer::Retry::new(
+                rpc_load_balancer::RetryCount::Unlimited,
+                Duration::from_secs(5),
+            )),
+    )
+    .await
+    .unwrap();
+    assert!(!outside.is_member());
+    assert!(matches!(
+        outside.select_node(None),
+        Err(Error::NoMembers { .. })
+    ));
+    let started = std::time::Instant::now();
+    let (_, served_by) = outside.call::<Sleep>(0).with_node().await.unwrap();
+    assert_eq!(&*served_by, me);
+    outside.cast::<Sleep>(0).await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    member.stop().await;
+    outside.stop().await;
 }

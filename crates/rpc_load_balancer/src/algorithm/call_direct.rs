@@ -1,26 +1,83 @@
 //! CallDirect: every routed call runs on the calling node.
 
-use super::{SelectionAlgorithm, SelectionRequest};
+use super::{random_distinct, SelectionAlgorithm, SelectionRequest};
 use crate::balancer::Member;
 use crate::Error;
 
 /// Runs every routed call and cast on the calling node, in-process, with the same error
-/// contract and timeout as a remote call (the original's CallDirect ran them in the caller,
-/// where a raise escaped). For tests and single-node deployments: no selection happens.
+/// contract and timeout as a remote call. Source: the original's `CallDirect` (§5.7 of the
+/// reference), which applied the function in the caller, where a raise escaped; here it runs on
+/// its own task and a panic is the call's error. For tests and single-node deployments.
+///
+/// **Calls and casts** ([`Balancer::call`](crate::Balancer::call),
+/// [`Balancer::cast`](crate::Balancer::cast)) select nothing: they run on this node whether or
+/// not it is a member (the function must be registered here), so they never wait for members
+/// and never fail with [`Error::NoMembers`]. Their errors are those of a call to this node:
+/// [`Error::BadRequest`] when the function is not registered here, [`Error::RequestTimeout`]
+/// past the call's timeout, [`Error::Remote`] for the function's own error or panic, and
+/// [`Error::UnknownBalancer`] once the balancer is stopped.
+///
+/// **Selection** ([`Balancer::select_node`](crate::Balancer::select_node),
+/// [`Balancer::select_nodes`](crate::Balancer::select_nodes)) answers this node; replica
+/// selection puts it first and adds other members at random. Errors:
+/// [`Error::NoMembers`] when the balancer has no members, [`Error::NoEligibleMembers`] when
+/// this node is not one of them (it does not match the balancer's `node_match_list`, or left):
+/// a selection never names a remote node as "the local one".
 #[derive(Debug, Default, Clone, Copy)]
 pub struct CallDirect;
+
+impl CallDirect {
+    /// This node's index in `members`.
+    ///
+    /// Errors: [`Error::NoEligibleMembers`] when this node is not a member.
+    fn local(members: &[Member], request: &SelectionRequest<'_>) -> Result<usize, Error> {
+        members
+            .iter()
+            .position(Member::is_local)
+            .ok_or_else(|| Error::NoEligibleMembers {
+                balancer: request.balancer.to_string(),
+                reason: "call_direct selects only this node, which is not a member".into(),
+            })
+    }
+}
 
 impl SelectionAlgorithm for CallDirect {
     fn name(&self) -> &'static str {
         "call_direct"
     }
 
+    /// This node, whatever the key. Errors: [`Error::NoEligibleMembers`] when this node is
+    /// not a member.
     fn choose_from_nodes(
         &self,
         members: &[Member],
-        _request: &SelectionRequest<'_>,
+        request: &SelectionRequest<'_>,
     ) -> Result<usize, Error> {
-        Ok(members.iter().position(Member::is_local).unwrap_or(0))
+        Self::local(members, request)
+    }
+
+    /// This node first, then `count - 1` other members at random. Errors:
+    /// [`Error::NoEligibleMembers`] when this node is not a member.
+    fn choose_nodes(
+        &self,
+        members: &[Member],
+        count: usize,
+        request: &SelectionRequest<'_>,
+    ) -> Result<Vec<usize>, Error> {
+        let local = Self::local(members, request)?;
+        if count == 0 {
+            return Ok(Vec::new());
+        }
+        let mut chosen = Vec::with_capacity(count.min(members.len()));
+        chosen.push(local);
+        // Others: distinct indices of the list without this node, mapped back.
+        let others = random_distinct(members.len() - 1, count - 1);
+        chosen.extend(
+            others
+                .into_iter()
+                .map(|i| if i >= local { i + 1 } else { i }),
+        );
+        Ok(chosen)
     }
 
     fn is_local(&self) -> bool {

@@ -1,12 +1,11 @@
 //! HashRing: consistent hashing of a routing key onto the members.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
-use arc_swap::ArcSwapOption;
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::rng::Rng;
+use super::snapshot_cache::SnapshotCache;
 use super::{random_distinct, Explanation, NodeChange, SelectionAlgorithm, SelectionRequest};
 use crate::balancer::Member;
 use crate::Error;
@@ -31,19 +30,21 @@ use crate::Error;
 /// the key's position, wrapping around, and returns `min(count, members)` distinct nodes; the
 /// first is the single-key answer.
 ///
-/// The ring is rebuilt once per membership change, when the balancer publishes a snapshot.
+/// The ring is rebuilt once per membership change, when the balancer publishes a snapshot. One
+/// instance may serve several balancers: it keeps each one's ring (up to 8 balancers cached at
+/// once; beyond that, a balancer whose ring was evicted builds one per keyed selection until its
+/// next membership change).
 #[derive(Debug)]
 pub struct HashRing {
     weight: u32,
     rng: Rng,
     keyless: AtomicU64,
-    ring: ArcSwapOption<Ring>,
+    rings: SnapshotCache<Ring>,
 }
 
 /// Sorted points of one members snapshot.
 #[derive(Debug)]
 struct Ring {
-    version: u64,
     /// (point, member index), sorted by point then node name.
     points: Vec<(u64, u32)>,
 }
@@ -64,12 +65,15 @@ impl HashRing {
             weight: 128,
             rng: Rng::Thread,
             keyless: AtomicU64::new(0),
-            ring: ArcSwapOption::empty(),
+            rings: SnapshotCache::default(),
         }
     }
 
-    /// Points per member (1 ..= [`Self::MAX_WEIGHT`]); more points spread keys more evenly and
-    /// cost more memory (16 bytes each) and rebuild time.
+    /// Points per member (1 ..= [`Self::MAX_WEIGHT`], default 128); more points spread keys
+    /// more evenly and cost more memory (16 bytes each) and rebuild time.
+    ///
+    /// Errors: [`Balancer::start`](crate::Balancer::start) fails with
+    /// [`Error::InvalidConfig`] naming `weight` when it is 0 or above [`Self::MAX_WEIGHT`].
     pub fn weight(mut self, points: u32) -> Self {
         self.weight = points;
         self
@@ -100,21 +104,15 @@ impl HashRing {
         xxh3_64(key)
     }
 
-    fn build(&self, version: u64, members: &[Member]) -> Ring {
+    fn build(&self, members: &[Member]) -> Ring {
         let mut points: Vec<(u64, u32)> = Vec::with_capacity(members.len() * self.weight as usize);
         for (index, member) in members.iter().enumerate() {
             for i in 0..self.weight {
                 points.push((Self::point(member.node(), i), index as u32));
             }
         }
-        points.sort_unstable_by(|a, b| {
-            a.0.cmp(&b.0).then_with(|| {
-                members[a.1 as usize]
-                    .node()
-                    .cmp(members[b.1 as usize].node())
-            })
-        });
-        Ring { version, points }
+        sort_points(&mut points, members);
+        Ring { points }
     }
 
     /// Runs `f` on the ring for `members`: the cached one when it is of their snapshot (read
@@ -125,16 +123,10 @@ impl HashRing {
         request: &SelectionRequest<'_>,
         f: impl FnOnce(&Ring) -> T,
     ) -> T {
-        let cached = self.ring.load();
-        match cached.as_deref() {
-            Some(ring)
-                if ring.version == request.version
-                    && request.version != SelectionRequest::UNCACHED =>
-            {
-                f(ring)
-            }
-            _ => f(&self.build(request.version, members)),
-        }
+        self.rings.with(request.version, |cached| match cached {
+            Some(ring) => f(ring),
+            None => f(&self.build(members)),
+        })
     }
 
     /// Position of the first point ≥ the key's, wrapping to 0.
@@ -158,6 +150,19 @@ impl HashRing {
     }
 }
 
+/// Sorts `(point, member index)` pairs by point, equal points by the members' node names: two
+/// members whose points collide are ordered the same whatever their order in `members`, so
+/// the key landing there has the same owner on every node.
+pub(super) fn sort_points(points: &mut [(u64, u32)], members: &[Member]) {
+    points.sort_unstable_by(|a, b| {
+        a.0.cmp(&b.0).then_with(|| {
+            members[a.1 as usize]
+                .node()
+                .cmp(members[b.1 as usize].node())
+        })
+    });
+}
+
 impl SelectionAlgorithm for HashRing {
     fn name(&self) -> &'static str {
         "hash_ring"
@@ -178,8 +183,8 @@ impl SelectionAlgorithm for HashRing {
     }
 
     fn on_node_change(&self, change: &NodeChange<'_>) {
-        self.ring
-            .store(Some(Arc::new(self.build(change.version, change.members))));
+        self.rings
+            .store(change.balancer, change.version, self.build(change.members));
     }
 
     fn choose_from_nodes(

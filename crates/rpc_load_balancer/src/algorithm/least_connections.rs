@@ -7,11 +7,18 @@ use crate::Error;
 
 /// Picks the member with the fewest calls this node's balancer has in flight to it
 /// ([`Member::in_flight`]), ties broken at random (the first least-loaded member after a
-/// random position) — a fixed tie order would send every caller to the same idle member. Counts are taken when a member is selected and
-/// released exactly once when the selection guard drops, however the call ends; a member that
-/// leaves and rejoins starts at 0. The original's LeastConnections (ties went to the first).
+/// random position): a fixed tie order would send every caller to the same idle member.
 ///
-/// Counts are local to the calling node (no coordination between callers), as in the original.
+/// Source: the classic least-connections scheduler — LVS's `lc`, nginx's `least_conn` — and
+/// the original's LeastConnections, which broke ties to the first member in the list.
+///
+/// Counts are taken when a member is selected and released exactly once when the selection
+/// guard drops, however the call ends (success, error, timeout, panic, a dropped future); they
+/// never go below 0. A member that leaves and rejoins (a new member actor) starts at 0, even if
+/// calls of its earlier membership release late; a departed member's counter is freed with the
+/// last selection holding it. Counts are local to the calling node (no coordination between
+/// callers), as in the original; read them with [`Member::in_flight`] or the node's admin
+/// control.
 #[derive(Debug, Default)]
 pub struct LeastConnections {
     rng: Rng,

@@ -3,9 +3,8 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use arc_swap::ArcSwapOption;
-
 use super::rng::Rng;
+use super::snapshot_cache::SnapshotCache;
 use super::{AlgorithmChild, Explanation, NodeChange, SelectionAlgorithm, SelectionRequest};
 use crate::balancer::Member;
 use crate::cpu::{self, clock, CpuSlot, NEUTRAL_CPU};
@@ -23,6 +22,9 @@ const STACK_MEMBERS: usize = 64;
 /// `poll_interval` into the process-wide cache (see [`crate::cpu`]). Selection does no I/O, takes
 /// no lock and allocates nothing: a missing reading, or one older than `cpu_cache_ttl` at its
 /// source, counts as [`NEUTRAL_CPU`] (50 %). One member is picked without reading anything.
+/// One instance may serve several balancers: each keeps its members' slots (up to 8 balancers
+/// cached at once; beyond that, an evicted balancer looks its slots up per selection until its
+/// next membership change).
 ///
 /// Options (validated when the balancer starts, [`Error::InvalidConfig`] naming the option):
 ///
@@ -48,8 +50,8 @@ const STACK_MEMBERS: usize = 64;
 pub struct LeastCpu {
     options: LeastCpuOptions,
     rng: Rng,
-    /// The members' cache slots, aligned with the snapshot of the given version.
-    slots: ArcSwapOption<SnapshotSlots>,
+    /// Per balancer: the members' cache slots, aligned with its latest snapshot.
+    slots: SnapshotCache<Vec<Arc<CpuSlot>>>,
     /// Set by `init`: this instance's TTL is registered with the cache (for eviction).
     registered: OnceLock<()>,
 }
@@ -78,12 +80,6 @@ impl Default for LeastCpuOptions {
     }
 }
 
-#[derive(Debug)]
-struct SnapshotSlots {
-    version: u64,
-    slots: Vec<Arc<CpuSlot>>,
-}
-
 impl Default for LeastCpu {
     fn default() -> Self {
         Self::new()
@@ -96,7 +92,7 @@ impl LeastCpu {
         Self {
             options: LeastCpuOptions::default(),
             rng: Rng::Thread,
-            slots: ArcSwapOption::empty(),
+            slots: SnapshotCache::default(),
             registered: OnceLock::new(),
         }
     }
@@ -174,19 +170,17 @@ impl LeastCpu {
     }
 
     /// The members' slots: cached for the snapshot `version`, else looked up.
-    fn slots_for(&self, members: &[Member], version: u64) -> Arc<SnapshotSlots> {
-        if let Some(cached) = self.slots.load_full() {
-            if cached.version == version && version != SelectionRequest::UNCACHED {
-                return cached;
-            }
-        }
-        Arc::new(SnapshotSlots {
-            version,
-            slots: members
-                .iter()
-                .map(|m| cpu::cache().slot(m.node()))
-                .collect(),
-        })
+    fn slots_for(&self, members: &[Member], version: u64) -> Vec<Arc<CpuSlot>> {
+        self.slots
+            .with(version, |cached| {
+                cached.filter(|slots| slots.len() == members.len()).cloned()
+            })
+            .unwrap_or_else(|| {
+                members
+                    .iter()
+                    .map(|m| cpu::cache().slot(m.node()))
+                    .collect()
+            })
     }
 
     /// The value a slot counts as now.
@@ -246,38 +240,22 @@ impl SelectionAlgorithm for LeastCpu {
         if members.len() == 1 {
             return Ok(0);
         }
-        let guard = self.slots.load();
-        let slots = match &*guard {
-            Some(cached)
-                if cached.version == request.version && cached.slots.len() == members.len() =>
-            {
-                &cached.slots
-            }
-            _ => return Ok(self.pick_uncached(members, request)),
-        };
-        let (now, ttl) = (clock::now_ms(), self.ttl_ms());
-        if slots.len() <= STACK_MEMBERS {
-            let mut values = [0.0f64; STACK_MEMBERS];
-            for (value, slot) in values.iter_mut().zip(slots.iter()) {
-                *value = Self::value(slot, now, ttl);
-            }
-            return Ok(self.pick_in_band(&values[..slots.len()]));
-        }
-        let values: Vec<f64> = slots.iter().map(|s| Self::value(s, now, ttl)).collect();
-        Ok(self.pick_in_band(&values))
+        Ok(self.slots.with(request.version, |cached| match cached {
+            Some(slots) if slots.len() == members.len() => self.pick_cached(slots),
+            _ => self.pick_uncached(members, request),
+        }))
     }
 
     fn on_node_change(&self, change: &NodeChange<'_>) {
         // Readings are node-keyed and shared: a leave never deletes one (other balancers may
-        // still route to that node); this only re-aligns the slots with the new snapshot.
-        self.slots.store(Some(Arc::new(SnapshotSlots {
-            version: change.version,
-            slots: change
-                .members
-                .iter()
-                .map(|m| cpu::cache().slot(m.node()))
-                .collect(),
-        })));
+        // still route to that node); this only re-aligns the balancer's slots with its new
+        // snapshot.
+        let slots = change
+            .members
+            .iter()
+            .map(|m| cpu::cache().slot(m.node()))
+            .collect();
+        self.slots.store(change.balancer, change.version, slots);
     }
 
     fn explain(
@@ -291,7 +269,7 @@ impl SelectionAlgorithm for LeastCpu {
         let mut ages = Vec::new();
         let scores = members
             .iter()
-            .zip(slots.slots.iter())
+            .zip(slots.iter())
             .map(|(member, slot)| {
                 let reading = slot.reading(now).map_or("no reading".to_string(), |r| {
                     format!("{} % {} ms old", r.cpu, r.age_ms)
@@ -321,17 +299,29 @@ impl SelectionAlgorithm for LeastCpu {
 }
 
 impl LeastCpu {
+    /// The band rule over the cached slots of a snapshot: no lock, no allocation up to
+    /// `STACK_MEMBERS` members.
+    #[inline]
+    fn pick_cached(&self, slots: &[Arc<CpuSlot>]) -> usize {
+        let (now, ttl) = (clock::now_ms(), self.ttl_ms());
+        if slots.len() <= STACK_MEMBERS {
+            let mut values = [0.0f64; STACK_MEMBERS];
+            for (value, slot) in values.iter_mut().zip(slots.iter()) {
+                *value = Self::value(slot, now, ttl);
+            }
+            return self.pick_in_band(&values[..slots.len()]);
+        }
+        let values: Vec<f64> = slots.iter().map(|s| Self::value(s, now, ttl)).collect();
+        self.pick_in_band(&values)
+    }
+
     /// Rare: a member list that is not the cached snapshot's (a re-selection after a failed
     /// send, or before the first membership change arrived).
     #[cold]
     fn pick_uncached(&self, members: &[Member], request: &SelectionRequest<'_>) -> usize {
         let slots = self.slots_for(members, request.version);
         let (now, ttl) = (clock::now_ms(), self.ttl_ms());
-        let values: Vec<f64> = slots
-            .slots
-            .iter()
-            .map(|s| Self::value(s, now, ttl))
-            .collect();
+        let values: Vec<f64> = slots.iter().map(|s| Self::value(s, now, ttl)).collect();
         self.pick_in_band(&values)
     }
 }

@@ -36,6 +36,7 @@ mod power_of_two;
 mod random;
 mod rng;
 mod round_robin;
+mod snapshot_cache;
 mod weighted_round_robin;
 
 use std::sync::Arc;

@@ -5,7 +5,8 @@ use super::{Explanation, SelectionAlgorithm, SelectionRequest};
 use crate::balancer::Member;
 use crate::Error;
 
-/// Picks a member uniformly at random (the original's default algorithm).
+/// Picks a member uniformly at random, ignoring any key. Source: the original's default
+/// algorithm; the same rule as nginx's `random` balancing without `two`.
 ///
 /// Unseeded, it draws from a thread-local generator: no shared state, so callers on many
 /// threads never contend. [`Random::seeded`] makes the sequence reproducible for tests, at the

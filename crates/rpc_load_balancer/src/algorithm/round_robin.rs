@@ -2,7 +2,8 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::{Explanation, SelectionAlgorithm, SelectionRequest};
+use super::snapshot_cache::SnapshotCache;
+use super::{Explanation, NodeChange, SelectionAlgorithm, SelectionRequest};
 use crate::balancer::Member;
 use crate::Error;
 
@@ -13,9 +14,17 @@ use crate::Error;
 /// fleet of callers does not all hit the first member together. Because members are sorted by
 /// node name, the rotation is the same list on every node; a membership change shifts the
 /// position once, as in the original.
+///
+/// One instance may serve several balancers: each has its own position, so every balancer
+/// cycles all its members however the calls interleave (up to 8 balancers at once; beyond
+/// that, an evicted balancer shares one position until its next membership change).
 #[derive(Debug)]
 pub struct RoundRobin {
+    /// A balancer's first position, and the position of selections over lists that are no
+    /// snapshot.
     next: AtomicUsize,
+    /// Each balancer's position, carried from snapshot to snapshot.
+    positions: SnapshotCache<AtomicUsize>,
 }
 
 impl RoundRobin {
@@ -28,6 +37,7 @@ impl RoundRobin {
     pub fn starting_at(offset: usize) -> Self {
         Self {
             next: AtomicUsize::new(offset),
+            positions: SnapshotCache::default(),
         }
     }
 }
@@ -58,12 +68,23 @@ impl SelectionAlgorithm for RoundRobin {
         }
     }
 
+    fn on_node_change(&self, change: &NodeChange<'_>) {
+        let next = self
+            .positions
+            .latest(change.balancer, |next| next.load(Ordering::Relaxed))
+            .unwrap_or_else(|| self.next.load(Ordering::Relaxed));
+        self.positions
+            .store(change.balancer, change.version, AtomicUsize::new(next));
+    }
+
     fn choose_from_nodes(
         &self,
         members: &[Member],
-        _request: &SelectionRequest<'_>,
+        request: &SelectionRequest<'_>,
     ) -> Result<usize, Error> {
         // Wrapping at usize::MAX skews one cycle by at most one position.
-        Ok(self.next.fetch_add(1, Ordering::Relaxed) % members.len())
+        Ok(self.positions.with(request.version, |cached| {
+            cached.unwrap_or(&self.next).fetch_add(1, Ordering::Relaxed) % members.len()
+        }))
     }
 }

@@ -2,10 +2,8 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 
-use arc_swap::ArcSwapOption;
-
+use super::snapshot_cache::SnapshotCache;
 use super::{Explanation, NodeChange, SelectionAlgorithm, SelectionRequest};
 use crate::balancer::Member;
 use crate::Error;
@@ -15,22 +13,30 @@ use crate::Error;
 /// smooth weighted round robin of nginx, so a heavy member is not hit in a burst). One
 /// `fetch_add` per pick over a cycle built once per membership change.
 ///
-/// Weights are by node full name (`u32`, at most [`WeightedRoundRobin::MAX_WEIGHT`]); nodes without one weigh
-/// [`default_weight`](Self::default_weight) (1); weight 0 removes a node from the cycle. When
-/// every current member weighs 0, selection fails with [`Error::NoEligibleMembers`].
+/// Weights are by node full name (`u32`, at most [`WeightedRoundRobin::MAX_WEIGHT`]); nodes
+/// without one weigh [`default_weight`](Self::default_weight) (1); weight 0 removes a node from
+/// the cycle. Errors: [`Balancer::start`](crate::Balancer::start) refuses invalid options with
+/// [`Error::InvalidConfig`] naming `weights` or `default_weight`; when every current member
+/// weighs 0, selection fails with [`Error::NoEligibleMembers`].
+///
+/// One instance may serve several balancers: each keeps its own cycle and position (up to 8
+/// balancers cached at once; beyond that, an evicted balancer builds its cycle per selection
+/// and shares one position until its next membership change).
 #[derive(Debug)]
 pub struct WeightedRoundRobin {
     weights: HashMap<String, u32>,
     default_weight: u32,
+    /// The first position of a balancer's cycle, and the position of selections over lists
+    /// that are no snapshot.
     next: AtomicUsize,
-    cycle: ArcSwapOption<Cycle>,
+    cycles: SnapshotCache<Cycle>,
 }
 
-/// The member indices of one cycle, for the members snapshot `version`.
+/// One balancer's cycle over one members snapshot: member indices, and the next position.
 #[derive(Debug)]
 struct Cycle {
-    version: u64,
     slots: Vec<u32>,
+    next: AtomicUsize,
 }
 
 impl Default for WeightedRoundRobin {
@@ -49,11 +55,16 @@ impl WeightedRoundRobin {
             weights: HashMap::new(),
             default_weight: 1,
             next: AtomicUsize::new(rand::random::<u32>() as usize),
-            cycle: ArcSwapOption::empty(),
+            cycles: SnapshotCache::default(),
         }
     }
 
-    /// `node` (full name, e.g. `worker_a@10.0.0.5`) weighs `weight` (0 ..= [`Self::MAX_WEIGHT`]).
+    /// `node` (full name, e.g. `worker_a@10.0.0.5`) weighs `weight` (0 ..= [`Self::MAX_WEIGHT`];
+    /// 0 takes it out of the cycle). Nodes that are not members are ignored.
+    ///
+    /// Errors: [`Balancer::start`](crate::Balancer::start) fails with
+    /// [`Error::InvalidConfig`] naming `weights` when a node is not a full name (`name@host`)
+    /// or a weight is above [`Self::MAX_WEIGHT`].
     pub fn weight(mut self, node: impl Into<String>, weight: u32) -> Self {
         self.weights.insert(node.into(), weight);
         self
@@ -61,6 +72,9 @@ impl WeightedRoundRobin {
 
     /// The weight of nodes not named with [`weight`](Self::weight) (default 1; 0 = only named
     /// nodes serve).
+    ///
+    /// Errors: [`Balancer::start`](crate::Balancer::start) fails with
+    /// [`Error::InvalidConfig`] naming `default_weight` when it is above [`Self::MAX_WEIGHT`].
     pub fn default_weight(mut self, weight: u32) -> Self {
         self.default_weight = weight;
         self
@@ -108,6 +122,21 @@ impl WeightedRoundRobin {
     }
 }
 
+/// The member at the next position of `slots`.
+///
+/// Errors: [`Error::NoEligibleMembers`] when the cycle is empty (every member weighs 0).
+#[inline]
+fn pick(slots: &[u32], next: &AtomicUsize, request: &SelectionRequest<'_>) -> Result<usize, Error> {
+    if slots.is_empty() {
+        return Err(Error::NoEligibleMembers {
+            balancer: request.balancer.to_string(),
+            reason: "every member weighs 0".into(),
+        });
+    }
+    let position = next.fetch_add(1, Ordering::Relaxed) % slots.len();
+    Ok(slots[position] as usize)
+}
+
 fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 {
         a
@@ -153,11 +182,16 @@ impl SelectionAlgorithm for WeightedRoundRobin {
     }
 
     fn on_node_change(&self, change: &NodeChange<'_>) {
-        let slots = self.build(change.members);
-        self.cycle.store(Some(Arc::new(Cycle {
-            version: change.version,
-            slots,
-        })));
+        // The balancer's position carries over to its new cycle.
+        let next = self
+            .cycles
+            .latest(change.balancer, |cycle| cycle.next.load(Ordering::Relaxed))
+            .unwrap_or_else(|| self.next.load(Ordering::Relaxed));
+        let cycle = Cycle {
+            slots: self.build(change.members),
+            next: AtomicUsize::new(next),
+        };
+        self.cycles.store(change.balancer, change.version, cycle);
     }
 
     fn choose_from_nodes(
@@ -165,28 +199,10 @@ impl SelectionAlgorithm for WeightedRoundRobin {
         members: &[Member],
         request: &SelectionRequest<'_>,
     ) -> Result<usize, Error> {
-        let cycle = self.cycle.load();
-        let built;
-        let slots: &[u32] = match cycle.as_deref() {
-            Some(cycle)
-                if cycle.version == request.version
-                    && request.version != SelectionRequest::UNCACHED =>
-            {
-                &cycle.slots
-            }
-            _ => {
-                built = self.build(members);
-                &built
-            }
-        };
-        if slots.is_empty() {
-            return Err(Error::NoEligibleMembers {
-                balancer: request.balancer.to_string(),
-                reason: "every member weighs 0".into(),
-            });
-        }
-        let position = self.next.fetch_add(1, Ordering::Relaxed) % slots.len();
-        Ok(slots[position] as usize)
+        self.cycles.with(request.version, |cached| match cached {
+            Some(cycle) => pick(&cycle.slots, &cycle.next, request),
+            None => pick(&self.build(members), &self.next, request),
+        })
     }
 
     fn explain(

@@ -118,10 +118,14 @@ impl BalancerConfig {
         self
     }
 
-    /// The selection algorithm, shared (e.g. to keep a handle on it). An instance may serve
-    /// several balancers and still routes each by its own members, but algorithms cache what
-    /// they derive per members snapshot (a ring, a schedule): give each balancer its own
-    /// instance unless the algorithm keeps no such cache.
+    /// The selection algorithm, shared (e.g. to keep a handle on it, or to give one instance
+    /// to several balancers). The built-in algorithms keep each balancer's state apart — its
+    /// ring, weighted cycle, rotation position or CPU cache slots, cached per balancer without
+    /// locks or allocation for up to 8 balancers per instance (beyond that, a balancer whose
+    /// entry was evicted derives it per selection until its next membership change). A custom
+    /// algorithm that caches per members snapshot should key its cache on
+    /// [`SelectionRequest::version`](crate::SelectionRequest::version) and
+    /// [`NodeChange::balancer`](crate::algorithm::NodeChange::balancer) likewise.
     pub fn algorithm_arc(mut self, algorithm: Arc<dyn SelectionAlgorithm>) -> Self {
         self.algorithm = algorithm;
         self

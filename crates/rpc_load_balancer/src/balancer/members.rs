@@ -116,6 +116,15 @@ impl Member {
             in_flight: Arc::default(),
         }
     }
+
+    /// A member on this node (as a member actor of this process is).
+    #[cfg(test)]
+    pub(crate) fn local_for_test(node: &str, actor: ActorRef<RpcMessage>) -> Member {
+        Member {
+            local: true,
+            ..Member::for_test(node, actor)
+        }
+    }
 }
 
 impl std::fmt::Debug for Member {
@@ -137,8 +146,11 @@ pub struct Members {
 impl Members {
     /// Builds a snapshot from pg cells: keeps member actors, one per node (a local one wins,
     /// else the first), sorted by node name, each with its selection counter registered.
-    /// A node that stays a member keeps its in-flight count from `previous`; a node that
-    /// (re)joins starts at 0, so late releases from an earlier membership never touch it.
+    /// A member whose actor is in `previous` keeps that actor's in-flight count. Counts are
+    /// matched by the member actor's id, not by node: a member that left and rejoined (a new
+    /// actor on the same node — a restarted member or a reconnected node), even between two
+    /// snapshots, starts at 0, and late releases of selections from its earlier membership go
+    /// to the earlier counter, which is freed with the last snapshot or guard holding it.
     pub(crate) fn from_cells(
         metrics: &SelectionMetrics,
         version: u64,
@@ -154,7 +166,8 @@ impl Members {
         members.dedup_by(|later, first| later.node == first.node);
         for member in &mut members {
             member.selected = metrics.member_counter(&member.node);
-            if let Some(kept) = previous.get(&member.node) {
+            let id = member.id();
+            if let Some(kept) = previous.as_slice().iter().find(|m| m.id() == id) {
                 member.in_flight = Arc::clone(&kept.in_flight);
             }
         }
@@ -197,3 +210,6 @@ impl Members {
         self.members.iter().any(|m| &*m.node == node)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,103 @@
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+
+use super::*;
+
+/// An actor that only gives members something to point at.
+struct Idle;
+impl Actor for Idle {
+    type Msg = RpcMessage;
+    type State = ();
+    type Arguments = ();
+    async fn pre_start(&self, _: ActorRef<RpcMessage>, _: ()) -> Result<(), ActorProcessingErr> {
+        Ok(())
+    }
+}
+
+/// A member actor of `balancer` on `node` (by its registered name, as pg lists it).
+async fn member_actor(balancer: &str, node: &str) -> ActorRef<RpcMessage> {
+    let (actor, _) = Actor::spawn(Some(member_name(balancer, node)), Idle, ())
+        .await
+        .unwrap();
+    actor
+}
+
+fn snapshot(
+    metrics: &SelectionMetrics,
+    version: u64,
+    actors: &[&ActorRef<RpcMessage>],
+    previous: &Members,
+) -> Members {
+    let cells: Vec<ActorCell> = actors.iter().map(|a| a.get_cell()).collect();
+    Members::from_cells(metrics, version, &cells, previous)
+}
+
+#[tokio::test]
+async fn a_member_that_rejoins_before_the_next_snapshot_starts_at_zero() {
+    let metrics = SelectionMetrics::new("least_connections", "rejoin");
+    let old_a = member_actor("rejoin", "a@h").await;
+    let b = member_actor("rejoin", "b@h").await;
+    let first = snapshot(&metrics, 1, &[&old_a, &b], &Members::default());
+    // Two selections of a and one of b are in flight (each guard holds its member).
+    let held_a = first.get("a@h").unwrap().clone();
+    held_a.acquire();
+    held_a.acquire();
+    first.get("b@h").unwrap().acquire();
+
+    // a's member actor stops and a new one joins on the same node; the next snapshot is built
+    // only after both happened (no snapshot in between saw a gone).
+    old_a
+        .stop_and_wait(None, Some(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    let new_a = member_actor("rejoin", "a@h").await;
+    let second = snapshot(&metrics, 2, &[&new_a, &b], &first);
+    let rejoined = second.get("a@h").unwrap();
+    assert_ne!(rejoined.id(), held_a.id(), "a new actor: a new membership");
+    assert_eq!(rejoined.in_flight(), 0, "the rejoined member starts clean");
+    assert_eq!(second.get("b@h").unwrap().in_flight(), 1, "b stayed: kept");
+
+    // Late releases of the old selections hit the old counter only, never below zero.
+    rejoined.acquire();
+    held_a.release();
+    assert_eq!(rejoined.in_flight(), 1);
+    held_a.release();
+    held_a.release();
+    assert_eq!(held_a.in_flight(), 0);
+    assert_eq!(rejoined.in_flight(), 1);
+    rejoined.release();
+    assert_eq!(rejoined.in_flight(), 0);
+    new_a.stop(None);
+    b.stop(None);
+}
+
+#[tokio::test]
+async fn a_departed_members_counter_is_freed_with_the_last_holder() {
+    let metrics = SelectionMetrics::new("least_connections", "depart");
+    let a = member_actor("depart", "a@h").await;
+    let b = member_actor("depart", "b@h").await;
+    let first = snapshot(&metrics, 1, &[&a, &b], &Members::default());
+    // A guard on a outlives the snapshot it came from.
+    let held_a = first.get("a@h").unwrap().clone();
+    held_a.acquire();
+    let a_counter = Arc::downgrade(&held_a.in_flight);
+    let b_counter = Arc::downgrade(&first.get("b@h").unwrap().in_flight);
+
+    // a leaves.
+    let second = snapshot(&metrics, 2, &[&b], &first);
+    assert_eq!(second.nodes(), ["b@h"]);
+    drop(first);
+    assert!(a_counter.upgrade().is_some(), "the live guard still counts");
+    held_a.release();
+    drop(held_a);
+    assert!(a_counter.upgrade().is_none(), "a's counter was freed");
+    // b's counter is the one the new snapshot holds.
+    let kept = b_counter.upgrade().expect("b's counter is kept");
+    assert!(Arc::ptr_eq(&kept, &second.get("b@h").unwrap().in_flight));
+    drop(kept);
+    drop(second);
+    assert!(b_counter.upgrade().is_none());
+    a.stop(None);
+    b.stop(None);
+}

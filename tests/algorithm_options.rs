@@ -1,0 +1,76 @@
+//! Invalid algorithm options refuse the balancer's start with `InvalidConfig` naming the
+//! option, through `Balancer::start` (not just the algorithm's `init`): nothing is started and
+//! the name stays free for a valid start.
+
+use std::sync::Arc;
+
+use rpc_load_balancer::{
+    Balancer, BalancerConfig, Error, HashRing, Node, NodeConfig, SelectionAlgorithm,
+    WeightedRoundRobin,
+};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_hash_ring_and_weighted_round_robin_options_fail_the_start() {
+    let node = Node::start(NodeConfig::new("options", "127.0.0.1:0").cookie("options"))
+        .await
+        .unwrap();
+    let me = node.name().to_string();
+    let cases: Vec<(&str, Arc<dyn SelectionAlgorithm>, &str)> = vec![
+        ("no points", Arc::new(HashRing::new().weight(0)), "weight"),
+        (
+            "too many points",
+            Arc::new(HashRing::new().weight(HashRing::MAX_WEIGHT + 1)),
+            "weight",
+        ),
+        (
+            "a weight over the maximum",
+            Arc::new(WeightedRoundRobin::new().weight(&me, WeightedRoundRobin::MAX_WEIGHT + 1)),
+            "weights",
+        ),
+        (
+            "a node that is not a full name",
+            Arc::new(WeightedRoundRobin::new().weight("options", 2)),
+            "weights",
+        ),
+        (
+            "a default weight over the maximum",
+            Arc::new(WeightedRoundRobin::new().default_weight(WeightedRoundRobin::MAX_WEIGHT + 1)),
+            "default_weight",
+        ),
+    ];
+    for (what, algorithm, option) in cases {
+        match Balancer::start(BalancerConfig::new("options").algorithm_arc(algorithm)).await {
+            Err(Error::InvalidConfig {
+                option: named,
+                reason,
+            }) => {
+                assert_eq!(named, option, "{what}: {reason}");
+                assert!(!reason.is_empty(), "{what}");
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+        assert!(
+            matches!(
+                Balancer::lookup("options"),
+                Err(Error::UnknownBalancer { .. })
+            ),
+            "{what}: nothing was started"
+        );
+    }
+    // Valid options of both start under the same name.
+    for algorithm in [
+        Arc::new(HashRing::new().weight(HashRing::MAX_WEIGHT)) as Arc<dyn SelectionAlgorithm>,
+        Arc::new(
+            WeightedRoundRobin::new()
+                .weight(&me, WeightedRoundRobin::MAX_WEIGHT)
+                .default_weight(0),
+        ),
+    ] {
+        let balancer = Balancer::start(BalancerConfig::new("options").algorithm_arc(algorithm))
+            .await
+            .unwrap();
+        assert_eq!(balancer.select_node(Some(b"k")).unwrap().node(), me);
+        balancer.stop().await;
+    }
+    node.shutdown().await;
+}
