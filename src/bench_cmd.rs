@@ -846,7 +846,7 @@ mod tests {
         let runtime = crate::cli::RuntimeSettings::of(&cli_runtime());
         let child = child_args(&args, runtime);
         // The children run this process's runtime flavor unless --node-runtime says otherwise.
-        assert_eq!(child[child.len() - 2..], ["--runtime", "multi-thread"]);
+        assert_eq!(child[child.len() - 2..], ["--runtime", "current-thread"]);
         assert_eq!(
             child[..6],
             [
