@@ -169,6 +169,24 @@ pub fn error_json(error: &Error) -> Value {
     })
 }
 
+/// The one JSON document `demo --json` and `bench --json` print when they fail before their
+/// report: `{"ok":false,"error":{"kind","code","message","node"}}` — the library's error as
+/// [`error_json`] gives it (found through the harness's error too), else kind `"failed"` with
+/// code and node null.
+pub fn failure_document(error: &(dyn std::error::Error + 'static)) -> Value {
+    let library = error.downcast_ref::<Error>().or_else(|| {
+        match error.downcast_ref::<crate::harness::HarnessError>() {
+            Some(crate::harness::HarnessError::Node(inner)) => Some(inner),
+            _ => None,
+        }
+    });
+    let error = match library {
+        Some(error) => error_json(error),
+        None => json!({"kind": "failed", "code": null, "message": error.to_string(), "node": null}),
+    };
+    json!({"ok": false, "error": error})
+}
+
 /// Why `call`, `control` or `load` could not do its work: the library's error (joining the
 /// cluster, starting the client balancer, the call itself), or a usage error found after
 /// parsing (an unknown demo function or control request, a bad argument).
@@ -578,6 +596,25 @@ async fn run_load(args: &LoadArgs) -> Result<load::LoadReport, CmdFailure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failures_of_demo_and_bench_are_one_json_document() {
+        let peers = Error::PeersNotReady {
+            wanted: 3,
+            connected: 2,
+            timeout: std::time::Duration::from_secs(15),
+        };
+        let direct = failure_document(&peers);
+        assert_eq!(direct["ok"], false);
+        assert_eq!(direct["error"], error_json(&peers));
+        let wrapped = crate::harness::HarnessError::Node(peers.clone());
+        assert_eq!(failure_document(&wrapped), direct);
+        let other: Box<dyn std::error::Error + Send + Sync> = "expected 3 nodes, have 2".into();
+        let document = failure_document(other.as_ref());
+        assert_eq!(document["error"]["kind"], "failed");
+        assert_eq!(document["error"]["message"], "expected 3 nodes, have 2");
+        assert!(document["error"]["code"].is_null() && document["error"]["node"].is_null());
+    }
 
     #[test]
     fn control_requests_parse_with_their_arguments() {

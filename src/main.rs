@@ -22,6 +22,13 @@ fn main() {
             std::process::exit(1);
         }
     };
+    // demo and bench print one JSON document even when they fail (call/load/control print
+    // their own).
+    let json_failures = match &cli.command {
+        Command::Demo(args) => args.shape.json,
+        Command::Bench(args) => args.shape.json,
+        _ => false,
+    };
     let outcome = runtime.block_on(async move {
         match cli.command {
             Command::Node(args) => rpclb::node_cmd::run(args).await.map(|()| 0),
@@ -36,6 +43,9 @@ fn main() {
         Ok(code) => code,
         Err(error) => {
             eprintln!("error: {error}");
+            if json_failures {
+                println!("{}", rpclb::client_cmd::failure_document(error.as_ref()));
+            }
             1
         }
     };
