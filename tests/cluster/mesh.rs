@@ -93,3 +93,50 @@ async fn a_client_node_meets_nodes_that_join_after_it() {
     println!("met the late joiner after {:?}", started.elapsed());
     me.shutdown().await;
 }
+
+/// A node that left (drained shutdown, announced to its peers) and comes back under the same
+/// name is met again by a client node that stayed: the client is dialled by nobody, and a
+/// peer's list naming the node is taken as stale only for 5 s after it went down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_node_meets_a_node_that_left_and_came_back() {
+    let cookie = random_cookie();
+    let hub = NodeSpec::new("hub", &cookie).start(BIN).await.unwrap();
+    let config = NodeConfig::new("client", "127.0.0.1:0")
+        .cookie(&cookie)
+        .client(true);
+    let me = Node::start(config).await.unwrap();
+    me.connect(hub.addr()).await.unwrap();
+    let mut back = NodeSpec::new("back", &cookie)
+        .peer(hub.addr())
+        .start(BIN)
+        .await
+        .unwrap();
+    let name = back.node().to_string();
+    me.wait_for_peers(2, Duration::from_secs(6)).await.unwrap();
+
+    back.signal(libc::SIGTERM);
+    back.wait_exit(Duration::from_secs(10))
+        .await
+        .expect("the node exits after SIGTERM");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while me.nodes().contains(&name) {
+        assert!(
+            Instant::now() < deadline,
+            "{name} still listed after it left"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let again = NodeSpec::new("back", &cookie)
+        .peer(hub.addr())
+        .start(BIN)
+        .await
+        .unwrap();
+    assert_eq!(again.node(), name);
+    let started = Instant::now();
+    // Stale for 5 s after it went down, then the next 10 s refresh: within 20 s.
+    me.wait_for_peers(2, Duration::from_secs(20)).await.unwrap();
+    assert!(me.nodes().contains(&name), "{:?}", me.nodes());
+    println!("met the returning node after {:?}", started.elapsed());
+    me.shutdown().await;
+}

@@ -287,6 +287,11 @@ impl ClusterState {
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
                         .remove(name.as_str());
+                    self.shared
+                        .left_down_at
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(name.as_str());
                     let (shared, server) = (Arc::clone(&self.shared), self.server.clone());
                     let (peer, session) = (name.clone(), event.session.get_cell());
                     tokio::spawn(async move {
@@ -402,6 +407,13 @@ impl ClusterState {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .remove(&name);
+            }
+            if NodeShared::listed(&self.shared.left, &name) {
+                self.shared
+                    .left_down_at
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(name.clone(), std::time::Instant::now());
             }
             let _ = self.shared.events.send(NodeEvent::Down { node: name });
         } else {

@@ -36,6 +36,10 @@ const ASK_AGAIN: [Duration; 3] = [
     Duration::from_secs(3),
 ];
 
+/// How long after a node that announced it was leaving went down a peer's list naming it is
+/// taken as stale; later, the peer has seen it come back (restarted under the same name).
+const LEFT_LISTING: Duration = Duration::from_secs(5);
+
 /// How often a connected peer is asked for its peers once the first questions are done.
 pub(crate) const MESH_REFRESH: Duration = Duration::from_secs(10);
 
@@ -79,8 +83,9 @@ async fn learn_from(
             || addr.is_empty()
             || shared.peers.load().contains_key(&name)
             || shared.refusal(&name).is_some()
-            // Announced it is leaving: a peer that has not seen it go yet still lists it.
-            || NodeShared::listed(&shared.left, &name)
+            // Announced it is leaving, and still up or gone only just: a peer that has not
+            // seen it go yet still lists it. (Listed later, it has come back.)
+            || shared.just_left(&name, LEFT_LISTING)
         {
             continue;
         }

@@ -131,6 +131,8 @@ pub(crate) struct NodeShared {
     pub(crate) lifecycle: tokio::sync::watch::Sender<Lifecycle>,
     /// Peers that announced they are leaving (shutting down after draining).
     pub(crate) left: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// When each peer in `left` went down (its last session closed), for [`Self::just_left`].
+    pub(crate) left_down_at: Mutex<HashMap<String, std::time::Instant>>,
     /// Peers refused for speaking another wire version, with the error (until one passes the
     /// check).
     pub(crate) refused: Mutex<HashMap<String, (Error, std::time::Instant)>>,
@@ -196,6 +198,7 @@ impl NodeShared {
             call_timeout: config.call_timeout,
             retry: config.retry,
             left: Default::default(),
+            left_down_at: Default::default(),
             refused: Default::default(),
             redialing: Default::default(),
             client: config.client,
@@ -346,6 +349,20 @@ impl NodeShared {
     }
 
     /// Whether `name` is in `set` (one of the name sets above).
+    /// Whether `name` announced it was leaving and is still up, or went down less than
+    /// `within` ago: a peer that has not seen it go yet may still list it. Past that, a peer
+    /// that lists it has seen it come back (restarted under the same name).
+    pub(crate) fn just_left(&self, name: &str, within: std::time::Duration) -> bool {
+        if !Self::listed(&self.left, name) {
+            return false;
+        }
+        self.left_down_at
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .is_none_or(|down| down.elapsed() < within)
+    }
+
     pub(crate) fn listed(set: &Mutex<HashSet<String>>, name: &str) -> bool {
         set.lock().unwrap_or_else(|p| p.into_inner()).contains(name)
     }
