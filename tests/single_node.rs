@@ -147,3 +147,58 @@ async fn weighted_round_robin_with_explicit_weights_routes_to_this_node() {
     }
     node.shutdown().await;
 }
+
+/// Durations far beyond any deadline — `Duration::MAX` as a call's timeout, a balancer's
+/// `call_timeout`, a retry's sleep, a drain timeout — mean "as long as it takes", never an
+/// overflow panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_durations_are_waits_not_panics() {
+    use rpc_load_balancer::{Retry, RetryCount, RoundRobin};
+    let node = Node::start(NodeConfig::new("huge", "127.0.0.1:0").cookie("huge"))
+        .await
+        .unwrap();
+    register_all(&node, Duration::ZERO).unwrap();
+    let balancer = Balancer::start(
+        BalancerConfig::new("huge")
+            .algorithm(RoundRobin::new())
+            .call_timeout(Duration::MAX)
+            .leave_grace(Duration::ZERO)
+            .drain_timeout(Duration::MAX),
+    )
+    .await
+    .unwrap();
+    balancer
+        .wait_for_members(1, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(balancer.call::<Whoami>(()).await.unwrap(), node.name());
+    let reply = balancer
+        .call::<Whoami>(())
+        .timeout(Duration::MAX)
+        .await
+        .unwrap();
+    assert_eq!(reply, node.name());
+    balancer
+        .cast::<Whoami>(())
+        .timeout(Duration::MAX)
+        .await
+        .unwrap();
+
+    // Nobody to send to, a retry sleeping "forever": the call's own timeout ends the wait.
+    let empty =
+        Balancer::start(BalancerConfig::new("huge-empty").node_match_list(["no-such-node"]))
+            .await
+            .unwrap();
+    let started = std::time::Instant::now();
+    let outcome = empty
+        .call::<Whoami>(())
+        .retry(Retry::new(RetryCount::Unlimited, Duration::MAX))
+        .timeout(Duration::from_millis(200))
+        .await;
+    assert!(
+        matches!(outcome, Err(Error::NoMembers { .. })),
+        "{outcome:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(2));
+    node.shutdown().await;
+}

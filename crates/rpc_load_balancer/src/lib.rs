@@ -69,6 +69,7 @@ pub mod balancer;
 mod call;
 pub mod control;
 pub mod cpu;
+mod deadline;
 mod endpoint;
 mod error;
 pub mod filter;

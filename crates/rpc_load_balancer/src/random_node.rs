@@ -151,7 +151,7 @@ impl Options {
                 balancer,
             });
         }
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline::after(timeout);
         let retry = self.retry.unwrap_or(shared.retry);
         let mut attempt = 0u32;
         loop {
@@ -183,7 +183,7 @@ impl Options {
                 });
             }
             attempt += 1;
-            let wake = deadline.min(Instant::now() + retry.jittered());
+            let wake = deadline.min(crate::deadline::after(retry.jittered()));
             tracing::debug!(
                 filter = %self.filter,
                 attempt,

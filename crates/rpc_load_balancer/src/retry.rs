@@ -78,7 +78,7 @@ impl Retry {
         if self.sleep.is_zero() {
             return Duration::ZERO;
         }
-        self.sleep.mul_f64(rand::rng().random_range(0.8..=1.2))
+        crate::deadline::scaled(self.sleep, rand::rng().random_range(0.8..=1.2))
     }
 }
 

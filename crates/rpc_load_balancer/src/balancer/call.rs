@@ -45,7 +45,7 @@ async fn choose_with_retry(
                     && Instant::now() < deadline =>
             {
                 attempt += 1;
-                let wake = deadline.min(Instant::now() + retry.jittered());
+                let wake = deadline.min(crate::deadline::after(retry.jittered()));
                 tracing::debug!(balancer = %shared.name, attempt, %error, "nobody to send to; waiting to select again");
                 // A membership change ends the wait early; a closed watch (the balancer is
                 // gone) is seen by the next attempt.
@@ -134,7 +134,7 @@ impl<F: RemoteFunction> BalancedCall<F> {
             .unwrap_or(node.call_timeout);
         shared.check_running()?;
         call::check_timeout(timeout)?;
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline::after(timeout);
         let retry = self.retry.or(shared.config.retry).unwrap_or(node.retry);
         let directly = self.call_directly.unwrap_or(node.call_directly);
         if directly || shared.config.algorithm.is_local() {
@@ -320,7 +320,7 @@ impl<F: RemoteFunction> BalancedCast<F> {
             .or(shared.config.call_timeout)
             .unwrap_or(node.call_timeout);
         call::check_timeout(timeout)?;
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline::after(timeout);
         let retry = self.retry.or(shared.config.retry).unwrap_or(node.retry);
         let directly = self.call_directly.unwrap_or(node.call_directly);
         if directly || shared.config.algorithm.is_local() {

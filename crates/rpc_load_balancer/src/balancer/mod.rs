@@ -342,7 +342,7 @@ impl Balancer {
         let shared = &self.shared;
         let config = &shared.config;
         let started = tokio::time::Instant::now();
-        let deadline = started + config.drain_timeout;
+        let deadline = crate::deadline::after(config.drain_timeout);
         if shared.member {
             if let Some(cell) =
                 ractor::registry::where_is(member_name(&shared.name, &shared.node.name))
@@ -353,10 +353,8 @@ impl Balancer {
                     vec![cell],
                 );
             }
-            tokio::time::sleep_until(
-                deadline.min(tokio::time::Instant::now() + config.leave_grace),
-            )
-            .await;
+            tokio::time::sleep_until(deadline.min(crate::deadline::after(config.leave_grace)))
+                .await;
         }
         shared.accepting.store(false, Ordering::Release);
         let drained = loop {

@@ -158,7 +158,7 @@ impl Actor for Poller {
             pending: Arc::default(),
             cycles: JoinSet::new(),
             watcher: None,
-            due: Instant::now() + delay,
+            due: crate::deadline::after(delay).into_std(),
         })
     }
 
@@ -289,7 +289,7 @@ async fn cycle(
             // here yet (it just joined), is asked again soon, a few times within the poll
             // interval, not only at the next tick.
             let mut asked = 1;
-            let patience = Instant::now() + args.options.poll_interval;
+            let patience = crate::deadline::after(args.options.poll_interval).into_std();
             while not_yet(&reply)
                 && asked < NO_READING_ASKS
                 && Instant::now() + NO_READING_RETRY < patience

@@ -59,7 +59,7 @@ pub(crate) async fn redial(
         shared: &shared,
         name: &name,
     };
-    let give_up_at = Instant::now() + shared.reconnect_give_up;
+    let give_up_at = crate::deadline::after(shared.reconnect_give_up);
     let mut backoff = FIRST_BACKOFF;
     // Both sides of a lost session may redial: the higher name waits a little longer, so the
     // other's dial usually wins and no duplicate session has to be dropped.
