@@ -105,10 +105,18 @@ pub async fn run(args: DemoArgs) -> CmdResult<i32> {
     };
     if let Some(burn) = args.burn {
         if burn > args.nodes {
-            eprintln!(
-                "error: --burn {burn} names no node: there are {} (1 = the first)",
+            let message = format!(
+                "--burn {burn} names no node: there are {} (1 = the first)",
                 args.nodes
             );
+            eprintln!("error: {message}");
+            if args.shape.json {
+                let usage = crate::client_cmd::CmdFailure::Usage(message);
+                println!(
+                    "{}",
+                    serde_json::json!({"ok": false, "error": usage.to_json()})
+                );
+            }
             return Ok(2);
         }
     }

@@ -107,6 +107,15 @@ pub(crate) fn dispatch_with<G: Send + 'static>(
 /// Runs one encoded call and returns the encoded reply. Never panics.
 pub(crate) async fn serve_call(shared: &NodeShared, bytes: &[u8]) -> Vec<u8> {
     let _serving = shared.served.enter();
+    // A caller with a larger cap may send more than this node accepts: refused unrun.
+    if bytes.len() > shared.max_payload {
+        let message = format!(
+            "call of {} bytes exceeds this node's max_payload_bytes of {}; not run",
+            bytes.len(),
+            shared.max_payload
+        );
+        return reply::encode_status(&ReplyStatus::BadRequest(&message));
+    }
     let (header, args) = match decode_call(bytes) {
         Ok(decoded) => decoded,
         Err(DecodeError::Version(remote)) => {

@@ -34,6 +34,17 @@ impl RemoteFunction for Panic {
     }
 }
 
+/// Replies with `n` bytes of text.
+struct Amplify;
+impl RemoteFunction for Amplify {
+    const NAME: &'static str = "amplify";
+    type Args = usize;
+    type Reply = String;
+    async fn call(&self, n: usize) -> Result<String, FunctionError> {
+        Ok("x".repeat(n))
+    }
+}
+
 struct Sleep;
 impl RemoteFunction for Sleep {
     const NAME: &'static str = "sleep";
@@ -54,6 +65,7 @@ fn shared() -> NodeShared {
     shared.registry.register(Fail).unwrap();
     shared.registry.register(Panic).unwrap();
     shared.registry.register(Sleep).unwrap();
+    shared.registry.register(Amplify).unwrap();
     shared
 }
 
@@ -127,9 +139,25 @@ async fn a_call_past_its_deadline_is_stopped() {
 #[tokio::test]
 async fn oversized_reply_becomes_payload_too_large() {
     let shared = shared();
-    let (status, _) = status_of(&shared, &call("echo", 1000, &"x".repeat(2000))).await;
+    let (status, _) = status_of(&shared, &call("amplify", 1000, &2000usize)).await;
     assert!(status.starts_with("PayloadTooLarge { size: 20"), "{status}");
     assert!(status.ends_with("limit: 1024 }"), "{status}");
+}
+
+/// A caller with a larger cap may send more than this node accepts: the call is refused
+/// before the function runs (`fail` would answer Failed if it ran).
+#[tokio::test]
+async fn a_call_over_this_nodes_cap_is_refused_unrun() {
+    let shared = shared();
+    let (status, _) = status_of(&shared, &call("fail", 1000, &"x".repeat(2000))).await;
+    assert!(status.starts_with("BadRequest"), "{status}");
+    assert!(
+        status.contains("exceeds this node's max_payload_bytes of 1024; not run"),
+        "{status}"
+    );
+    // Just under the cap, it runs.
+    let (status, _) = status_of(&shared, &call("fail", 1000, &"x".repeat(900))).await;
+    assert!(status.starts_with("Failed"), "{status}");
 }
 
 #[tokio::test]
