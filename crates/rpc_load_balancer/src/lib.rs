@@ -10,8 +10,8 @@
 //! A [`Balancer`] routes calls to "some member of balancer X": every node that starts the
 //! balancer (and matches its `node_match_list`) is a member, found through a `ractor::pg` group,
 //! and a [`SelectionAlgorithm`] picks one per call — [`Random`], [`RoundRobin`],
-//! [`WeightedRoundRobin`], [`LeastConnections`], [`PowerOfTwo`], [`HashRing`], [`CallDirect`] or
-//! your own. See the [`balancer`] module for an example, [`telemetry`] for spans and metrics.
+//! [`WeightedRoundRobin`], [`LeastConnections`], [`PowerOfTwo`], [`HashRing`], [`CallDirect`],
+//! [`LeastCpu`] (by the members' CPU readings, see [`cpu`]) or your own. See the [`balancer`] module for an example, [`telemetry`] for spans and metrics.
 //!
 //! # Quick start
 //!

@@ -66,7 +66,7 @@ pub(crate) fn node_of_endpoint(actor_name: &str) -> Option<&str> {
     actor_name.strip_prefix(ENDPOINT_NAME_PREFIX)
 }
 
-/// The message every rpc endpoint (and, later, balancer member) actor receives.
+/// The message every rpc endpoint and balancer member actor receives.
 ///
 /// Public only because ractor needs the type to address remote actors; build requests through
 /// [`Node`](crate::Node), not by hand. Variant names are the wire contract and never change.
