@@ -313,8 +313,7 @@ pub struct NodeArgs {
     /// whole machine), `process` (this process, over the cores it may use), `runtime` (busy
     /// share of its tokio workers), or the test samplers `const:N` (always N %), `panic` (every
     /// sample fails) and `const-then-panic:N:AFTER_MS` (N %, then failing from AFTER_MS after
-    /// start). N outside 0–100 is accepted here but every sample with it fails (a warning each
-    /// time).
+    /// start); N is 0–100 (else the node does not start).
     #[arg(long, value_name = "SPEC", default_value = "system")]
     pub cpu_sampler: CpuSampler,
     /// How often the node samples its CPU, in ms (0 is refused at start).

@@ -162,11 +162,13 @@ impl fmt::Display for CpuSampler {
 const SPECS: &str =
     "system, process, runtime, const:N, panic, const-then-panic:N:AFTER_MS (N in %, AFTER in ms)";
 
-/// Parses the flag syntax (see [`CpuSampler`]). `N` is any `f64` Rust parses (out-of-range
-/// values are accepted, and make every sample fail); `AFTER_MS` is whole milliseconds.
+/// Parses the flag syntax (see [`CpuSampler`]). `N` is a percentage, 0 to 100; `AFTER_MS` is
+/// whole milliseconds.
 ///
 /// Errors: [`Error::InvalidConfig`] with option `cpu_sampler`, its reason naming the bad part
-/// (an unknown sampler, a missing or extra `:` part, a number that does not parse).
+/// (an unknown sampler, a missing or extra `:` part, a number that does not parse or is not
+/// within 0–100). (A [`CpuSampler::Const`] built in code may hold any value: every sample of
+/// an out-of-range one fails, with a warning.)
 impl FromStr for CpuSampler {
     type Err = Error;
 
@@ -189,8 +191,16 @@ impl FromStr for CpuSampler {
             }
         };
         let percent = |text: &str| {
-            text.parse::<f64>()
-                .map_err(|e| invalid(format!("{spec:?}: N = {text:?} is not a number: {e}")))
+            let value = text
+                .parse::<f64>()
+                .map_err(|e| invalid(format!("{spec:?}: N = {text:?} is not a number: {e}")))?;
+            if (0.0..=100.0).contains(&value) {
+                Ok(value)
+            } else {
+                Err(invalid(format!(
+                    "{spec:?}: N = {text:?} is not a percentage from 0 to 100"
+                )))
+            }
         };
         match kind {
             "system" => arity(0, "system").map(|()| Self::System),
@@ -497,8 +507,6 @@ mod tests {
             "const:42.5",
             "const:0",
             "const:100",
-            "const:-3",
-            "const:NaN",
             "panic",
             "const-then-panic:30:2000",
         ] {
@@ -533,6 +541,17 @@ mod tests {
         assert!(reason("const").contains("takes 1"));
         assert!(reason("const:").contains("N = \"\""));
         assert!(reason("const:abc").contains("N = \"abc\""));
+        for out_of_range in [
+            "const:-3",
+            "const:NaN",
+            "const:100.5",
+            "const-then-panic:150:10",
+        ] {
+            assert!(
+                reason(out_of_range).contains("not a percentage from 0 to 100"),
+                "{out_of_range}"
+            );
+        }
         assert!(reason("const:1:2").contains("takes 1"));
         assert!(reason("system:1").contains("takes 0"));
         assert!(reason("const-then-panic:5").contains("takes 2"));
