@@ -189,6 +189,7 @@ async fn control_requests_are_answered() {
     assert_eq!(
         answer,
         ControlReply::Functions(vec![
+            "amplify".into(),
             "echo".into(),
             "fail".into(),
             "panic".into(),
