@@ -105,3 +105,7 @@ pub use wire::{RpcMessage, ENDPOINT_GROUP, SCOPE, WIRE_VERSION};
 #[doc = include_str!("../../../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// The guides under `docs/` (tutorial, how-tos, reference, explanation), compiled as doc tests.
+#[cfg(doctest)]
+pub mod guides;

@@ -1,0 +1,45 @@
+//! The Markdown guides under `docs/`, their Rust code blocks compiled (and, unless marked
+//! `no_run` or `ignore`, run) as doc tests so they stay true. Doc-test builds only.
+
+#[doc = include_str!("../../../docs/tutorials/getting-started.md")]
+pub struct TutorialsGettingStarted;
+#[doc = include_str!("../../../docs/how-to/choosing-an-algorithm.md")]
+pub struct HowToChoosingAnAlgorithm;
+#[doc = include_str!("../../../docs/how-to/hash-routing.md")]
+pub struct HowToHashRouting;
+#[doc = include_str!("../../../docs/how-to/weighted-round-robin.md")]
+pub struct HowToWeightedRoundRobin;
+#[doc = include_str!("../../../docs/how-to/connection-tracking.md")]
+pub struct HowToConnectionTracking;
+#[doc = include_str!("../../../docs/how-to/least-cpu.md")]
+pub struct HowToLeastCpu;
+#[doc = include_str!("../../../docs/how-to/node-filtering.md")]
+pub struct HowToNodeFiltering;
+#[doc = include_str!("../../../docs/how-to/retries.md")]
+pub struct HowToRetries;
+#[doc = include_str!("../../../docs/how-to/draining-and-shutdown.md")]
+pub struct HowToDrainingAndShutdown;
+#[doc = include_str!("../../../docs/how-to/testing-with-call-direct.md")]
+pub struct HowToTestingWithCallDirect;
+#[doc = include_str!("../../../docs/how-to/telemetry-and-metrics.md")]
+pub struct HowToTelemetryAndMetrics;
+#[doc = include_str!("../../../docs/how-to/custom-algorithm.md")]
+pub struct HowToCustomAlgorithm;
+#[doc = include_str!("../../../docs/how-to/securing-a-cluster.md")]
+pub struct HowToSecuringACluster;
+#[doc = include_str!("../../../docs/how-to/running-across-machines.md")]
+pub struct HowToRunningAcrossMachines;
+#[doc = include_str!("../../../docs/how-to/deadlines-and-overload.md")]
+pub struct HowToDeadlinesAndOverload;
+#[doc = include_str!("../../../docs/reference/configuration.md")]
+pub struct ReferenceConfiguration;
+#[doc = include_str!("../../../docs/reference/errors.md")]
+pub struct ReferenceErrors;
+#[doc = include_str!("../../../docs/reference/metrics.md")]
+pub struct ReferenceMetrics;
+#[doc = include_str!("../../../docs/reference/rpclb.md")]
+pub struct ReferenceRpclb;
+#[doc = include_str!("../../../docs/reference/wire-compatibility.md")]
+pub struct ReferenceWireCompatibility;
+#[doc = include_str!("../../../docs/explanation/architecture.md")]
+pub struct ExplanationArchitecture;
