@@ -29,11 +29,11 @@ use std::time::Duration;
 
 use indicatif::ProgressBar;
 use ractor::ActorRef;
-use rpc_load_balancer::{Balancer, BalancerConfig, Node, NodeConfig, RoundRobin};
+use rpc_load_balancer::{Balancer, BalancerConfig, Node, NodeConfig, Payload, RoundRobin};
 use serde_json::{json, Map, Value};
 
 use crate::cli::{BenchArgs, RuntimeFlavor, RuntimeSettings};
-use crate::functions::{Bytes, BytesEcho};
+use crate::functions::BytesEcho;
 use crate::harness::Cluster;
 use crate::load::{self, Amount, Failure, LoadReport, Outcome};
 use crate::raw_floor::{self, RawFloorMsg};
@@ -97,6 +97,22 @@ const RATIOS: [(&str, Case); 2] = [
 ];
 
 /// What the cases call.
+/// A case's reply: the raw floor's bytes or the library's payload (compared as they are, so
+/// no case pays a conversion).
+enum Reply {
+    Raw(Vec<u8>),
+    Payload(Payload),
+}
+
+impl Reply {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Self::Raw(bytes) => bytes,
+            Self::Payload(payload) => payload,
+        }
+    }
+}
+
 struct Targets {
     node: Node,
     /// The two targets' full names.
@@ -119,15 +135,15 @@ impl Targets {
             Case::Raw => {
                 let reply =
                     raw_floor::call(&self.raw[which], payload.to_vec(), self.timeout).await?;
-                (reply, Arc::clone(&self.names[which]))
+                (Reply::Raw(reply), Arc::clone(&self.names[which]))
             }
             Case::Direct => {
                 let reply = self
                     .node
-                    .call::<BytesEcho>(&*self.names[which], Bytes(payload.to_vec()))
+                    .call::<BytesEcho>(&*self.names[which], Payload::from_slice(payload))
                     .timeout(self.timeout)
                     .await?;
-                (reply.0, Arc::clone(&self.names[which]))
+                (Reply::Payload(reply), Arc::clone(&self.names[which]))
             }
             Case::Balanced | Case::Local => {
                 let balancer = if case == Case::Balanced {
@@ -136,13 +152,14 @@ impl Targets {
                     &self.local
                 };
                 let (reply, node) = balancer
-                    .call::<BytesEcho>(Bytes(payload.to_vec()))
+                    .call::<BytesEcho>(Payload::from_slice(payload))
                     .timeout(self.timeout)
                     .with_node()
                     .await?;
-                (reply.0, node)
+                (Reply::Payload(reply), node)
             }
         };
+        let reply = reply.bytes();
         let right = if check_all {
             reply == payload
         } else {
@@ -513,7 +530,7 @@ async fn find_targets(node: &Node, names: &[Arc<str>; 2]) -> CmdResult<[ActorRef
     for name in names {
         loop {
             let probe = node
-                .call::<BytesEcho>(&**name, Bytes(vec![1, 2, 3]))
+                .call::<BytesEcho>(&**name, Payload::from_slice(&[1, 2, 3]))
                 .timeout(Duration::from_secs(2))
                 .await;
             match probe {

@@ -11,59 +11,14 @@
 //! | `panic` | `String` | `()` | panics with that message |
 //! | `blob` | `u64` bytes | `String` | a string of that many `x` (for payload-cap tests) |
 //! | `call_whoami` | `String` node | `String` | calls `whoami` on that node from this one |
-//! | `bytes_echo` | [`Bytes`] | [`Bytes`] | returns its argument (`rpclb bench`'s payload) |
+//! | `bytes_echo` | [`Payload`] | [`Payload`] | returns its argument (`rpclb bench`'s payload; no copies in the library) |
 //!
 //! With `rpclb node --delay-ms N`, every function first sleeps N ms.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rpc_load_balancer::{Error, FunctionError, Node, RemoteFunction};
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-/// A byte string that serde encodes as bytes (postcard: a length, then the bytes copied in
-/// one go), not as a sequence of `u8` values encoded one by one as a plain `Vec<u8>` is.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Bytes(pub Vec<u8>);
-
-impl Serialize for Bytes {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_bytes(&self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for Bytes {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_byte_buf(BytesVisitor)
-    }
-}
-
-/// Builds a [`Bytes`] from whatever form the format gives the bytes in.
-struct BytesVisitor;
-
-impl<'de> serde::de::Visitor<'de> for BytesVisitor {
-    type Value = Bytes;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a byte string")
-    }
-
-    fn visit_bytes<E: serde::de::Error>(self, bytes: &[u8]) -> Result<Bytes, E> {
-        Ok(Bytes(bytes.to_vec()))
-    }
-
-    fn visit_byte_buf<E: serde::de::Error>(self, bytes: Vec<u8>) -> Result<Bytes, E> {
-        Ok(Bytes(bytes))
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Bytes, A::Error> {
-        let mut bytes = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 20));
-        while let Some(byte) = seq.next_element()? {
-            bytes.push(byte);
-        }
-        Ok(Bytes(bytes))
-    }
-}
+use rpc_load_balancer::{Error, FunctionError, Node, Payload, RemoteFunction};
 
 /// What the demo functions know of the node serving them.
 #[derive(Debug, Clone)]
@@ -148,7 +103,7 @@ demo_function!(
 
 demo_function!(
     /// `bytes_echo`: returns its argument, a byte string (the payload of `rpclb bench`).
-    BytesEcho, "bytes_echo", Bytes => Bytes, |_s, bytes| Ok(bytes)
+    BytesEcho, "bytes_echo", Payload => Payload, |_s, bytes| Ok(bytes)
 );
 
 demo_function!(
@@ -184,17 +139,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn bytes_are_encoded_as_a_length_and_the_bytes() {
-        let bytes = Bytes((0..=255).collect());
-        let encoded = postcard::to_allocvec(&bytes).unwrap();
-        // postcard: varint 256 = [0x80, 0x02], then the bytes.
-        assert_eq!(&encoded[..2], &[0x80, 0x02]);
-        assert_eq!(&encoded[2..], &bytes.0[..]);
-        assert_eq!(postcard::from_bytes::<Bytes>(&encoded).unwrap(), bytes);
-        let json = serde_json::to_string(&Bytes(vec![1, 2])).unwrap();
-        assert_eq!(
-            serde_json::from_str::<Bytes>(&json).unwrap(),
-            Bytes(vec![1, 2])
-        );
+    fn a_payload_reads_from_json_as_a_list_of_bytes() {
+        // `rpclb call bytes_echo '[1,2]'` gives its arguments as JSON.
+        let payload: Payload = serde_json::from_str("[1, 2, 255]").unwrap();
+        assert_eq!(&payload[..], &[1, 2, 255]);
+        assert_eq!(serde_json::to_string(&payload).unwrap(), "[1,2,255]");
     }
 }

@@ -142,10 +142,11 @@ async fn another_wire_version_gets_an_answer_not_a_hang() {
         )
         .await;
     match reply {
-        // [our version][status 4 = WireVersion][the version it got]
-        Ok(CallResult::Success(reply)) => {
-            assert_eq!(reply, vec![WIRE_VERSION as u8, 4, future_version as u8])
-        }
+        // [our version][no value][status 4 = WireVersion, the version it got][status length 2]
+        Ok(CallResult::Success(reply)) => assert_eq!(
+            reply,
+            vec![WIRE_VERSION as u8, 4, future_version as u8, 2, 0, 0, 0]
+        ),
         other => panic!("no answer to another wire version: {other:?}"),
     }
     me.shutdown().await;

@@ -25,6 +25,7 @@ mod mesh;
 mod node_death;
 mod overload;
 mod payload;
+mod payload_calls;
 #[cfg(feature = "telemetry")]
 mod prometheus;
 mod random_node;

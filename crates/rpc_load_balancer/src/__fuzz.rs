@@ -18,6 +18,7 @@ use crate::endpoint::{serve_call, serve_control};
 use crate::function::{FunctionError, RemoteFunction};
 use crate::node::shared::NodeShared;
 use crate::node::NodeConfig;
+use crate::payload::Payload;
 use crate::wire::header::decode_call;
 use crate::wire::reply::{self, ReplyStatus};
 use crate::wire::{split_version, DecodeError};
@@ -35,7 +36,7 @@ pub fn wire(bytes: &[u8]) {
 pub async fn check(bytes: &[u8]) {
     decode_everything(bytes);
     let shared = Arc::new(fuzzed_node());
-    check_call_reply(bytes, &serve_call(&shared, bytes).await);
+    check_call_reply(bytes, &serve_call(&shared, bytes.to_vec()).await);
     check_control_reply(bytes, &serve_control(&shared, bytes).await);
 }
 
@@ -56,11 +57,12 @@ fn decode_everything(bytes: &[u8]) {
     let _ = decode_call(bytes);
     let _ = reply::decode(bytes);
     // The caller's side of a reply, for value types of several shapes.
-    let _ = decode_reply::<ControlReply>("fuzz", "control", bytes);
-    let _ = decode_reply::<String>("fuzz", Echo::NAME, bytes);
-    let _ = decode_reply::<Record>("fuzz", RecordFn::NAME, bytes);
-    let _ = decode_reply::<Vec<u8>>("fuzz", Repeat::NAME, bytes);
-    let _ = decode_reply::<()>("fuzz", Fail::NAME, bytes);
+    let _ = decode_reply::<ControlReply>("fuzz", "control", bytes.to_vec());
+    let _ = decode_reply::<String>("fuzz", Echo::NAME, bytes.to_vec());
+    let _ = decode_reply::<Record>("fuzz", RecordFn::NAME, bytes.to_vec());
+    let _ = decode_reply::<Vec<u8>>("fuzz", Repeat::NAME, bytes.to_vec());
+    let _ = decode_reply::<()>("fuzz", Fail::NAME, bytes.to_vec());
+    let _ = decode_reply::<Payload>("fuzz", PayloadEcho::NAME, bytes.to_vec());
     if let Ok(body) = split_version(bytes) {
         let _ = postcard::from_bytes::<ControlRequest>(body);
     }
@@ -95,10 +97,13 @@ fn check_call_reply(bytes: &[u8], answer: &[u8]) {
         return;
     }
     let decoded = match header.function {
-        Echo::NAME => decode_reply::<String>("fuzz", Echo::NAME, answer).map(drop),
-        Add::NAME => decode_reply::<u32>("fuzz", Add::NAME, answer).map(drop),
-        Repeat::NAME => decode_reply::<Vec<u8>>("fuzz", Repeat::NAME, answer).map(drop),
-        RecordFn::NAME => decode_reply::<Record>("fuzz", RecordFn::NAME, answer).map(drop),
+        Echo::NAME => decode_reply::<String>("fuzz", Echo::NAME, answer.to_vec()).map(drop),
+        Add::NAME => decode_reply::<u32>("fuzz", Add::NAME, answer.to_vec()).map(drop),
+        Repeat::NAME => decode_reply::<Vec<u8>>("fuzz", Repeat::NAME, answer.to_vec()).map(drop),
+        RecordFn::NAME => decode_reply::<Record>("fuzz", RecordFn::NAME, answer.to_vec()).map(drop),
+        PayloadEcho::NAME => {
+            decode_reply::<Payload>("fuzz", PayloadEcho::NAME, answer.to_vec()).map(drop)
+        }
         other => panic!("`{other}` is not served, yet call {bytes:?} was answered Ok"),
     };
     if let Err(e) = decoded {
@@ -126,7 +131,7 @@ fn check_control_reply(bytes: &[u8], answer: &[u8]) {
             "malformed control request {bytes:?} answered {status:?}"
         ),
         Ok(_) if status == ReplyStatus::Ok => {
-            if let Err(e) = decode_reply::<ControlReply>("fuzz", "control", answer) {
+            if let Err(e) = decode_reply::<ControlReply>("fuzz", "control", answer.to_vec()) {
                 panic!("Ok reply {answer:?} to control request {bytes:?} does not decode: {e}");
             }
         }
@@ -148,6 +153,7 @@ fn fuzzed_node() -> NodeShared {
         shared.registry.register(Fail),
         shared.registry.register(Repeat),
         shared.registry.register(RecordFn),
+        shared.registry.register(PayloadEcho),
     ];
     assert!(registered.iter().all(Result::is_ok), "names are distinct");
     shared
@@ -195,6 +201,17 @@ impl RemoteFunction for Repeat {
     type Reply = Vec<u8>;
     async fn call(&self, (byte, count): (u8, u16)) -> Result<Vec<u8>, FunctionError> {
         Ok(vec![byte; usize::from(count)])
+    }
+}
+
+/// Replies with its argument, a [`Payload`] (the zero-copy path).
+pub struct PayloadEcho;
+impl RemoteFunction for PayloadEcho {
+    const NAME: &'static str = "payload_echo";
+    type Args = Payload;
+    type Reply = Payload;
+    async fn call(&self, payload: Payload) -> Result<Payload, FunctionError> {
+        Ok(payload)
     }
 }
 

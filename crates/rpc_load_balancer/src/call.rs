@@ -16,7 +16,9 @@ use crate::error::{PayloadDirection, RemoteFailure};
 use crate::function::RemoteFunction;
 use crate::node::shared::NodeShared;
 use crate::telemetry::RpcTelemetry;
-use crate::wire::header::{encode_call, CallHeader};
+use crate::wire::header::{
+    decode_call, encode_call, encode_call_owned, restamp_call, take_args, CallHeader,
+};
 use crate::wire::reply::{self, ReplyStatus};
 use crate::wire::{start_message, DecodeError, RpcMessage};
 use crate::{Error, Unavailable};
@@ -99,13 +101,12 @@ pub(crate) async fn call_endpoint<F: RemoteFunction>(
     args: F::Args,
     timeout: Duration,
 ) -> Result<F::Reply, Error> {
-    let (bytes, id) = encode::<F>(shared, balancer, &args, timeout)?;
-    drop(args);
+    let (bytes, id) = encode_owned::<F>(shared, balancer, args, timeout)?;
     let abandoned = CancelOnDrop::new(endpoint, id);
     let outcome = send_call(endpoint, RpcMessage::Call, bytes, timeout).await;
     abandoned.settle(&outcome);
     let reply = outcome_to_reply(node, timeout, outcome)?;
-    decode_reply::<F::Reply>(node, F::NAME, &reply)
+    decode_reply::<F::Reply>(node, F::NAME, reply)
 }
 
 /// Sends one control request to `node` and waits at most `timeout` for the answer.
@@ -122,7 +123,7 @@ pub(crate) async fn control(
     })?;
     let outcome = send_call(&endpoint, RpcMessage::Control, bytes, timeout).await;
     let reply = outcome_to_reply(node, timeout, outcome)?;
-    decode_reply(node, "control", &reply)
+    decode_reply(node, "control", reply)
 }
 
 /// Runs `function` in this process on its own task, with the remote call's error contract and
@@ -196,25 +197,91 @@ pub(crate) fn cast_endpoint<F: RemoteFunction>(
 }
 
 /// Encodes header and arguments and enforces the payload cap before anything is sent; the
-/// bytes and the call's id.
+/// bytes and the call's id. A [`Payload`](crate::Payload) argument is copied: see
+/// [`encode_owned`].
 pub(crate) fn encode<F: RemoteFunction>(
     shared: &NodeShared,
     balancer: Option<&str>,
     args: &F::Args,
     timeout: Duration,
 ) -> Result<(Vec<u8>, u64), Error> {
-    let header = CallHeader {
+    let header = header::<F>(shared, balancer, timeout);
+    finish_encoding::<F>(shared, encode_call(&header, args), header.call_id)
+}
+
+/// [`encode`] taking the arguments: a [`Payload`](crate::Payload)'s buffer becomes the call.
+pub(crate) fn encode_owned<F: RemoteFunction>(
+    shared: &NodeShared,
+    balancer: Option<&str>,
+    args: F::Args,
+    timeout: Duration,
+) -> Result<(Vec<u8>, u64), Error> {
+    let header = header::<F>(shared, balancer, timeout);
+    finish_encoding::<F>(shared, encode_call_owned(&header, args), header.call_id)
+}
+
+/// An encoded call of `F` (refused unrun by a member) readied to be sent again: a new id and
+/// the time left.
+pub(crate) fn reencode<F: RemoteFunction>(
+    shared: &NodeShared,
+    balancer: Option<&str>,
+    bytes: Vec<u8>,
+    timeout: Duration,
+) -> Result<(Vec<u8>, u64), Error> {
+    let header = header::<F>(shared, balancer, timeout);
+    let bytes = restamp_call(bytes, &header).map_err(|e| Error::Codec {
+        function: F::NAME.to_string(),
+        message: e.to_string(),
+    })?;
+    Ok((bytes, header.call_id))
+}
+
+/// The arguments inside an encoded call of `F` (one a leaving member handed back, now to be
+/// served on this node).
+pub(crate) fn decode_args<F: RemoteFunction>(bytes: Vec<u8>) -> Result<F::Args, Error> {
+    let codec = |message: String| Error::Codec {
+        function: F::NAME.to_string(),
+        message,
+    };
+    let (_, args) = decode_call(&bytes).map_err(|e| codec(e.to_string()))?;
+    take_args(bytes, args).map_err(|e| codec(e.to_string()))
+}
+
+/// The error for a call whose arguments were sent and not handed back (not reached: a call is
+/// sent again only with its bytes or its arguments).
+pub(crate) fn args_gone<F: RemoteFunction>() -> Error {
+    Error::Codec {
+        function: F::NAME.to_string(),
+        message: "the call's arguments were already sent".into(),
+    }
+}
+
+/// The header of a new call of `F`.
+fn header<'a, F: RemoteFunction>(
+    shared: &NodeShared,
+    balancer: Option<&'a str>,
+    timeout: Duration,
+) -> CallHeader<'a> {
+    CallHeader {
         function: F::NAME,
         balancer,
         deadline_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
         call_id: shared.next_call_id(),
-    };
-    let bytes = encode_call(&header, args).map_err(|e| Error::Codec {
+    }
+}
+
+/// The encoded call, its size checked against the payload cap.
+fn finish_encoding<F: RemoteFunction>(
+    shared: &NodeShared,
+    encoded: Result<Vec<u8>, postcard::Error>,
+    id: u64,
+) -> Result<(Vec<u8>, u64), Error> {
+    let bytes = encoded.map_err(|e| Error::Codec {
         function: F::NAME.to_string(),
         message: e.to_string(),
     })?;
     check_payload(bytes.len(), shared.max_payload, PayloadDirection::Argument)?;
-    Ok((bytes, header.call_id))
+    Ok((bytes, id))
 }
 
 /// What became of an encoded call.
@@ -225,8 +292,9 @@ pub(crate) enum Sent<T> {
     /// and id are given back so the call can go elsewhere.
     Unsent((Vec<u8>, u64)),
     /// The member refused it unrun — it is leaving its balancer, or speaks another wire
-    /// version — so it can go elsewhere; the error is what to report if it can't.
-    Refused(Error),
+    /// version — so it can go elsewhere; the error is what to report if it can't, and the
+    /// call's bytes when the member handed them back.
+    Refused(Error, Option<Vec<u8>>),
     /// Its reply port was dropped without a reply (the node went away, or the member's actor
     /// stopped): the call may have run.
     Dropped,
@@ -244,25 +312,28 @@ pub(crate) async fn send_encoded<F: RemoteFunction>(
     abandoned.settle(&outcome);
     match outcome {
         Err(MessagingErr::SendErr(RpcMessage::Call(bytes, _))) => Sent::Unsent((bytes, id)),
-        Ok(CallResult::Success(reply)) => match reply::decode(&reply) {
-            Ok((ReplyStatus::Leaving, _)) => Sent::Refused(Error::ServiceUnavailable {
-                node: node.to_string(),
-                reason: crate::Unavailable::Leaving,
-            }),
+        Ok(CallResult::Success(reply)) => match reply::decode_range(&reply) {
+            Ok((ReplyStatus::Leaving, value)) => Sent::Refused(
+                Error::ServiceUnavailable {
+                    node: node.to_string(),
+                    reason: crate::Unavailable::Leaving,
+                },
+                reply::refused_call(reply, value),
+            ),
             // Not run there (a peer of another version is refused as soon as it connects;
             // this covers the moment before).
             Ok((ReplyStatus::WireVersion { .. }, _)) | Err(DecodeError::Version(_)) => {
-                match decode_reply::<F::Reply>(node, F::NAME, &reply) {
-                    Err(error) => Sent::Refused(error),
+                match decode_reply::<F::Reply>(node, F::NAME, reply) {
+                    Err(error) => Sent::Refused(error, None),
                     Ok(value) => Sent::Replied(Ok(value)),
                 }
             }
-            _ => Sent::Replied(decode_reply::<F::Reply>(node, F::NAME, &reply)),
+            _ => Sent::Replied(decode_reply::<F::Reply>(node, F::NAME, reply)),
         },
         Ok(CallResult::SenderError) => Sent::Dropped,
         outcome => Sent::Replied(
             outcome_to_reply(node, timeout, outcome)
-                .and_then(|reply| decode_reply::<F::Reply>(node, F::NAME, &reply)),
+                .and_then(|reply| decode_reply::<F::Reply>(node, F::NAME, reply)),
         ),
     }
 }
@@ -390,13 +461,14 @@ pub(crate) fn outcome_to_reply(
     }
 }
 
-/// Decodes a reply envelope from `node` into `T` or the error it carries.
-pub(crate) fn decode_reply<T: serde::de::DeserializeOwned>(
+/// Decodes a reply envelope from `node` into `T` or the error it carries. Takes the reply: a
+/// [`Payload`](crate::Payload) value is the reply itself.
+pub(crate) fn decode_reply<T: serde::de::DeserializeOwned + 'static>(
     node: &str,
     function: &str,
-    bytes: &[u8],
+    bytes: Vec<u8>,
 ) -> Result<T, Error> {
-    let (status, value) = match reply::decode(bytes) {
+    let (status, value) = match reply::decode_range(&bytes) {
         Ok(decoded) => decoded,
         Err(DecodeError::Version(remote)) => {
             return Err(Error::WireVersion {
@@ -419,7 +491,7 @@ pub(crate) fn decode_reply<T: serde::de::DeserializeOwned>(
         message: message.to_string(),
     };
     match status {
-        ReplyStatus::Ok => postcard::from_bytes(value).map_err(|e| Error::Codec {
+        ReplyStatus::Ok => reply::take_value(bytes, value).map_err(|e| Error::Codec {
             function: function.to_string(),
             message: format!("reply from {node} does not decode as the expected type: {e}"),
         }),
@@ -490,20 +562,20 @@ mod tests {
     #[test]
     fn reply_statuses_map_to_errors() {
         let ok = reply::encode_ok(&7u8).unwrap();
-        assert_eq!(decode_reply::<u8>(NODE, "f", &ok).unwrap(), 7);
+        assert_eq!(decode_reply::<u8>(NODE, "f", ok).unwrap(), 7);
         let wrong_type =
-            decode_reply::<String>(NODE, "f", &reply::encode_ok(&vec![0xffu8]).unwrap());
+            decode_reply::<String>(NODE, "f", reply::encode_ok(&vec![0xffu8]).unwrap());
         assert_eq!(wrong_type.unwrap_err().kind(), "codec");
         let bad = reply::encode_status(&ReplyStatus::BadRequest("unknown function `g`"));
         assert_eq!(
-            decode_reply::<u8>(NODE, "g", &bad).unwrap_err(),
+            decode_reply::<u8>(NODE, "g", bad).unwrap_err(),
             Error::BadRequest {
                 node: NODE.into(),
                 message: "unknown function `g`".into()
             }
         );
         let panicked = reply::encode_status(&ReplyStatus::Panicked("boom"));
-        match decode_reply::<u8>(NODE, "f", &panicked).unwrap_err() {
+        match decode_reply::<u8>(NODE, "f", panicked).unwrap_err() {
             Error::Remote {
                 failure,
                 message,
@@ -519,7 +591,7 @@ mod tests {
         }
         let big = reply::encode_status(&ReplyStatus::PayloadTooLarge { size: 9, limit: 4 });
         assert_eq!(
-            decode_reply::<u8>(NODE, "f", &big).unwrap_err(),
+            decode_reply::<u8>(NODE, "f", big).unwrap_err(),
             Error::PayloadTooLarge {
                 direction: PayloadDirection::Reply,
                 size: 9,
@@ -533,7 +605,7 @@ mod tests {
         let mut bytes = postcard::to_allocvec(&(WIRE_VERSION + 3)).unwrap();
         bytes.push(0);
         assert_eq!(
-            decode_reply::<u8>(NODE, "f", &bytes).unwrap_err(),
+            decode_reply::<u8>(NODE, "f", bytes).unwrap_err(),
             Error::WireVersion {
                 node: NODE.into(),
                 local: WIRE_VERSION,
@@ -541,7 +613,9 @@ mod tests {
             }
         );
         assert_eq!(
-            decode_reply::<u8>(NODE, "f", &[]).unwrap_err().kind(),
+            decode_reply::<u8>(NODE, "f", Vec::new())
+                .unwrap_err()
+                .kind(),
             "codec"
         );
     }

@@ -79,7 +79,7 @@ pub(crate) fn dispatch_with<G: Send + 'static>(
     match message {
         RpcMessage::Call(bytes, reply_port) => {
             tokio::spawn(async move {
-                let reply = serve_call(&shared, &bytes).await;
+                let reply = serve_call(&shared, bytes).await;
                 // The caller may have timed out and dropped its port; nothing to do then.
                 let _ = reply_port.send(reply);
                 drop(guard);
@@ -87,7 +87,7 @@ pub(crate) fn dispatch_with<G: Send + 'static>(
         }
         RpcMessage::Cast(bytes) => {
             tokio::spawn(async move {
-                let reply = serve_call(&shared, &bytes).await;
+                let reply = serve_call(&shared, bytes).await;
                 drop(guard);
                 if let Ok((status, _)) = reply::decode(&reply) {
                     if status != ReplyStatus::Ok {
@@ -105,7 +105,9 @@ pub(crate) fn dispatch_with<G: Send + 'static>(
 }
 
 /// Runs one encoded call and returns the encoded reply. Never panics.
-pub(crate) async fn serve_call(shared: &NodeShared, bytes: &[u8]) -> Vec<u8> {
+///
+/// Takes the message: a [`Payload`](crate::Payload) argument is the message itself.
+pub(crate) async fn serve_call(shared: &NodeShared, bytes: Vec<u8>) -> Vec<u8> {
     let _serving = shared.served.enter();
     // A caller with a larger cap may send more than this node accepts: refused unrun.
     if bytes.len() > shared.max_payload {
@@ -116,7 +118,7 @@ pub(crate) async fn serve_call(shared: &NodeShared, bytes: &[u8]) -> Vec<u8> {
         );
         return reply::encode_status(&ReplyStatus::BadRequest(&message));
     }
-    let (header, args) = match decode_call(bytes) {
+    let (header, args) = match decode_call(&bytes) {
         Ok(decoded) => decoded,
         Err(DecodeError::Version(remote)) => {
             return reply::encode_status(&ReplyStatus::WireVersion { remote })
@@ -125,34 +127,35 @@ pub(crate) async fn serve_call(shared: &NodeShared, bytes: &[u8]) -> Vec<u8> {
             return reply::encode_status(&ReplyStatus::BadRequest(&why))
         }
     };
-    let Some(function) = shared.registry.get(header.function) else {
+    let Some((name, function)) = shared.registry.get_named(header.function) else {
         let message = format!("unknown function `{}` on {}", header.function, shared.name);
         return reply::encode_status(&ReplyStatus::BadRequest(&message));
     };
-    let running = match function.start(args) {
+    let (deadline_ms, call_id) = (header.deadline_ms, header.call_id);
+    let running = match function.start(bytes, args) {
         Ok(running) => running,
         Err(why) => {
-            let message = format!("cannot decode arguments of `{}`: {why}", header.function);
+            let message = format!("cannot decode arguments of `{name}`: {why}");
             return reply::encode_status(&ReplyStatus::BadRequest(&message));
         }
     };
     let guarded = AssertUnwindSafe(running).catch_unwind();
-    let outcome = if header.deadline_ms == 0 {
+    let outcome = if deadline_ms == 0 {
         guarded.await
     } else {
         // The caller cancels the call when it gives up (its timeout): the handler stops then,
         // or at the deadline measured here, whichever comes first.
         let (guarded, abort) = futures_util::future::abortable(guarded);
-        let Some(_registered) = shared.running_call(header.call_id, abort) else {
+        let Some(_registered) = shared.running_call(call_id, abort) else {
             // Its caller gave up before it got here: skip it.
             tracing::debug!(
-                function = header.function,
-                call_id = header.call_id,
+                function = name,
+                call_id,
                 "skipping a call its caller cancelled"
             );
             return reply::encode_status(&ReplyStatus::DeadlineExceeded);
         };
-        match tokio::time::timeout(Duration::from_millis(header.deadline_ms), guarded).await {
+        match tokio::time::timeout(Duration::from_millis(deadline_ms), guarded).await {
             Ok(Ok(outcome)) => outcome,
             Ok(Err(futures_util::future::Aborted)) | Err(_) => {
                 return reply::encode_status(&ReplyStatus::DeadlineExceeded)
@@ -162,7 +165,7 @@ pub(crate) async fn serve_call(shared: &NodeShared, bytes: &[u8]) -> Vec<u8> {
     match outcome {
         Err(panic) => {
             let message = panic_message(panic.as_ref());
-            tracing::warn!(function = header.function, %message, "remote function panicked");
+            tracing::warn!(function = name, %message, "remote function panicked");
             reply::encode_status(&ReplyStatus::Panicked(&message))
         }
         Ok(Err(error)) => reply::encode_status(&ReplyStatus::Failed(error.message())),
@@ -221,9 +224,9 @@ pub(crate) const CPU_REPLY_ERROR: &str =
 /// [`ControlReply`] variant index can be. The caller's `decode_reply` maps it to
 /// `Error::Codec`.
 fn garbage_reply() -> Vec<u8> {
-    let mut bytes = reply::encode_ok(&()).unwrap_or_default();
+    let mut bytes = crate::wire::start_message(16);
     bytes.extend_from_slice(&[0xff; 6]);
-    bytes
+    crate::wire::push_trailer(bytes, &ReplyStatus::Ok).unwrap_or_default()
 }
 
 /// Carries out one control request.

@@ -76,6 +76,7 @@ pub mod filter;
 pub mod function;
 mod named;
 mod node;
+mod payload;
 mod random_node;
 mod retry;
 pub mod telemetry;
@@ -97,6 +98,7 @@ pub use named::NamedBalancer;
 pub use node::{
     Node, NodeConfig, NodeEvent, TlsConfig, DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_CAP_BYTES,
 };
+pub use payload::{Payload, PAYLOAD_TAIL_ROOM};
 pub use random_node::{RandomNodeCall, RandomNodeCast};
 pub use retry::{Retry, RetryCount};
 pub use wire::{RpcMessage, ENDPOINT_GROUP, SCOPE, WIRE_VERSION};

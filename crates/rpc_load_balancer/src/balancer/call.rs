@@ -18,6 +18,7 @@ use super::shared::BalancerShared;
 use super::{Balancer, Members, SelectionGuard};
 use crate::call::{self, Sent};
 use crate::function::RemoteFunction;
+use crate::payload;
 use crate::retry::retryable;
 use crate::telemetry::RpcTelemetry;
 use crate::{Error, Retry, Unavailable};
@@ -146,7 +147,11 @@ impl<F: RemoteFunction> BalancedCall<F> {
                 .map(|r| (r, here));
         }
         let key = self.key.as_deref();
-        let mut encoded = None;
+        // The arguments until they are encoded — a `Payload` is moved into its call, other
+        // types are encoded by reference and kept — and a call readied earlier: one that never
+        // left, or that a leaving member handed back.
+        let mut args = Some(self.args);
+        let mut encoded: Option<Vec<u8>> = None;
         let mut waited = false;
         // Members that turned out unable to take the call without running it (the call goes
         // to another member, up to MAX_RESELECTIONS times) or at the in-flight cap.
@@ -200,30 +205,49 @@ impl<F: RemoteFunction> BalancedCall<F> {
             };
             if member.is_local() {
                 if let Some(function) = node.registry.get_typed::<F>() {
+                    let args = match (args.take(), encoded.take()) {
+                        (Some(args), _) => args,
+                        (None, Some(bytes)) => call::decode_args::<F>(bytes)?,
+                        (None, None) => return Err(call::args_gone::<F>()),
+                    };
                     let _serving = ServedToken::new(shared);
-                    let served = call::call_local(node, function, self.args, timeout).await;
+                    let served = call::call_local(node, function, args, timeout).await;
                     return served.map(|reply| (reply, Arc::clone(member.node_arc())));
                 }
             }
-            let bytes = match encoded.take() {
-                Some(bytes) => bytes,
-                None => call::encode::<F>(node, Some(&shared.name), &self.args, timeout)?,
+            let balancer = Some(shared.name.as_str());
+            let bytes = if let Some(bytes) = encoded.take() {
+                call::reencode::<F>(node, balancer, bytes, timeout)?
+            } else if payload::is_payload::<F::Args>() {
+                match args.take() {
+                    Some(owned) => call::encode_owned::<F>(node, balancer, owned, timeout)?,
+                    None => return Err(call::args_gone::<F>()),
+                }
+            } else {
+                match &args {
+                    Some(kept) => call::encode::<F>(node, balancer, kept, timeout)?,
+                    None => return Err(call::args_gone::<F>()),
+                }
             };
             match call::send_encoded::<F>(member.actor(), member.node(), bytes, timeout).await {
                 Sent::Replied(result) => {
                     return result.map(|reply| (reply, Arc::clone(member.node_arc())))
                 }
-                Sent::Unsent(bytes) if reselections < MAX_RESELECTIONS => {
+                Sent::Unsent((bytes, _id)) if reselections < MAX_RESELECTIONS => {
                     // The member went away before the call left: pick another.
                     reselections += 1;
                     exclude.push(Arc::clone(member.node_arc()));
                     encoded = Some(bytes);
                 }
-                Sent::Refused(_) if reselections < MAX_RESELECTIONS => {
+                Sent::Refused(_, handed_back)
+                    if reselections < MAX_RESELECTIONS
+                        && (handed_back.is_some() || args.is_some()) =>
+                {
                     // The member is leaving (draining) or of another wire version and did not
                     // run it: pick another.
                     reselections += 1;
                     exclude.push(Arc::clone(member.node_arc()));
+                    encoded = handed_back;
                 }
                 Sent::Dropped => {
                     // The call may have run (the node went away, or the member actor stopped
@@ -239,7 +263,7 @@ impl<F: RemoteFunction> BalancedCall<F> {
                         reason: Unavailable::Disconnected,
                     })
                 }
-                Sent::Refused(error) => return Err(error),
+                Sent::Refused(error, _) => return Err(error),
             }
         }
     }

@@ -17,7 +17,7 @@ use std::sync::atomic::Ordering;
 use super::in_flight::ServedToken;
 use super::shared::BalancerShared;
 use crate::endpoint::{dispatch, dispatch_with};
-use crate::wire::reply::{self, ReplyStatus};
+use crate::wire::reply;
 use crate::wire::{RpcMessage, SCOPE};
 
 pub(crate) struct LoadBalancer;
@@ -52,9 +52,10 @@ impl Actor for LoadBalancer {
         shared: &mut Arc<BalancerShared>,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            RpcMessage::Call(_, port) if !shared.accepting.load(Ordering::Acquire) => {
-                // Past the leave grace: refuse unrun, so the caller sends it elsewhere.
-                let _ = port.send(reply::encode_status(&ReplyStatus::Leaving));
+            RpcMessage::Call(call, port) if !shared.accepting.load(Ordering::Acquire) => {
+                // Past the leave grace: refuse unrun, handing the call back so the caller
+                // sends it elsewhere.
+                let _ = port.send(reply::encode_leaving(call));
             }
             message @ (RpcMessage::Call(..) | RpcMessage::Cast(..)) => {
                 let serving = ServedToken::new(shared);

@@ -69,7 +69,7 @@ fn shared() -> NodeShared {
     shared
 }
 
-fn call<A: serde::Serialize>(function: &str, deadline_ms: u64, args: &A) -> Vec<u8> {
+fn call<A: serde::Serialize + 'static>(function: &str, deadline_ms: u64, args: &A) -> Vec<u8> {
     encode_call(
         &CallHeader {
             function,
@@ -83,7 +83,7 @@ fn call<A: serde::Serialize>(function: &str, deadline_ms: u64, args: &A) -> Vec<
 }
 
 async fn status_of(shared: &NodeShared, bytes: &[u8]) -> (String, Vec<u8>) {
-    let reply = serve_call(shared, bytes).await;
+    let reply = serve_call(shared, bytes.to_vec()).await;
     let (status, value) = reply::decode(&reply).unwrap();
     (format!("{status:?}"), value.to_vec())
 }
@@ -112,7 +112,7 @@ async fn unknown_function_and_bad_arguments_are_bad_requests() {
         status.starts_with("BadRequest(\"cannot decode arguments of `echo`"),
         "{status}"
     );
-    let (status, _) = status_of(&shared, &[0x01, 0xff]).await;
+    let (status, _) = status_of(&shared, &[crate::WIRE_VERSION as u8, 0xff]).await;
     assert!(status.starts_with("BadRequest"), "{status}");
 }
 
@@ -196,7 +196,7 @@ async fn control_requests_are_answered() {
             "sleep".into()
         ])
     );
-    let garbage = serve_control(&shared, &[0x01, 0x63]).await;
+    let garbage = serve_control(&shared, &[crate::WIRE_VERSION as u8, 0x63]).await;
     assert!(matches!(
         reply::decode(&garbage).unwrap().0,
         ReplyStatus::BadRequest(_)
@@ -220,7 +220,7 @@ async fn control_of(
 ) -> Result<ControlReply, crate::Error> {
     let bytes = postcard::to_extend(request, crate::wire::start_message(8)).unwrap();
     let reply = serve_control(shared, &bytes).await;
-    crate::call::decode_reply(&shared.name, "control", &reply)
+    crate::call::decode_reply(&shared.name, "control", reply)
 }
 
 #[tokio::test]

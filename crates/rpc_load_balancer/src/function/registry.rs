@@ -2,22 +2,29 @@
 
 use std::any::Any;
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use futures_util::future::BoxFuture;
 
 use super::{FunctionError, RemoteFunction};
-use crate::wire::reply;
+use crate::wire::{header, reply};
 
 /// Output of a served function: the encoded `Ok` reply, or the function's error.
 pub(crate) type Served = Result<Vec<u8>, FunctionError>;
 
 /// A registered function with its types erased.
 pub(crate) trait ErasedFunction: Send + Sync {
-    /// Decodes `args` and returns the future that runs the function and encodes its reply.
-    /// A decode failure is returned at once, as the serde message.
-    fn start(&self, args: &[u8]) -> Result<BoxFuture<'static, Served>, String>;
+    /// Decodes the arguments (at `args` in the call's `message`, which it takes: a
+    /// [`Payload`](crate::Payload) argument is the message itself) and returns the future
+    /// that runs the function and encodes its reply. A decode failure is returned at once,
+    /// as the serde message.
+    fn start(
+        &self,
+        message: Vec<u8>,
+        args: Range<usize>,
+    ) -> Result<BoxFuture<'static, Served>, String>;
 
     /// The function itself, for in-process calls that skip serialization.
     fn as_any(&self) -> &dyn Any;
@@ -26,12 +33,16 @@ pub(crate) trait ErasedFunction: Send + Sync {
 struct Erased<F>(Arc<F>);
 
 impl<F: RemoteFunction> ErasedFunction for Erased<F> {
-    fn start(&self, args: &[u8]) -> Result<BoxFuture<'static, Served>, String> {
-        let args: F::Args = postcard::from_bytes(args).map_err(|e| e.to_string())?;
+    fn start(
+        &self,
+        message: Vec<u8>,
+        args: Range<usize>,
+    ) -> Result<BoxFuture<'static, Served>, String> {
+        let args: F::Args = header::take_args(message, args).map_err(|e| e.to_string())?;
         let function = Arc::clone(&self.0);
         Ok(Box::pin(async move {
             let value = function.call(args).await?;
-            reply::encode_ok(&value)
+            reply::encode_ok_owned(value)
                 .map_err(|e| FunctionError::new(format!("reply could not be encoded: {e}")))
         }))
     }
@@ -70,6 +81,14 @@ impl Registry {
     /// The function registered under `name`.
     pub(crate) fn get(&self, name: &str) -> Option<Arc<dyn ErasedFunction>> {
         self.functions.load().get(name).cloned()
+    }
+
+    /// The function registered under `name`, with the name as registered (`'static`).
+    pub(crate) fn get_named(&self, name: &str) -> Option<(&'static str, Arc<dyn ErasedFunction>)> {
+        self.functions
+            .load()
+            .get_key_value(name)
+            .map(|(name, function)| (*name, Arc::clone(function)))
     }
 
     /// The function registered under `F::NAME`, if it is of type `F` (a function of another
@@ -117,11 +136,9 @@ mod tests {
         assert_eq!(registry.register(Double), Err("double"));
         assert_eq!(registry.names(), vec!["double".to_string()]);
         let function = registry.get("double").unwrap();
-        let bytes = function
-            .start(&postcard::to_allocvec(&21u32).unwrap())
-            .unwrap()
-            .await
-            .unwrap();
+        let args = postcard::to_allocvec(&21u32).unwrap();
+        let len = args.len();
+        let bytes = function.start(args, 0..len).unwrap().await.unwrap();
         let (status, value) = decode(&bytes).unwrap();
         assert_eq!(status, ReplyStatus::Ok);
         assert_eq!(postcard::from_bytes::<u64>(value).unwrap(), 42);
@@ -134,10 +151,10 @@ mod tests {
         let registry = Registry::default();
         registry.register(Double).unwrap();
         let function = registry.get("double").unwrap();
-        assert!(function.start(&[]).is_err());
-        assert!(function
-            .start(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff])
-            .is_err());
+        assert!(function.start(Vec::new(), 0..0).is_err());
+        assert!(function.start(vec![0xff; 6], 0..6).is_err());
+        // A range outside the message is no arguments, not a panic.
+        assert!(function.start(vec![1], 0..9).is_err());
     }
 
     #[test]

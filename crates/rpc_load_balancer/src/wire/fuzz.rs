@@ -54,7 +54,7 @@ async fn serving_garbage_always_replies_with_a_decodable_status() {
     let strategy = proptest::collection::vec(any::<u8>(), 0..128);
     for _ in 0..2_000 {
         let bytes = strategy.new_tree(&mut runner).unwrap().current();
-        let answer = crate::endpoint::serve_call(&shared, &bytes).await;
+        let answer = crate::endpoint::serve_call(&shared, bytes.clone()).await;
         assert!(
             reply::decode(&answer).is_ok(),
             "undecodable reply to {bytes:?}"
@@ -135,11 +135,11 @@ fn write_corpus_seeds() {
 fn corpus_seeds() -> Vec<(String, Vec<u8>)> {
     use super::header::{encode_call, CallHeader};
     use super::{start_message, WIRE_VERSION};
-    use crate::__fuzz::{Add, Echo, Fail, Kind, Record, RecordFn, Repeat};
+    use crate::__fuzz::{Add, Echo, Fail, Kind, PayloadEcho, Record, RecordFn, Repeat};
     use crate::control::ControlReply;
     use crate::cpu::CpuReading;
     use crate::function::RemoteFunction;
-    use reply::{encode_ok, encode_status, ReplyStatus};
+    use reply::{encode_leaving, encode_ok, encode_status, ReplyStatus};
 
     let mut seeds: Vec<(String, Vec<u8>)> = Vec::new();
     let mut add = |name: &str, bytes: Vec<u8>| {
@@ -162,7 +162,9 @@ fn corpus_seeds() -> Vec<(String, Vec<u8>)> {
         }
     }
     fn call<A: serde::Serialize + ?Sized>(header: &CallHeader<'_>, args: &A) -> Vec<u8> {
-        encode_call(header, args).unwrap()
+        // As `encode_call` lays out a call of any argument type but `Payload`.
+        let out = postcard::to_extend(args, start_message(16)).unwrap();
+        super::push_trailer(out, header).unwrap()
     }
     fn control(request: &ControlRequest) -> Vec<u8> {
         postcard::to_extend(request, start_message(8)).unwrap()
@@ -175,6 +177,11 @@ fn corpus_seeds() -> Vec<(String, Vec<u8>)> {
     }
     let version = postcard::to_allocvec(&WIRE_VERSION).unwrap();
     let raw = |tail: &[u8]| [&version[..], tail].concat();
+    // A call by hand: the version, `args`, then `header` bytes and their length (u32 LE).
+    let framed = |args: &[u8], header: &[u8]| {
+        let len = u32::try_from(header.len()).unwrap().to_le_bytes();
+        [&version[..], args, header, &len].concat()
+    };
     let record = Record {
         id: -42,
         name: Some("ünïcødé".into()),
@@ -204,6 +211,18 @@ fn corpus_seeds() -> Vec<(String, Vec<u8>)> {
         ),
     );
     add("call-echo-empty", call(&header(Echo::NAME, None, 1), ""));
+    add(
+        "call-payload-echo",
+        encode_call(
+            &header(PayloadEcho::NAME, Some("b"), 1_000),
+            &crate::Payload::from_slice(b"raw bytes"),
+        )
+        .unwrap(),
+    );
+    add(
+        "call-payload-echo-empty",
+        encode_call(&header(PayloadEcho::NAME, None, 1), &crate::Payload::new()).unwrap(),
+    );
     add(
         "call-echo-over-payload-cap",
         call(&header(Echo::NAME, None, 1_000), &"y".repeat(1_500)),
@@ -285,7 +304,8 @@ fn corpus_seeds() -> Vec<(String, Vec<u8>)> {
     // Other wire versions, and version varints that are odd or too long for a u16.
     for (name, v) in [
         ("0", &[0x00][..]),
-        ("2", &[0x02]),
+        ("1", &[0x01]),
+        ("3", &[0x03]),
         ("max", &[0xff, 0xff, 0x03]),
         ("non-canonical-1", &[0x81, 0x00]),
         ("over-u16", &[0xff, 0xff, 0x04]),
@@ -294,72 +314,92 @@ fn corpus_seeds() -> Vec<(String, Vec<u8>)> {
         add(&format!("version-{name}-call"), with_version(v, &valid));
     }
     add(
-        "version-2-control",
-        with_version(&[0x02], &control(&ControlRequest::Ping)),
+        "version-1-control",
+        with_version(&[0x01], &control(&ControlRequest::Ping)),
     );
     add(
-        "version-2-reply",
-        with_version(&[0x02], &encode_status(&ReplyStatus::DeadlineExceeded)),
+        "version-1-reply",
+        with_version(&[0x01], &encode_status(&ReplyStatus::DeadlineExceeded)),
+    );
+    // Header lengths that do not fit the message, and a header followed by stray bytes.
+    add(
+        "trailer-length-over-body",
+        raw(&[0x00, 0xff, 0x00, 0x00, 0x00]),
+    );
+    add("trailer-length-max", raw(&[0xff; 4]));
+    add("trailer-length-zero", framed(b"x", &[]));
+    add("trailer-too-short", raw(&[0x01, 0x00]));
+    add(
+        "header-stray-bytes",
+        framed(
+            &[0x01, b'x'],
+            &[0x04, b'e', b'c', b'h', b'o', 0x00, 0x01, 0x07, 0x09],
+        ),
     );
     // Huge varint lengths where a string, an option or a sequence starts.
     let huge32 = [0xff, 0xff, 0xff, 0xff, 0x0f];
     let huge64 = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01];
     add(
         "huge-function-length-u32",
-        raw(&[&huge32[..], b"echo"].concat()),
+        framed(&[], &[&huge32[..], b"echo"].concat()),
     );
     add(
         "huge-function-length-u64",
-        raw(&[&huge64[..], b"echo"].concat()),
+        framed(&[], &[&huge64[..], b"echo"].concat()),
     );
     add(
         "huge-varint-overlong",
-        raw(&[
-            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-        ]),
+        framed(
+            &[],
+            &[
+                0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+            ],
+        ),
     );
     add(
         "huge-balancer-length",
-        raw(&[&[0x04][..], b"echo", &[0x01], &huge64].concat()),
+        framed(&[], &[&[0x04][..], b"echo", &[0x01], &huge64].concat()),
     );
     add(
         "huge-deadline-varint-overlong",
-        raw(&[&[0x04][..], b"echo", &[0x00], &[0xff; 11]].concat()),
+        framed(&[], &[&[0x04][..], b"echo", &[0x00], &[0xff; 11]].concat()),
     );
-    let echo_prefix = raw(&[&[0x04][..], b"echo", &[0x00, 0x01, 0x07]].concat());
-    add(
-        "huge-echo-argument-length",
-        [&echo_prefix[..], &huge64].concat(),
-    );
-    let record_prefix = raw(&[&[0x06][..], b"record", &[0x00, 0x01, 0x07]].concat());
+    let echo_header = [&[0x04][..], b"echo", &[0x00, 0x01, 0x07]].concat();
+    add("huge-echo-argument-length", framed(&huge64, &echo_header));
+    let record_header = [&[0x06][..], b"record", &[0x00, 0x01, 0x07]].concat();
     add(
         "huge-record-tags-length",
         // id -1, name None, score 0.0, flag false, then the tags' length
-        [&record_prefix[..], &[0x01, 0x00], &[0; 8], &[0x00], &huge64].concat(),
+        framed(
+            &[&[0x01, 0x00][..], &[0; 8], &[0x00], &huge64].concat(),
+            &record_header,
+        ),
     );
     add(
         "record-bad-bool",
-        [&record_prefix[..], &[0x01, 0x00], &[0; 8], &[0x02]].concat(),
+        framed(
+            &[&[0x01, 0x00][..], &[0; 8], &[0x02]].concat(),
+            &record_header,
+        ),
     );
     add(
         "record-bad-enum-tag",
-        [
-            &record_prefix[..],
-            &[0x01, 0x00],
-            &[0; 8],
-            &[0x00, 0x00, 0x09],
-        ]
-        .concat(),
+        framed(
+            &[&[0x01, 0x00][..], &[0; 8], &[0x00, 0x00, 0x09]].concat(),
+            &record_header,
+        ),
     );
     add(
         "record-surrogate-char",
-        [
-            &record_prefix[..],
-            &[0x01, 0x00],
-            &[0; 8],
-            &[0x00, 0x00, 0x02, 0x03, 0xed, 0xa0, 0x80, 0x01],
-        ]
-        .concat(),
+        framed(
+            &[
+                &[0x01, 0x00][..],
+                &[0; 8],
+                &[0x00, 0x00, 0x02, 0x03, 0xed, 0xa0, 0x80, 0x01],
+            ]
+            .concat(),
+            &record_header,
+        ),
     );
     // Invalid UTF-8 in the function name, the balancer name and a string argument.
     for (name, bad) in [
@@ -372,27 +412,23 @@ fn corpus_seeds() -> Vec<(String, Vec<u8>)> {
         let len = u8::try_from(bad.len()).unwrap();
         add(
             &format!("utf8-function-{name}"),
-            raw(&[&[len][..], bad, &[0x00, 0x00, 0x00]].concat()),
+            framed(&[], &[&[len][..], bad, &[0x00, 0x00, 0x00]].concat()),
         );
         add(
             &format!("utf8-balancer-{name}"),
-            raw(&[
-                &[0x04][..],
-                b"echo",
-                &[0x01, len],
-                bad,
-                &[0x00, 0x00, 0x01, b'x'],
-            ]
-            .concat()),
+            framed(
+                &[0x01, b'x'],
+                &[&[0x04][..], b"echo", &[0x01, len], bad, &[0x00, 0x00]].concat(),
+            ),
         );
         add(
             &format!("utf8-echo-argument-{name}"),
-            [&echo_prefix[..], &[len], bad].concat(),
+            framed(&[&[len][..], bad].concat(), &echo_header),
         );
     }
     add(
         "bad-option-tag",
-        raw(&[&[0x04][..], b"echo", &[0x02, 0x00, 0x00, 0x00]].concat()),
+        framed(&[], &[&[0x04][..], b"echo", &[0x02, 0x00, 0x00]].concat()),
     );
     // Tiny inputs.
     add("empty", Vec::new());
@@ -496,8 +532,12 @@ fn corpus_seeds() -> Vec<(String, Vec<u8>)> {
             encode_status(&ReplyStatus::DeadlineExceeded),
         ),
         ("leaving", encode_status(&ReplyStatus::Leaving)),
-        ("unknown-status", raw(&[0x63])),
-        ("ok-garbage-value", raw(&[&[0x00][..], &[0xff; 6]].concat())),
+        ("unknown-status", framed(&[], &[0x63])),
+        ("ok-garbage-value", framed(&[0xff; 6], &[0x00])),
+        (
+            "leaving-with-call",
+            encode_leaving(call(&header(Echo::NAME, Some("b"), 9), "x")),
+        ),
     ];
     for (name, bytes) in statuses {
         add(&format!("reply-{name}"), bytes);
@@ -561,7 +601,11 @@ fn corpus_seeds() -> Vec<(String, Vec<u8>)> {
     for (name, value) in &replies {
         add(&format!("reply-ok-{name}"), encode_ok(value).unwrap());
     }
-    add("reply-ok-echo", encode_ok("hello").unwrap());
+    add("reply-ok-echo", encode_ok(&"hello".to_string()).unwrap());
+    add(
+        "reply-ok-payload",
+        encode_ok(&crate::Payload::from_slice(b"payload")).unwrap(),
+    );
     add("reply-ok-record", encode_ok(&record).unwrap());
     let failed = encode_status(&ReplyStatus::Failed("a message"));
     add(

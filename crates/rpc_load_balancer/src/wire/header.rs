@@ -1,10 +1,16 @@
 //! The call header: which function, for which balancer, with how much time left.
 
+use std::ops::Range;
+
 use serde::{Deserialize, Serialize};
 
-use super::{encoded_len, split_version, start_message, DecodeError, VERSION_LEN};
+use super::{
+    decode_trailer, encoded_len, push_trailer, split_trailer, split_version, stamp_version,
+    start_message, DecodeError, TRAILER_LEN, VERSION_LEN,
+};
+use crate::payload::{self, Payload, PAYLOAD_TAIL_ROOM};
 
-/// The postcard header at the front of every call and cast.
+/// The postcard header behind the arguments of every call and cast.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct CallHeader<'a> {
     /// The remote function's `NAME`.
@@ -20,21 +26,80 @@ pub(crate) struct CallHeader<'a> {
     pub(crate) call_id: u64,
 }
 
-/// Encodes `header` and `args` into one message: `[version][header][args]`.
-pub(crate) fn encode_call<A: Serialize + ?Sized>(
+/// Encodes `args` and `header` into one message: `[version][args][header][header length]`.
+/// A [`Payload`] is copied in as it is; use [`encode_call_owned`] to send one without a copy.
+pub(crate) fn encode_call<A: Serialize + 'static>(
     header: &CallHeader<'_>,
     args: &A,
 ) -> Result<Vec<u8>, postcard::Error> {
-    let out = start_message(VERSION_LEN + encoded_len(header) + encoded_len(args));
-    let out = postcard::to_extend(header, out)?;
-    postcard::to_extend(args, out)
+    let header_len = encoded_len(header) + TRAILER_LEN;
+    let out = match payload::as_payload(args) {
+        Some(payload) => {
+            let mut out = start_message(VERSION_LEN + payload.len() + header_len);
+            out.extend_from_slice(payload);
+            out
+        }
+        None => {
+            let out = start_message(VERSION_LEN + encoded_len(args) + header_len);
+            postcard::to_extend(args, out)?
+        }
+    };
+    push_trailer(out, header)
 }
 
-/// Decodes the version and header; returns the header and the encoded arguments after it.
-pub(crate) fn decode_call(bytes: &[u8]) -> Result<(CallHeader<'_>, &[u8]), DecodeError> {
-    let rest = split_version(bytes)?;
-    postcard::take_from_bytes::<CallHeader<'_>>(rest)
-        .map_err(|e| DecodeError::Malformed(format!("call header: {e}")))
+/// [`encode_call`] taking the arguments: a [`Payload`]'s own buffer becomes the message.
+pub(crate) fn encode_call_owned<A: Serialize + 'static>(
+    header: &CallHeader<'_>,
+    args: A,
+) -> Result<Vec<u8>, postcard::Error> {
+    match payload::downcast(args) {
+        Ok(payload) => {
+            let mut message = stamp_version(payload.into_message());
+            let header_len = encoded_len(header) + TRAILER_LEN;
+            if message.capacity() - message.len() < header_len {
+                message.reserve(header_len.max(PAYLOAD_TAIL_ROOM));
+            }
+            push_trailer(message, header)
+        }
+        Err(args) => encode_call(header, &args),
+    }
+}
+
+/// Replaces the header of an encoded call (e.g. with the time left when it is sent again).
+pub(crate) fn restamp_call(
+    mut message: Vec<u8>,
+    header: &CallHeader<'_>,
+) -> Result<Vec<u8>, DecodeError> {
+    let (_, args) = decode_call(&message)?;
+    message.truncate(args.end);
+    push_trailer(message, header).map_err(|e| DecodeError::Malformed(e.to_string()))
+}
+
+/// Decodes the version and header; returns the header and where the encoded arguments are.
+pub(crate) fn decode_call(bytes: &[u8]) -> Result<(CallHeader<'_>, Range<usize>), DecodeError> {
+    let body = split_version(bytes)?;
+    let at = bytes.len() - body.len();
+    let (args, trailer) = split_trailer(body, "call header")?;
+    let header = decode_trailer(trailer, "call header")?;
+    Ok((header, at..at + args.len()))
+}
+
+/// The arguments of a call as `A`: decoded with postcard, or — for a [`Payload`] — the
+/// message itself cut down to them (no copy when the version took one byte).
+pub(crate) fn take_args<A: serde::de::DeserializeOwned + 'static>(
+    mut message: Vec<u8>,
+    args: Range<usize>,
+) -> Result<A, postcard::Error> {
+    if payload::is_payload::<A>() {
+        let payload = if args.start == 1 {
+            message.truncate(args.end);
+            Payload::from_message(message)
+        } else {
+            Payload::from_slice(message.get(args).unwrap_or_default())
+        };
+        return payload::upcast(payload).ok_or(postcard::Error::SerdeDeCustom);
+    }
+    postcard::from_bytes(message.get(args).unwrap_or_default())
 }
 
 #[cfg(test)]
@@ -75,7 +140,7 @@ mod tests {
         let bytes = encode_call(&header(), &("hello".to_string(), 7u32)).unwrap();
         let (decoded, args) = decode_call(&bytes).unwrap();
         assert_eq!(decoded, header());
-        let (text, n): (String, u32) = postcard::from_bytes(args).unwrap();
+        let (text, n): (String, u32) = postcard::from_bytes(&bytes[args]).unwrap();
         assert_eq!((text.as_str(), n), ("hello", 7));
     }
 
@@ -106,10 +171,17 @@ mod tests {
 
     #[test]
     fn garbage_is_malformed() {
+        let v = u8::try_from(WIRE_VERSION).unwrap();
         for garbage in [
-            &[0x01, 0xff, 0xff, 0xff, 0xff, 0xff][..],
-            &[0x01, 0x05, b'a'],
-            &[0x01],
+            &[v, 0xff, 0xff, 0xff, 0xff, 0xff][..],
+            &[v, 0x05, b'a'],
+            &[v],
+            // a header length past the start of the message
+            &[v, 0x00, 0x09, 0x00, 0x00, 0x00],
+            // a header with a stray byte after it
+            &[
+                v, 0x01, b'f', 0x00, 0x00, 0x00, 0x07, 0x06, 0x00, 0x00, 0x00,
+            ],
         ] {
             assert!(
                 matches!(decode_call(garbage), Err(DecodeError::Malformed(_))),
@@ -118,9 +190,44 @@ mod tests {
         }
         // invalid UTF-8 in the function name
         assert!(matches!(
-            decode_call(&[0x01, 0x02, 0xc3, 0x28, 0, 0, 0]),
+            decode_call(&[v, 0x02, 0xc3, 0x28, 0, 0, 0, 0x06, 0x00, 0x00, 0x00]),
             Err(DecodeError::Malformed(_))
         ));
+        // the same header with a valid name decodes, with no arguments
+        let valid = [v, 0x02, b'o', b'k', 0, 0, 0, 0x06, 0x00, 0x00, 0x00];
+        let (header, args) = decode_call(&valid).unwrap();
+        assert_eq!((header.function, args), ("ok", 1..1));
+    }
+
+    #[test]
+    fn a_payload_becomes_the_call_without_a_copy_and_back() {
+        let mut payload = Payload::with_capacity(70_000);
+        payload.extend_from_slice(&[3; 70_000]);
+        let at = payload.as_ptr();
+        let bytes = encode_call_owned(&header(), payload).unwrap();
+        let (decoded, args) = decode_call(&bytes).unwrap();
+        assert_eq!(decoded, header());
+        let served: Payload = take_args(bytes, args).unwrap();
+        assert_eq!(served.as_ptr(), at, "copied on the way");
+        assert!(served.iter().all(|&b| b == 3) && served.len() == 70_000);
+        // Typed arguments are untouched by the payload path.
+        let bytes = encode_call_owned(&header(), 7u32).unwrap();
+        let (_, args) = decode_call(&bytes).unwrap();
+        assert_eq!(take_args::<u32>(bytes, args).unwrap(), 7);
+    }
+
+    #[test]
+    fn a_restamped_call_keeps_its_arguments() {
+        let bytes = encode_call(&header(), &"args".to_string()).unwrap();
+        let later = CallHeader {
+            deadline_ms: 3,
+            call_id: 43,
+            ..header()
+        };
+        let bytes = restamp_call(bytes, &later).unwrap();
+        let (decoded, args) = decode_call(&bytes).unwrap();
+        assert_eq!(decoded, later);
+        assert_eq!(take_args::<String>(bytes, args).unwrap(), "args");
     }
 
     #[test]

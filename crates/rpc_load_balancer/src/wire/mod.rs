@@ -1,16 +1,27 @@
 //! The wire: one cluster message type with a few generic variants that never change, and
-//! postcard-encoded headers inside the bytes.
+//! our own byte format inside them.
 //!
 //! ractor_cluster identifies a remote message by its enum variant name, so renaming a variant
 //! breaks mixed-version clusters. [`RpcMessage`] therefore has three generic variants whose
-//! payload is our own format:
+//! payload is our own format. Every message **starts with the wire version** (a postcard
+//! varint), in every version, so a peer of another version is always recognised; what follows
+//! depends on the version. In version 2:
 //!
-//! * a **call** is `[wire version][CallHeader][arguments]`, all postcard: the header names the
-//!   function, the balancer (if routed), the caller's remaining time budget in ms and a call id;
-//! * a **reply** is `[wire version][ReplyStatus][reply value if Ok]`;
-//! * a **control** request is `[wire version][ControlRequest]`, answered like a call.
+//! * a **call** (or cast) is `[version][arguments][CallHeader][header length: u32 LE]`: the
+//!   header names the function, the balancer (if routed), the caller's remaining time budget
+//!   in ms and a call id;
+//! * a **reply** is `[version][value if Ok][ReplyStatus][status length: u32 LE]`;
+//! * a **control** request is `[version][ControlRequest]`, answered with a reply.
 //!
-//! The version comes first and is decoded alone, so a peer of another version gets a typed
+//! Arguments and values are postcard, except a [`Payload`](crate::Payload) that is a
+//! function's whole `Args` or `Reply`: its bytes are the value, unframed. Headers and statuses
+//! go *behind* the value so that a payload's own buffer can become the message (the header
+//! appended to it) and a received message can become the function's argument (truncated), with
+//! no copy. A member that refuses a call unrun because it is leaving sends the call's bytes
+//! back as the value of its `Leaving` reply, so the caller can send them elsewhere without
+//! keeping a copy.
+//!
+//! The version is decoded first and alone, so a peer of another version gets a typed
 //! [`Error::WireVersion`](crate::Error::WireVersion) instead of a silent drop and a timeout.
 //! Don't enable ractor's `blanket_serde` feature: it changes how `Vec<u8>` fields are encoded.
 
@@ -26,7 +37,7 @@ use ractor::RpcReplyPort;
 use ractor_cluster::RactorClusterMessage;
 
 /// Version of the byte format inside [`RpcMessage`]. Bumped on any incompatible change.
-pub const WIRE_VERSION: u16 = 1;
+pub const WIRE_VERSION: u16 = 2;
 
 /// The version this process speaks: [`WIRE_VERSION`] unless a test node set another
 /// (`NodeConfig::wire_version`). Read once per message; a relaxed load costs nothing.
@@ -129,12 +140,75 @@ pub(crate) fn encoded_len<T: serde::Serialize + ?Sized>(value: &T) -> usize {
 /// Bytes the wire version takes at most (a u16 varint).
 pub(crate) const VERSION_LEN: usize = 3;
 
+/// Bytes of the length behind a header or status.
+pub(crate) const TRAILER_LEN: usize = 4;
+
 /// Starts an encoded message with the wire version.
 pub(crate) fn start_message(capacity: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(capacity);
     // A u16 varint is at most 3 bytes; extending a Vec cannot fail.
     out = postcard::to_extend(&local_version(), out).unwrap_or_default();
     out
+}
+
+/// Writes the wire version into `message[0]`, the byte a [`Payload`](crate::Payload) reserves
+/// for it, when the version takes one byte (any version below 128); otherwise builds the
+/// message anew (a copy).
+pub(crate) fn stamp_version(mut message: Vec<u8>) -> Vec<u8> {
+    let version = local_version();
+    match (u8::try_from(version), message.first_mut()) {
+        (Ok(byte @ 0..=0x7f), Some(first)) => {
+            *first = byte;
+            message
+        }
+        _ => {
+            let body = message.get(1..).unwrap_or_default();
+            let mut out = start_message(VERSION_LEN + body.len() + 64);
+            out.extend_from_slice(body);
+            out
+        }
+    }
+}
+
+/// Appends `value` (postcard) and then its length (u32 LE) to `out`.
+pub(crate) fn push_trailer<T: serde::Serialize + ?Sized>(
+    out: Vec<u8>,
+    value: &T,
+) -> Result<Vec<u8>, postcard::Error> {
+    let start = out.len();
+    let mut out = postcard::to_extend(value, out)?;
+    let len = u32::try_from(out.len() - start).map_err(|_| postcard::Error::SerializeBufferFull)?;
+    out.extend_from_slice(&len.to_le_bytes());
+    Ok(out)
+}
+
+/// Splits `body` into what precedes its trailer and the trailer's encoded value.
+pub(crate) fn split_trailer<'a>(
+    body: &'a [u8],
+    what: &str,
+) -> Result<(&'a [u8], &'a [u8]), DecodeError> {
+    let malformed = || DecodeError::Malformed(format!("no {what} at the end"));
+    let len_at = body.len().checked_sub(TRAILER_LEN).ok_or_else(malformed)?;
+    let mut len = [0; TRAILER_LEN];
+    len.copy_from_slice(&body[len_at..]);
+    let len = usize::try_from(u32::from_le_bytes(len)).map_err(|_| malformed())?;
+    let start = len_at.checked_sub(len).ok_or_else(malformed)?;
+    Ok((&body[..start], &body[start..len_at]))
+}
+
+/// Decodes a trailer's value, which must fill it exactly.
+pub(crate) fn decode_trailer<'a, T: serde::Deserialize<'a>>(
+    trailer: &'a [u8],
+    what: &str,
+) -> Result<T, DecodeError> {
+    match postcard::take_from_bytes::<T>(trailer) {
+        Ok((value, [])) => Ok(value),
+        Ok((_, rest)) => Err(DecodeError::Malformed(format!(
+            "{} stray bytes in the {what}",
+            rest.len()
+        ))),
+        Err(e) => Err(DecodeError::Malformed(format!("{what}: {e}"))),
+    }
 }
 
 #[cfg(test)]

@@ -1,8 +1,15 @@
-//! The reply envelope: a status, then the encoded reply value when the status is `Ok`.
+//! The reply envelope: the version, the encoded reply value when the status is `Ok` (or the
+//! refused call's bytes when it is `Leaving`), then the status and its length.
+
+use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use super::{encoded_len, split_version, start_message, DecodeError, VERSION_LEN};
+use super::{
+    decode_trailer, encoded_len, push_trailer, split_trailer, split_version, stamp_version,
+    start_message, DecodeError, TRAILER_LEN, VERSION_LEN,
+};
+use crate::payload::{self, Payload};
 
 /// What happened to a call on the serving node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,29 +29,99 @@ pub(crate) enum ReplyStatus<'a> {
     /// The call's deadline passed while it ran on the serving node.
     DeadlineExceeded,
     /// The member is leaving its balancer: the call was refused without running, so the
-    /// caller may send it to another member.
+    /// caller may send it to another member. The value is the call's bytes after its version.
     Leaving,
+}
+
+/// Bytes `status` takes behind a value: its encoding and its length.
+fn status_len(status: &ReplyStatus<'_>) -> usize {
+    encoded_len(status) + TRAILER_LEN
 }
 
 /// Encodes a complete reply carrying `status` and no value.
 pub(crate) fn encode_status(status: &ReplyStatus<'_>) -> Vec<u8> {
-    // Extending a Vec with a small enum cannot fail.
-    postcard::to_extend(status, start_message(16)).unwrap_or_default()
+    // Extending a Vec with a status cannot fail (a message over 4 GiB is cut short).
+    push_trailer(start_message(VERSION_LEN + status_len(status)), status)
+        .unwrap_or_else(|_| encode_status(&ReplyStatus::Failed("status too long")))
 }
 
-/// Encodes an `Ok` reply carrying `value`.
-pub(crate) fn encode_ok<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, postcard::Error> {
-    // The version, one byte of status, the value.
-    let out = start_message(VERSION_LEN + 1 + encoded_len(value));
-    let out = postcard::to_extend(&ReplyStatus::Ok, out)?;
-    postcard::to_extend(value, out)
+/// Encodes an `Ok` reply carrying `value` (a [`Payload`] copied in as it is).
+pub(crate) fn encode_ok<T: Serialize + 'static>(value: &T) -> Result<Vec<u8>, postcard::Error> {
+    let tail = status_len(&ReplyStatus::Ok);
+    let out = match payload::as_payload(value) {
+        Some(payload) => {
+            let mut out = start_message(VERSION_LEN + payload.len() + tail);
+            out.extend_from_slice(payload);
+            out
+        }
+        None => postcard::to_extend(
+            value,
+            start_message(VERSION_LEN + encoded_len(value) + tail),
+        )?,
+    };
+    push_trailer(out, &ReplyStatus::Ok)
 }
 
-/// Decodes a reply: the status and, for `Ok`, the encoded value after it.
+/// [`encode_ok`] taking the value: a [`Payload`]'s own buffer becomes the reply.
+pub(crate) fn encode_ok_owned<T: Serialize + 'static>(
+    value: T,
+) -> Result<Vec<u8>, postcard::Error> {
+    match payload::downcast(value) {
+        Ok(payload) => push_trailer(stamp_version(payload.into_message()), &ReplyStatus::Ok),
+        Err(value) => encode_ok(&value),
+    }
+}
+
+/// The `Leaving` reply to `call`: the call's own bytes, then the status.
+pub(crate) fn encode_leaving(call: Vec<u8>) -> Vec<u8> {
+    if split_version(&call).is_err() {
+        // Not a call this node can hand back as its own: refuse without the bytes.
+        return encode_status(&ReplyStatus::Leaving);
+    }
+    push_trailer(call, &ReplyStatus::Leaving)
+        .unwrap_or_else(|_| encode_status(&ReplyStatus::Leaving))
+}
+
+/// Decodes a reply: the status and the bytes of the value after the version.
 pub(crate) fn decode(bytes: &[u8]) -> Result<(ReplyStatus<'_>, &[u8]), DecodeError> {
-    let rest = split_version(bytes)?;
-    postcard::take_from_bytes::<ReplyStatus<'_>>(rest)
-        .map_err(|e| DecodeError::Malformed(format!("reply status: {e}")))
+    let (status, value) = decode_range(bytes)?;
+    Ok((status, &bytes[value]))
+}
+
+/// Decodes a reply: the status and where the value is.
+pub(crate) fn decode_range(bytes: &[u8]) -> Result<(ReplyStatus<'_>, Range<usize>), DecodeError> {
+    let body = split_version(bytes)?;
+    let at = bytes.len() - body.len();
+    let (value, trailer) = split_trailer(body, "reply status")?;
+    let status = decode_trailer(trailer, "reply status")?;
+    Ok((status, at..at + value.len()))
+}
+
+/// The value of an `Ok` reply as `T`: decoded with postcard, or — for a [`Payload`] — the
+/// reply itself cut down to it (no copy when the version took one byte).
+pub(crate) fn take_value<T: serde::de::DeserializeOwned + 'static>(
+    mut reply: Vec<u8>,
+    value: Range<usize>,
+) -> Result<T, postcard::Error> {
+    if payload::is_payload::<T>() {
+        let payload = if value.start == 1 {
+            reply.truncate(value.end);
+            Payload::from_message(reply)
+        } else {
+            Payload::from_slice(reply.get(value).unwrap_or_default())
+        };
+        return payload::upcast(payload).ok_or(postcard::Error::SerdeDeCustom);
+    }
+    postcard::from_bytes(reply.get(value).unwrap_or_default())
+}
+
+/// The call a `Leaving` reply hands back: the reply cut down to the call's bytes.
+pub(crate) fn refused_call(mut reply: Vec<u8>, value: Range<usize>) -> Option<Vec<u8>> {
+    if value.is_empty() {
+        return None;
+    }
+    reply.truncate(value.end);
+    Some(reply)
 }
 
 #[cfg(test)]
@@ -87,5 +164,40 @@ mod tests {
             assert!(decode(&bytes[..len]).is_err());
         }
         assert!(decode(&[0x01, 0x7f]).is_err());
+    }
+
+    #[test]
+    fn a_payload_reply_is_the_payload_buffer_itself() {
+        let mut payload = Payload::with_capacity(70_000);
+        payload.extend_from_slice(&[9; 70_000]);
+        let at = payload.as_ptr();
+        let reply = encode_ok_owned(payload).unwrap();
+        let (status, value) = decode_range(&reply).unwrap();
+        assert_eq!(status, ReplyStatus::Ok);
+        let back: Payload = take_value(reply, value).unwrap();
+        assert_eq!(back.as_ptr(), at, "copied on the way");
+        assert_eq!(back.len(), 70_000);
+        // The same bytes through the copying encoder decode the same.
+        let copied = encode_ok(&back).unwrap();
+        let (_, value) = decode_range(&copied).unwrap();
+        assert_eq!(take_value::<Payload>(copied, value).unwrap(), back);
+    }
+
+    #[test]
+    fn a_leaving_reply_hands_the_call_back() {
+        let header = crate::wire::header::CallHeader {
+            function: "f",
+            balancer: Some("b"),
+            deadline_ms: 5,
+            call_id: 1,
+        };
+        let call = crate::wire::header::encode_call(&header, &"args".to_string()).unwrap();
+        let reply = encode_leaving(call.clone());
+        let (status, value) = decode_range(&reply).unwrap();
+        assert_eq!(status, ReplyStatus::Leaving);
+        assert_eq!(refused_call(reply, value).unwrap(), call);
+        let bare = encode_status(&ReplyStatus::Leaving);
+        let (_, value) = decode_range(&bare).unwrap();
+        assert_eq!(refused_call(bare, value), None);
     }
 }
