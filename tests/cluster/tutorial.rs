@@ -51,8 +51,8 @@ fn the_tutorial_blocks_are_the_example() {
         .map(|l| l.trim_end().to_string())
         .collect();
     assert!(!tutorial.is_empty(), "{TUTORIAL} has no rust blocks");
-    if let Some(i) = (0..tutorial.len().max(example.len()))
-        .find(|&i| tutorial.get(i) != example.get(i))
+    if let Some(i) =
+        (0..tutorial.len().max(example.len())).find(|&i| tutorial.get(i) != example.get(i))
     {
         panic!(
             "{TUTORIAL}'s rust blocks, in order, must be {EXAMPLE} (after its //! header; blank \
@@ -196,7 +196,10 @@ async fn the_tutorial_runs_as_written() {
     let status = c.finish(CALLER_TIMEOUT).await;
     let out = &c.seen;
     assert!(status.success(), "caller exited with {status}: {out:#?}");
-    assert!(out[0].starts_with("c@127.0.0.1 listening on 127.0.0.1:"), "{out:#?}");
+    assert!(
+        out[0].starts_with("c@127.0.0.1 listening on 127.0.0.1:"),
+        "{out:#?}"
+    );
     assert_eq!(
         out[1], "members of shouters: a@127.0.0.1, b@127.0.0.1, c@127.0.0.1",
         "{out:#?}"
@@ -230,9 +233,7 @@ async fn the_tutorial_runs_as_written() {
         .count();
     assert_eq!(own, 2, "{out:#?}");
     assert!(
-        out.contains(
-            &"calls per node: a@127.0.0.1=2, b@127.0.0.1=2, c@127.0.0.1=2".to_string()
-        ),
+        out.contains(&"calls per node: a@127.0.0.1=2, b@127.0.0.1=2, c@127.0.0.1=2".to_string()),
         "{out:#?}"
     );
 
