@@ -34,6 +34,7 @@ mod retry;
 #[cfg(feature = "telemetry")]
 mod telemetry;
 mod tls;
+mod tutorial;
 mod wire_version;
 
 use std::time::Duration;

@@ -1,0 +1,263 @@
+//! The getting-started tutorial (docs/tutorials/getting-started.md) as its reader follows it:
+//! its Rust blocks are `examples/getting_started.rs`, and that program, run as three OS
+//! processes on 127.0.0.1, prints what the tutorial says it prints.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout, Command};
+
+const TUTORIAL: &str = "docs/tutorials/getting-started.md";
+const EXAMPLE: &str = "examples/getting_started.rs";
+
+/// Bound for one node to print a line it is expected to print (debug build, 2 shared cores).
+const LINE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bound for the caller's whole run: it waits up to 10 s for members, then makes 7 calls.
+const CALLER_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn repo_file(path: &str) -> String {
+    let full = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("read {}: {e}", full.display()))
+}
+
+/// The non-blank lines of every block of `markdown` whose info string starts with `rust`, in
+/// order.
+fn rust_block_lines(markdown: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut in_rust = None::<bool>;
+    for line in markdown.lines() {
+        let fence = line.trim_start();
+        match in_rust {
+            None if fence.starts_with("```") => {
+                in_rust = Some(fence.trim_start_matches('`').starts_with("rust"));
+            }
+            Some(_) if fence.starts_with("```") => in_rust = None,
+            Some(true) if !line.trim().is_empty() => lines.push(line.trim_end().to_string()),
+            _ => {}
+        }
+    }
+    lines
+}
+
+#[test]
+fn the_tutorial_blocks_are_the_example() {
+    let tutorial = rust_block_lines(&repo_file(TUTORIAL));
+    let example: Vec<String> = repo_file(EXAMPLE)
+        .lines()
+        .skip_while(|l| l.starts_with("//!"))
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.trim_end().to_string())
+        .collect();
+    assert!(!tutorial.is_empty(), "{TUTORIAL} has no rust blocks");
+    if let Some(i) =
+        (0..tutorial.len().max(example.len())).find(|&i| tutorial.get(i) != example.get(i))
+    {
+        panic!(
+            "{TUTORIAL}'s rust blocks, in order, must be {EXAMPLE} (after its //! header; blank \
+             lines ignored). First difference at non-blank line {}:\n  tutorial: {:?}\n  \
+             example:  {:?}",
+            i + 1,
+            tutorial.get(i),
+            example.get(i)
+        );
+    }
+}
+
+/// `target/<profile>/examples/getting_started`, which cargo builds with the tests.
+fn example_binary() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(|deps| deps.parent()).unwrap();
+    let binary = profile_dir.join("examples").join("getting_started");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(EXAMPLE);
+    let built = std::fs::metadata(&binary).and_then(|m| m.modified());
+    let edited = std::fs::metadata(&source).and_then(|m| m.modified());
+    match (built, edited) {
+        (Err(_), _) => panic!(
+            "{} is missing: build the example first (`cargo build --example getting_started`; \
+             a whole-workspace `cargo nextest run` or `cargo test` builds it)",
+            binary.display()
+        ),
+        (Ok(built), Ok(edited)) if edited > built => panic!(
+            "{} is older than {EXAMPLE}: rebuild it (`cargo build --example getting_started`)",
+            binary.display()
+        ),
+        _ => binary,
+    }
+}
+
+/// One run of the example, as in one of the tutorial's terminals. Killed when dropped.
+struct Terminal {
+    child: Child,
+    stdout: Lines<BufReader<ChildStdout>>,
+    /// Every line printed so far.
+    seen: Vec<String>,
+}
+
+impl Terminal {
+    fn open(binary: &Path, args: &[&str]) -> Self {
+        let mut child = Command::new(binary)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {} {args:?}: {e}", binary.display()));
+        let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+        Self {
+            child,
+            stdout,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Reads lines until one contains `text` (≤ `bound`); that line.
+    async fn wait_for(&mut self, text: &str, bound: Duration) -> String {
+        let deadline = Instant::now() + bound;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, self.stdout.next_line()).await {
+                Ok(Ok(Some(line))) => {
+                    self.seen.push(line.clone());
+                    if line.contains(text) {
+                        return line;
+                    }
+                }
+                Ok(_) => panic!("exited before printing {text:?}; printed {:#?}", self.seen),
+                Err(_) => panic!(
+                    "no line with {text:?} within {} ms; printed {:#?}",
+                    bound.as_millis(),
+                    self.seen
+                ),
+            }
+        }
+    }
+
+    /// Reads the rest of the output and waits for the exit (≤ `bound`).
+    async fn finish(&mut self, bound: Duration) -> ExitStatus {
+        let rest = async {
+            while let Ok(Some(line)) = self.stdout.next_line().await {
+                self.seen.push(line);
+            }
+            self.child.wait().await
+        };
+        match tokio::time::timeout(bound, rest).await {
+            Ok(status) => status.unwrap(),
+            Err(_) => panic!(
+                "did not exit within {} ms; printed {:#?}",
+                bound.as_millis(),
+                self.seen
+            ),
+        }
+    }
+
+    /// Ctrl-C.
+    fn interrupt(&self) {
+        if let Some(pid) = self.child.id() {
+            // SAFETY: kill(2) has no memory effects; the pid is our own running child's.
+            unsafe {
+                libc::kill(pid as libc::pid_t, libc::SIGINT);
+            }
+        }
+    }
+}
+
+/// The address in a `NAME@127.0.0.1 listening on ADDRESS` line.
+fn listen_address(line: &str) -> String {
+    line.rsplit_once(" listening on ")
+        .map(|(_, addr)| addr.trim().to_string())
+        .unwrap_or_else(|| panic!("not a listening line: {line:?}"))
+}
+
+/// The node in a `call N: "TEXT" from NODE (its shout #K)` line.
+fn served_by(line: &str) -> &str {
+    line.split_once(" from ")
+        .and_then(|(_, rest)| rest.split_once(' '))
+        .map(|(node, _)| node)
+        .unwrap_or_else(|| panic!("not a call line: {line:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tutorial_runs_as_written() {
+    let binary = example_binary();
+    // The tutorial's ports are 4100-4102; port 0 (free ports) keeps the test off fixed ports.
+    let mut a = Terminal::open(&binary, &["serve", "a", "0"]);
+    let a_addr = listen_address(&a.wait_for(" listening on ", LINE_TIMEOUT).await);
+    assert!(a_addr.starts_with("127.0.0.1:"), "{a_addr}");
+    a.wait_for("serving; stop with Ctrl-C", LINE_TIMEOUT).await;
+    let mut b = Terminal::open(&binary, &["serve", "b", "0", &a_addr]);
+    b.wait_for("b@127.0.0.1 listening on 127.0.0.1:", LINE_TIMEOUT)
+        .await;
+    b.wait_for("serving; stop with Ctrl-C", LINE_TIMEOUT).await;
+
+    let mut c = Terminal::open(&binary, &["call", "c", "0", &a_addr]);
+    let status = c.finish(CALLER_TIMEOUT).await;
+    let out = &c.seen;
+    assert!(status.success(), "caller exited with {status}: {out:#?}");
+    assert!(
+        out[0].starts_with("c@127.0.0.1 listening on 127.0.0.1:"),
+        "{out:#?}"
+    );
+    assert_eq!(
+        out[1], "members of shouters: a@127.0.0.1, b@127.0.0.1, c@127.0.0.1",
+        "{out:#?}"
+    );
+
+    // Six calls, round robin over the three members: each serves two.
+    let calls: Vec<&String> = out.iter().filter(|l| l.starts_with("call ")).collect();
+    assert_eq!(calls.len(), 6, "{out:#?}");
+    let nodes: Vec<&str> = calls.iter().map(|l| served_by(l)).collect();
+    for (i, call) in calls.iter().enumerate() {
+        let n = i + 1;
+        assert!(
+            call.starts_with(&format!("call {n}: \"HELLO {n}\" from ")),
+            "{out:#?}"
+        );
+        let its = if i < 3 { 1 } else { 2 };
+        assert!(call.ends_with(&format!("(its shout #{its})")), "{out:#?}");
+        assert_eq!(nodes[i], nodes[i % 3], "round robin repeats: {out:#?}");
+    }
+    let mut first_three = nodes[..3].to_vec();
+    first_three.sort();
+    assert_eq!(
+        first_three,
+        ["a@127.0.0.1", "b@127.0.0.1", "c@127.0.0.1"],
+        "{out:#?}"
+    );
+    // The calls c served itself printed their lines in its own terminal.
+    let own = out
+        .iter()
+        .filter(|l| l.starts_with("serving shout #"))
+        .count();
+    assert_eq!(own, 2, "{out:#?}");
+    assert!(
+        out.contains(&"calls per node: a@127.0.0.1=2, b@127.0.0.1=2, c@127.0.0.1=2".to_string()),
+        "{out:#?}"
+    );
+
+    // The typed error, from the next member in turn.
+    let next = nodes[0];
+    let whisper = format!(
+        "whisper -> Error::BadRequest from {next}: unknown function `tutorial.whisper` on {next}"
+    );
+    assert!(out.contains(&whisper), "want {whisper:?} in {out:#?}");
+    assert_eq!(out.last().unwrap(), "c@127.0.0.1 stopped", "{out:#?}");
+
+    // a and b each served two calls, then stop on Ctrl-C.
+    for (node, terminal) in [("a", &mut a), ("b", &mut b)] {
+        terminal
+            .wait_for("serving shout #2: \"hello ", LINE_TIMEOUT)
+            .await;
+        terminal.interrupt();
+        let status = terminal.finish(LINE_TIMEOUT).await;
+        assert!(status.success(), "{node} exited with {status}");
+        assert_eq!(
+            terminal.seen.last().unwrap(),
+            &format!("{node}@127.0.0.1 stopped"),
+            "{:#?}",
+            terminal.seen
+        );
+    }
+}
