@@ -25,7 +25,7 @@ impl SelectionAlgorithm for ShortestName {
         "shortest_name"
     }
 
-    // The only required method: pick an index into `members` (never empty, sorted by node).
+    // Required with `name`: pick an index into `members` (never empty, sorted by node).
     fn choose_from_nodes(
         &self,
         members: &[Member],

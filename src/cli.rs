@@ -32,7 +32,7 @@ pub struct Cli {
     /// Tokio runtime flavor of this process: `current-thread` (the default: every task and the
     /// I/O driver on one thread; `--worker-threads` is ignored) or `multi-thread`
     /// (`--worker-threads` workers). Both keep a blocking pool for CPU-heavy work.
-    /// bench/README.md compares them: on 2 shared cores current-thread served 11 % more calls
+    /// bench/README.md compares them: on 2 shared cores current-thread served 8–22 % more calls
     /// per second at the same sequential latency, and 2 workers were slower than 1.
     #[arg(long, global = true, value_enum, default_value_t = RuntimeFlavor::CurrentThread)]
     pub runtime: RuntimeFlavor,

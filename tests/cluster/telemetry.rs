@@ -420,6 +420,16 @@ async fn random_node_calls_are_instrumented_like_direct_calls() {
     me.call_on_random_node::<Echo>("tester@", "here".into())
         .await
         .unwrap();
+    // No node matches: it fails before it has a node, and is still counted (node empty).
+    let nowhere = me
+        .call_on_random_node::<Whoami>("nobody-is-called-this@", ())
+        .retry(rpc_load_balancer::Retry::never())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(nowhere, rpc_load_balancer::Error::NoMatchingNodes { .. }),
+        "{nowhere:?}"
+    );
 
     let snapshot: Vec<(String, Fields, u64)> = snapshotter
         .snapshot()
@@ -478,6 +488,15 @@ async fn random_node_calls_are_instrumented_like_direct_calls() {
         ("status", "ok"),
     ];
     assert_eq!(counted(&snapshot, RPC_STOP, &here), 1);
+    let unmatched = [
+        ("function", "whoami"),
+        ("type", "call"),
+        ("load_balancer", ""),
+        ("node", ""),
+    ];
+    assert_eq!(counted(&snapshot, RPC_START, &unmatched), 1);
+    let failed = [unmatched.as_slice(), &[("status", "service_unavailable")]].concat();
+    assert_eq!(counted(&snapshot, RPC_STOP, &failed), 1);
     assert_eq!(
         counted(&snapshot, RPC_START, &[("load_balancer", "work")]),
         0,

@@ -23,6 +23,9 @@ use crate::wire::header::decode_call;
 use crate::wire::reply::{self, ReplyStatus};
 use crate::wire::{split_version, DecodeError};
 
+/// The caller's timeout the decoded replies report (any value: nothing waits).
+const FUZZ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The payload cap of the fuzzed node: small, so replies over it are reachable.
 pub const MAX_PAYLOAD: usize = 1024;
 
@@ -57,12 +60,12 @@ fn decode_everything(bytes: &[u8]) {
     let _ = decode_call(bytes);
     let _ = reply::decode(bytes);
     // The caller's side of a reply, for value types of several shapes.
-    let _ = decode_reply::<ControlReply>("fuzz", "control", bytes.to_vec());
-    let _ = decode_reply::<String>("fuzz", Echo::NAME, bytes.to_vec());
-    let _ = decode_reply::<Record>("fuzz", RecordFn::NAME, bytes.to_vec());
-    let _ = decode_reply::<Vec<u8>>("fuzz", Repeat::NAME, bytes.to_vec());
-    let _ = decode_reply::<()>("fuzz", Fail::NAME, bytes.to_vec());
-    let _ = decode_reply::<Payload>("fuzz", PayloadEcho::NAME, bytes.to_vec());
+    let _ = decode_reply::<ControlReply>("fuzz", "control", bytes.to_vec(), FUZZ_TIMEOUT);
+    let _ = decode_reply::<String>("fuzz", Echo::NAME, bytes.to_vec(), FUZZ_TIMEOUT);
+    let _ = decode_reply::<Record>("fuzz", RecordFn::NAME, bytes.to_vec(), FUZZ_TIMEOUT);
+    let _ = decode_reply::<Vec<u8>>("fuzz", Repeat::NAME, bytes.to_vec(), FUZZ_TIMEOUT);
+    let _ = decode_reply::<()>("fuzz", Fail::NAME, bytes.to_vec(), FUZZ_TIMEOUT);
+    let _ = decode_reply::<Payload>("fuzz", PayloadEcho::NAME, bytes.to_vec(), FUZZ_TIMEOUT);
     if let Ok(body) = split_version(bytes) {
         let _ = postcard::from_bytes::<ControlRequest>(body);
     }
@@ -97,12 +100,21 @@ fn check_call_reply(bytes: &[u8], answer: &[u8]) {
         return;
     }
     let decoded = match header.function {
-        Echo::NAME => decode_reply::<String>("fuzz", Echo::NAME, answer.to_vec()).map(drop),
-        Add::NAME => decode_reply::<u32>("fuzz", Add::NAME, answer.to_vec()).map(drop),
-        Repeat::NAME => decode_reply::<Vec<u8>>("fuzz", Repeat::NAME, answer.to_vec()).map(drop),
-        RecordFn::NAME => decode_reply::<Record>("fuzz", RecordFn::NAME, answer.to_vec()).map(drop),
+        Echo::NAME => {
+            decode_reply::<String>("fuzz", Echo::NAME, answer.to_vec(), FUZZ_TIMEOUT).map(drop)
+        }
+        Add::NAME => {
+            decode_reply::<u32>("fuzz", Add::NAME, answer.to_vec(), FUZZ_TIMEOUT).map(drop)
+        }
+        Repeat::NAME => {
+            decode_reply::<Vec<u8>>("fuzz", Repeat::NAME, answer.to_vec(), FUZZ_TIMEOUT).map(drop)
+        }
+        RecordFn::NAME => {
+            decode_reply::<Record>("fuzz", RecordFn::NAME, answer.to_vec(), FUZZ_TIMEOUT).map(drop)
+        }
         PayloadEcho::NAME => {
-            decode_reply::<Payload>("fuzz", PayloadEcho::NAME, answer.to_vec()).map(drop)
+            decode_reply::<Payload>("fuzz", PayloadEcho::NAME, answer.to_vec(), FUZZ_TIMEOUT)
+                .map(drop)
         }
         other => panic!("`{other}` is not served, yet call {bytes:?} was answered Ok"),
     };
@@ -131,7 +143,9 @@ fn check_control_reply(bytes: &[u8], answer: &[u8]) {
             "malformed control request {bytes:?} answered {status:?}"
         ),
         Ok(_) if status == ReplyStatus::Ok => {
-            if let Err(e) = decode_reply::<ControlReply>("fuzz", "control", answer.to_vec()) {
+            if let Err(e) =
+                decode_reply::<ControlReply>("fuzz", "control", answer.to_vec(), FUZZ_TIMEOUT)
+            {
                 panic!("Ok reply {answer:?} to control request {bytes:?} does not decode: {e}");
             }
         }

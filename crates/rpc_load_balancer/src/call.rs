@@ -106,7 +106,7 @@ pub(crate) async fn call_endpoint<F: RemoteFunction>(
     let outcome = send_call(endpoint, RpcMessage::Call, bytes, timeout).await;
     abandoned.settle(&outcome);
     let reply = outcome_to_reply(node, timeout, outcome)?;
-    decode_reply::<F::Reply>(node, F::NAME, reply)
+    decode_reply::<F::Reply>(node, F::NAME, reply, timeout)
 }
 
 /// Sends one control request to `node` and waits at most `timeout` for the answer.
@@ -123,7 +123,7 @@ pub(crate) async fn control(
     })?;
     let outcome = send_call(&endpoint, RpcMessage::Control, bytes, timeout).await;
     let reply = outcome_to_reply(node, timeout, outcome)?;
-    decode_reply(node, "control", reply)
+    decode_reply(node, "control", reply, timeout)
 }
 
 /// Runs `function` in this process on its own task, with the remote call's error contract and
@@ -323,17 +323,17 @@ pub(crate) async fn send_encoded<F: RemoteFunction>(
             // Not run there (a peer of another version is refused as soon as it connects;
             // this covers the moment before).
             Ok((ReplyStatus::WireVersion { .. }, _)) | Err(DecodeError::Version(_)) => {
-                match decode_reply::<F::Reply>(node, F::NAME, reply) {
+                match decode_reply::<F::Reply>(node, F::NAME, reply, timeout) {
                     Err(error) => Sent::Refused(error, None),
                     Ok(value) => Sent::Replied(Ok(value)),
                 }
             }
-            _ => Sent::Replied(decode_reply::<F::Reply>(node, F::NAME, reply)),
+            _ => Sent::Replied(decode_reply::<F::Reply>(node, F::NAME, reply, timeout)),
         },
         Ok(CallResult::SenderError) => Sent::Dropped,
         outcome => Sent::Replied(
             outcome_to_reply(node, timeout, outcome)
-                .and_then(|reply| decode_reply::<F::Reply>(node, F::NAME, reply)),
+                .and_then(|reply| decode_reply::<F::Reply>(node, F::NAME, reply, timeout)),
         ),
     }
 }
@@ -463,10 +463,13 @@ pub(crate) fn outcome_to_reply(
 
 /// Decodes a reply envelope from `node` into `T` or the error it carries. Takes the reply: a
 /// [`Payload`](crate::Payload) value is the reply itself.
+///
+/// `timeout` is the caller's, reported when the serving node says the call's deadline passed.
 pub(crate) fn decode_reply<T: serde::de::DeserializeOwned + 'static>(
     node: &str,
     function: &str,
     bytes: Vec<u8>,
+    timeout: Duration,
 ) -> Result<T, Error> {
     let (status, value) = match reply::decode_range(&bytes) {
         Ok(decoded) => decoded,
@@ -516,7 +519,7 @@ pub(crate) fn decode_reply<T: serde::de::DeserializeOwned + 'static>(
         }),
         ReplyStatus::DeadlineExceeded => Err(Error::RequestTimeout {
             node: node.to_string(),
-            timeout: Duration::ZERO,
+            timeout,
         }),
         ReplyStatus::Leaving => Err(Error::ServiceUnavailable {
             node: node.to_string(),
@@ -531,6 +534,25 @@ mod tests {
     use crate::WIRE_VERSION;
 
     const NODE: &str = "b@127.0.0.1";
+    /// The caller's timeout in these tests.
+    const T: Duration = Duration::from_millis(250);
+
+    #[test]
+    fn a_deadline_passed_on_the_serving_node_reports_the_callers_timeout() {
+        let late = reply::encode_status(&ReplyStatus::DeadlineExceeded);
+        let error = decode_reply::<u8>(NODE, "f", late, T).unwrap_err();
+        assert_eq!(
+            error,
+            Error::RequestTimeout {
+                node: NODE.into(),
+                timeout: T
+            }
+        );
+        assert_eq!(
+            error.to_string(),
+            "request to b@127.0.0.1 timed out after 250 ms"
+        );
+    }
 
     #[test]
     fn ractor_outcomes_map_to_the_original_codes() {
@@ -562,20 +584,20 @@ mod tests {
     #[test]
     fn reply_statuses_map_to_errors() {
         let ok = reply::encode_ok(&7u8).unwrap();
-        assert_eq!(decode_reply::<u8>(NODE, "f", ok).unwrap(), 7);
+        assert_eq!(decode_reply::<u8>(NODE, "f", ok, T).unwrap(), 7);
         let wrong_type =
-            decode_reply::<String>(NODE, "f", reply::encode_ok(&vec![0xffu8]).unwrap());
+            decode_reply::<String>(NODE, "f", reply::encode_ok(&vec![0xffu8]).unwrap(), T);
         assert_eq!(wrong_type.unwrap_err().kind(), "codec");
         let bad = reply::encode_status(&ReplyStatus::BadRequest("unknown function `g`"));
         assert_eq!(
-            decode_reply::<u8>(NODE, "g", bad).unwrap_err(),
+            decode_reply::<u8>(NODE, "g", bad, T).unwrap_err(),
             Error::BadRequest {
                 node: NODE.into(),
                 message: "unknown function `g`".into()
             }
         );
         let panicked = reply::encode_status(&ReplyStatus::Panicked("boom"));
-        match decode_reply::<u8>(NODE, "f", panicked).unwrap_err() {
+        match decode_reply::<u8>(NODE, "f", panicked, T).unwrap_err() {
             Error::Remote {
                 failure,
                 message,
@@ -591,7 +613,7 @@ mod tests {
         }
         let big = reply::encode_status(&ReplyStatus::PayloadTooLarge { size: 9, limit: 4 });
         assert_eq!(
-            decode_reply::<u8>(NODE, "f", big).unwrap_err(),
+            decode_reply::<u8>(NODE, "f", big, T).unwrap_err(),
             Error::PayloadTooLarge {
                 direction: PayloadDirection::Reply,
                 size: 9,
@@ -605,7 +627,7 @@ mod tests {
         let mut bytes = postcard::to_allocvec(&(WIRE_VERSION + 3)).unwrap();
         bytes.push(0);
         assert_eq!(
-            decode_reply::<u8>(NODE, "f", bytes).unwrap_err(),
+            decode_reply::<u8>(NODE, "f", bytes, T).unwrap_err(),
             Error::WireVersion {
                 node: NODE.into(),
                 local: WIRE_VERSION,
@@ -613,7 +635,7 @@ mod tests {
             }
         );
         assert_eq!(
-            decode_reply::<u8>(NODE, "f", Vec::new())
+            decode_reply::<u8>(NODE, "f", Vec::new(), T)
                 .unwrap_err()
                 .kind(),
             "codec"

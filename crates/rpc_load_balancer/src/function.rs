@@ -38,7 +38,9 @@ pub(crate) use registry::Registry;
 ///
 /// * `NAME` identifies the function on the wire; keep it stable across releases (renaming it
 ///   breaks callers running the old name).
-/// * `Args` and `Reply` are encoded with postcard; both sides must use compatible types.
+/// * `Args` and `Reply` are encoded with postcard; both sides must use compatible types. A
+///   [`Payload`](crate::Payload) as the whole `Args` or `Reply` is not encoded: its bytes are
+///   sent without a copy (docs/how-to/large-payloads.md).
 /// * `call` runs on its own tokio task per call. Returning `Err` gives the caller
 ///   [`Error::Remote`](crate::Error::Remote) with [`RemoteFailure::Failed`](crate::RemoteFailure)
 ///   and the message; a panic is caught, reported as

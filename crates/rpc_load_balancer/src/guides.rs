@@ -31,6 +31,8 @@ pub struct HowToSecuringACluster;
 pub struct HowToRunningAcrossMachines;
 #[doc = include_str!("../../../docs/how-to/deadlines-and-overload.md")]
 pub struct HowToDeadlinesAndOverload;
+#[doc = include_str!("../../../docs/how-to/large-payloads.md")]
+pub struct HowToLargePayloads;
 #[doc = include_str!("../../../docs/reference/configuration.md")]
 pub struct ReferenceConfiguration;
 #[doc = include_str!("../../../docs/reference/errors.md")]

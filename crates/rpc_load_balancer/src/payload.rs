@@ -1,26 +1,5 @@
-//! [`Payload`]: a byte string that crosses the wire without being copied by this library.
-//!
-//! A remote function whose whole `Args` or `Reply` is a [`Payload`] skips serde for it: the
-//! caller's buffer becomes the message (the call's header is appended behind the bytes, the
-//! wire version written into a byte reserved in front of them), the serving node hands the
-//! received message to the function as its argument, and an echoed or newly built reply
-//! goes back the same way. The only copies left are the ones ractor_cluster makes to put a
-//! message on the socket and take it off — the same as a raw ractor_cluster RPC of a
-//! `Vec<u8>`. For a 64 KiB payload this removes four copies and allocations per call (see
-//! bench/README.md).
-//!
-//! Inside another type (say `(u32, Payload)`) a `Payload` is an ordinary serde byte string
-//! (postcard: a length, then the bytes), encoded and decoded like any other value.
-//!
-//! ```
-//! use rpc_load_balancer::Payload;
-//!
-//! let mut payload = Payload::with_capacity(5);
-//! payload.extend_from_slice(b"hello");
-//! assert_eq!(&payload[..], b"hello");
-//! assert_eq!(payload.len(), 5);
-//! assert_eq!(payload.into_vec(), b"hello".to_vec());
-//! ```
+//! [`Payload`]: a byte string that crosses the wire without being copied by this library
+//! (docs/how-to/large-payloads.md).
 
 use std::any::Any;
 use std::ops::{Deref, DerefMut};
@@ -33,8 +12,39 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// buffer once (one copy).
 pub const PAYLOAD_TAIL_ROOM: usize = 128;
 
-/// A byte string sent without copies as a remote function's whole `Args` or `Reply` (see
-/// the [module documentation](self)). Derefs to `[u8]`.
+/// A byte string sent without copies as a remote function's whole `Args` or `Reply`. Derefs
+/// to `[u8]`.
+///
+/// A function whose whole `Args` or `Reply` is a `Payload` skips serde for it: the caller's
+/// buffer becomes the message (the call's header appended behind the bytes, the wire version
+/// written into a byte reserved in front of them), the serving node hands the received
+/// message to the function as its argument, and an echoed or newly built reply goes back the
+/// same way. The only copies left are ractor_cluster's, into and out of the socket — the same
+/// as for a raw ractor_cluster RPC of a `Vec<u8>`. Inside another type (say `(u32, Payload)`)
+/// a `Payload` is an ordinary serde byte string (postcard: a length, then the bytes). Both
+/// sides must declare `Payload` itself: on the wire its bytes carry no length of their own.
+///
+/// ```
+/// use rpc_load_balancer::{FunctionError, Payload, RemoteFunction};
+///
+/// /// Returns its input reversed, in place.
+/// struct Reverse;
+/// impl RemoteFunction for Reverse {
+///     const NAME: &'static str = "bytes.reverse";
+///     type Args = Payload;
+///     type Reply = Payload;
+///     async fn call(&self, mut bytes: Payload) -> Result<Payload, FunctionError> {
+///         bytes.reverse();
+///         Ok(bytes)
+///     }
+/// }
+///
+/// let mut payload = Payload::with_capacity(5);
+/// payload.extend_from_slice(b"hello");
+/// assert_eq!(&payload[..], b"hello");
+/// assert_eq!(payload.into_vec(), b"hello".to_vec());
+/// # let _ = Reverse;
+/// ```
 ///
 /// Build one with [`Payload::with_capacity`], [`Payload::from_slice`] or `extend`: these
 /// leave room for the message framing, so sending them copies nothing.

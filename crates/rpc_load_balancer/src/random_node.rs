@@ -31,6 +31,7 @@ use crate::balancer::Balancer;
 use crate::filter::{self, NodeFilter};
 use crate::function::RemoteFunction;
 use crate::node::shared::{Lifecycle, NodeShared};
+use crate::telemetry::RpcTelemetry;
 use crate::{call, Error, Node, Retry};
 
 impl Node {
@@ -220,6 +221,18 @@ impl Options {
     }
 }
 
+impl Options {
+    /// Records a call or cast that failed before it had a node to go to (no matching node, a
+    /// zero timeout, an unknown balancer) as the library's span and metrics do for any call
+    /// (`node` empty), and gives the error back. Once it has a node, [`Node::call`] and
+    /// [`Node::cast`] record it.
+    fn failed(&self, kind: &'static str, function: &'static str, error: Error) -> Error {
+        let balancer: Option<Arc<str>> = self.load_balancer.as_deref().map(Arc::from);
+        RpcTelemetry::start(kind, function, balancer.as_ref()).finish::<()>(&Err(error.clone()));
+        error
+    }
+}
+
 /// A connected peer that serves rpc and matches `filter` (this node's exclusions applied),
 /// chosen uniformly at random; `None` if there is none.
 fn pick(shared: &NodeShared, filter: &NodeFilter) -> Option<Arc<str>> {
@@ -320,7 +333,10 @@ impl<F: RemoteFunction> RandomNodeCall<F> {
     ///
     /// Errors: as awaiting the call.
     pub async fn with_node(self) -> Result<(F::Reply, Arc<str>), Error> {
-        let target = self.options.target().await?;
+        let target = match self.options.target().await {
+            Ok(target) => target,
+            Err(error) => return Err(self.options.failed("call", F::NAME, error)),
+        };
         let _tracked = track(target.balancer.as_ref())?;
         let reply = self
             .options
@@ -394,7 +410,10 @@ impl<F: RemoteFunction> RandomNodeCast<F> {
     ///
     /// Errors: as awaiting the cast.
     pub async fn with_node(self) -> Result<Arc<str>, Error> {
-        let target = self.options.target().await?;
+        let target = match self.options.target().await {
+            Ok(target) => target,
+            Err(error) => return Err(self.options.failed("cast", F::NAME, error)),
+        };
         let _tracked = track(target.balancer.as_ref())?;
         self.options.node.cast::<F>(&target.node, self.args).await?;
         Ok(target.node)

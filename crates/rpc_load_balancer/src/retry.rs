@@ -13,6 +13,10 @@ use rand::Rng as _;
 
 use crate::Error;
 
+/// The shortest wait between attempts (1 ms), whatever [`Retry::sleep`] says: a retry with
+/// no pause would re-select in a busy loop until the call's timeout.
+pub const MIN_RETRY_WAIT: Duration = Duration::from_millis(1);
+
 /// How often an attempt may be repeated after the first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RetryCount {
@@ -38,7 +42,8 @@ pub enum RetryCount {
 pub struct Retry {
     /// How many more attempts after the first.
     pub count: RetryCount,
-    /// Wait between attempts before jitter (±20 %), ms precision.
+    /// Wait between attempts before jitter (±20 %), ms precision. A wait is never shorter
+    /// than [`MIN_RETRY_WAIT`] (1 ms), so a zero `sleep` does not spin.
     pub sleep: Duration,
 }
 
@@ -73,12 +78,12 @@ impl Retry {
         }
     }
 
-    /// The next wait: `sleep` jittered uniformly within ±20 %.
+    /// The next wait: `sleep` jittered uniformly within ±20 %, at least [`MIN_RETRY_WAIT`].
     pub(crate) fn jittered(&self) -> Duration {
         if self.sleep.is_zero() {
-            return Duration::ZERO;
+            return MIN_RETRY_WAIT;
         }
-        crate::deadline::scaled(self.sleep, rand::rng().random_range(0.8..=1.2))
+        crate::deadline::scaled(self.sleep, rand::rng().random_range(0.8..=1.2)).max(MIN_RETRY_WAIT)
     }
 }
 
@@ -107,6 +112,9 @@ mod tests {
                 "{wait:?}"
             );
         }
-        assert_eq!(Retry::never().jittered(), Duration::ZERO);
+        // No spinning: a zero or tiny sleep still waits 1 ms.
+        assert_eq!(Retry::never().jittered(), MIN_RETRY_WAIT);
+        let tiny = Retry::new(RetryCount::Unlimited, Duration::from_micros(3));
+        assert_eq!(tiny.jittered(), MIN_RETRY_WAIT);
     }
 }

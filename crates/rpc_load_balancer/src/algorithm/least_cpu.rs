@@ -32,7 +32,7 @@ const STACK_MEMBERS: usize = 64;
 /// |---|---|---|
 /// | `poll_interval` | 5,000 ms | period of the Poller's fixed-rate ticks (> 0) |
 /// | `poll_startup_jitter` | 60,000 ms | first poll after a uniform random delay in [0, this]; 0 = at once |
-/// | `cpu_cache_ttl` | 10,000 ms | oldest reading that counts; must exceed the node's `cpu_sample_interval` |
+/// | `cpu_cache_ttl` | 10,000 ms | oldest reading that counts; must exceed the node's `cpu_sample_interval`; keep it above `poll_interval` (a WARN event says when it is not) |
 /// | `cpu_threshold` | 5.0 points | width of the band above the minimum (≥ 0, finite) |
 ///
 /// ```
@@ -165,6 +165,14 @@ impl LeastCpu {
                 "cpu_threshold",
                 format!("{} is not a finite number ≥ 0", o.cpu_threshold),
             ));
+        }
+        if o.cpu_cache_ttl <= o.poll_interval {
+            // Allowed (tests and rarely polled balancers want it), but usually a mistake.
+            tracing::warn!(
+                cpu_cache_ttl_ms = o.cpu_cache_ttl.as_millis() as u64,
+                poll_interval_ms = o.poll_interval.as_millis() as u64,
+                "LeastCpu cpu_cache_ttl is not above poll_interval: remote members' readings age out between polls and count as 50 %"
+            );
         }
         Ok(())
     }

@@ -105,7 +105,10 @@ impl Balancer {
     /// Starts the balancer linked to `supervisor` (an actor of the app's supervision tree),
     /// which receives its supervisor's supervision events. Stopping that parent kills the
     /// balancer without draining: call [`Balancer::stop`] from the parent's `post_stop` to stop
-    /// it gracefully.
+    /// it gracefully. The other way round, the parent gets a `SupervisionEvent::ActorTerminated`
+    /// when the balancer stops — also after a deliberate [`Balancer::stop`] — and ractor's
+    /// default `handle_supervisor_evt` stops the parent then: override it in the parent to
+    /// keep running.
     ///
     /// Errors: as [`Balancer::start`].
     pub async fn spawn_linked(

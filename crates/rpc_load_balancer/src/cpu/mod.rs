@@ -27,7 +27,8 @@ use serde::{Deserialize, Serialize};
 /// What a missing or stale reading counts as: 50 % (the original's rule). It is neutral only
 /// among members near 50 %: when every member with a fresh reading is above
 /// 50 + `cpu_threshold`, a member without one — a node just started, one whose sampler fails,
-/// or one that hangs — gets the calls. Hung nodes are not ejected yet (README, "Known limits").
+/// or one that hangs — gets the calls, until heartbeats drop a hung node
+/// (`NodeConfig::heartbeat_timeout`, 3 s by default).
 pub const NEUTRAL_CPU: f64 = 50.0;
 
 /// One node's CPU reading as held or reported: utilisation in percent (0–100) and its age in

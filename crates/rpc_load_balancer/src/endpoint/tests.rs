@@ -220,7 +220,12 @@ async fn control_of(
 ) -> Result<ControlReply, crate::Error> {
     let bytes = postcard::to_extend(request, crate::wire::start_message(8)).unwrap();
     let reply = serve_control(shared, &bytes).await;
-    crate::call::decode_reply(&shared.name, "control", reply)
+    crate::call::decode_reply(
+        &shared.name,
+        "control",
+        reply,
+        std::time::Duration::from_secs(1),
+    )
 }
 
 #[tokio::test]

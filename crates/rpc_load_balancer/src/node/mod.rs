@@ -428,7 +428,8 @@ impl Node {
     ///
     /// Errors: [`Error::ConnectFailed`] with what was seen (TCP refused, TLS handshake failed,
     /// handshake rejected because of a wrong cookie, a duplicate node name or TLS on one side
-    /// only, no answer).
+    /// only, no answer); [`Error::WireVersion`] when the peer speaks another wire version (it is
+    /// refused, see docs/reference/wire-compatibility.md).
     pub async fn connect(&self, addr: &str) -> Result<String, Error> {
         let shared = &self.inner.shared;
         connect::connect(shared, &self.inner.server, addr, shared.connect_timeout).await

@@ -61,7 +61,9 @@ impl RpcTelemetry {
         &self.span
     }
 
-    /// Records the target node (once selected) and counts the start.
+    /// Records the target node (once selected) and, the first time, counts the start: a call
+    /// sent on to another member (at most 3 times) is still one call, so start and stop
+    /// counts match; the stop carries the last member's name.
     pub(crate) fn target(&mut self, node: &Arc<str>) {
         if !super::ENABLED {
             return;
@@ -70,7 +72,10 @@ impl RpcTelemetry {
             return;
         }
         self.span.record("node", &**node);
-        self.node = Some(Arc::clone(node));
+        let first = self.node.replace(Arc::clone(node)).is_none();
+        if !first {
+            return;
+        }
         metrics::counter!(
             RPC_START,
             "node" => shared(node),
