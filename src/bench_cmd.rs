@@ -16,7 +16,8 @@
 //!
 //! For each payload size it runs a **sequential** phase (one caller; `--warmup` untimed calls
 //! per case, then `--rounds` rounds in each of which every case makes `calls / rounds` timed
-//! calls, cases interleaved raw, direct, balanced, local, raw, ...) and a **throughput** phase
+//! calls, the case order rotated by one each round so that no case always runs first) and a
+//! **throughput** phase
 //! (`--concurrency` callers, caller *i* on target *i* mod 2 for raw and direct; `--warmup-secs`
 //! untimed, then the same rounds of `secs / rounds` seconds per case). The report gives each
 //! case's figures over all its rounds and, per round, the ratios direct/raw and balanced/raw
@@ -443,6 +444,18 @@ struct SizeResult {
     throughput: Phase,
 }
 
+/// The cases of round `round` (from 1), each with its index in [`Case::ALL`]: every case once,
+/// the order rotated by one each round (raw, direct, balanced, local; then direct, balanced,
+/// local, raw; …), so that no case always runs first or right after another.
+fn round_order(round: u32) -> impl Iterator<Item = (usize, Case)> {
+    let n = Case::ALL.len();
+    let shift = round.saturating_sub(1) as usize % n;
+    (0..n).map(move |k| {
+        let i = (k + shift) % n;
+        (i, Case::ALL[i])
+    })
+}
+
 /// Runs both phases for one payload size.
 async fn bench_size(
     targets: &Arc<Targets>,
@@ -462,7 +475,7 @@ async fn bench_size(
         }
     }
     for round in 1..=plan.rounds {
-        for (i, case) in Case::ALL.into_iter().enumerate() {
+        for (i, case) in round_order(round) {
             bar.set_message(format!(
                 "{label} sequential round {round}/{}: {}",
                 plan.rounds,
@@ -486,7 +499,7 @@ async fn bench_size(
         }
     }
     for round in 1..=plan.rounds {
-        for (i, case) in Case::ALL.into_iter().enumerate() {
+        for (i, case) in round_order(round) {
             bar.set_message(format!(
                 "{label} throughput round {round}/{}: {}",
                 plan.rounds,
@@ -801,6 +814,28 @@ mod tests {
         assert_eq!(size_label(65536), "64 KiB");
         assert_eq!(size_label(1536), "1.5 KiB");
         assert_eq!(size_label(4 << 20), "4 MiB");
+    }
+
+    #[test]
+    fn each_round_runs_every_case_once_in_a_rotated_order() {
+        let names = |round| {
+            round_order(round)
+                .map(|(i, case)| {
+                    assert_eq!(Case::ALL[i], case);
+                    case.name()
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(1), ["raw", "direct", "balanced", "local"]);
+        assert_eq!(names(2), ["direct", "balanced", "local", "raw"]);
+        assert_eq!(names(4), ["local", "raw", "direct", "balanced"]);
+        assert_eq!(names(5), names(1));
+        // Over as many rounds as cases, each case runs once in every position.
+        for position in 0..Case::ALL.len() {
+            let firsts: std::collections::BTreeSet<_> =
+                (1..=4).map(|round| names(round)[position]).collect();
+            assert_eq!(firsts.len(), Case::ALL.len());
+        }
     }
 
     #[test]

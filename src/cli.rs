@@ -553,8 +553,8 @@ pub struct BenchArgs {
     /// throughput phase has --warmup-secs).
     #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(0..=100_000_000))]
     pub warmup: u64,
-    /// Rounds per payload size and phase; a round runs every case once, in the order raw,
-    /// direct, balanced, local.
+    /// Rounds per payload size and phase; a round runs every case once, the order rotated by
+    /// one each round (raw, direct, balanced, local; then direct, balanced, local, raw; ...).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1_000))]
     pub rounds: u32,
     /// Measured seconds of the throughput phase per case and payload size, split evenly over
