@@ -382,10 +382,10 @@ pub struct CallArgs {
     /// error, exit status 2).
     #[arg(long)]
     pub json: bool,
-    /// Demo function: echo, sleep, burn, whoami, fail, panic, blob or call_whoami.
+    /// Demo function: echo, sleep, burn, whoami, fail, panic, blob, call_whoami or bytes_echo.
     pub function: String,
     /// The function's argument (text for echo/fail/panic, ms for sleep/burn, bytes for blob,
-    /// a full node name for call_whoami).
+    /// a full node name for call_whoami; a JSON list of byte values for bytes_echo).
     pub arg: Option<String>,
 }
 

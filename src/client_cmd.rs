@@ -6,13 +6,13 @@ use std::time::{Duration, Instant};
 
 use rpc_load_balancer::cpu::CpuReading;
 use rpc_load_balancer::{
-    Balancer, BalancerConfig, ControlReply, ControlRequest, Error, Node, NodeConfig,
+    Balancer, BalancerConfig, ControlReply, ControlRequest, Error, Node, NodeConfig, Payload,
     RemoteFunction, SelectionAlgorithm,
 };
 use serde_json::{json, Value};
 
 use crate::cli::{CallArgs, ClusterArgs, ControlArgs, LoadArgs};
-use crate::functions::{Blob, Burn, CallWhoami, Echo, Fail, Panic, Sleep, Whoami};
+use crate::functions::{Blob, Burn, BytesEcho, CallWhoami, Echo, Fail, Panic, Sleep, Whoami};
 use crate::{load, CmdResult};
 
 /// Starts a client node and connects it to `peer`. It serves the demo functions too, so a
@@ -151,9 +151,15 @@ async fn call_demo(
         "panic" => to_json(target.call::<Panic>(text(), timeout).await),
         "blob" => to_json(target.call::<Blob>(number("blob", arg)?, timeout).await.map(|(r, n)| (r.len(), n))),
         "call_whoami" => to_json(target.call::<CallWhoami>(text(), timeout).await),
+        "bytes_echo" => {
+            let bytes: Payload = serde_json::from_str(arg.unwrap_or("[]")).map_err(|e| {
+                format!("bytes_echo needs a JSON list of byte values, e.g. [1,2,3]: {e}")
+            })?;
+            to_json(target.call::<BytesEcho>(bytes, timeout).await)
+        }
         other => {
             return Err(format!(
-                "unknown demo function {other:?} (echo, sleep, burn, whoami, fail, panic, blob, call_whoami)"
+                "unknown demo function {other:?} (echo, sleep, burn, whoami, fail, panic, blob, call_whoami, bytes_echo)"
             ))
         }
     })

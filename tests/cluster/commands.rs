@@ -168,6 +168,27 @@ async fn call_and_load_work_against_a_running_cluster() {
     .await;
     assert_eq!(code, 1, "a failed call exits 1: {stdout}");
 
+    // bytes_echo takes its Payload as a JSON list of bytes and answers the same list.
+    let (code, stdout) = rpclb(
+        &[
+            "call",
+            "--peer",
+            &peer,
+            "--cookie",
+            &cookie,
+            "--node",
+            &names[1],
+            "--json",
+            "bytes_echo",
+            "[1,2,255]",
+        ],
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(code, 0, "{stdout}");
+    let reply: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(reply["reply"], serde_json::json!([1, 2, 255]), "{reply}");
+
     let (code, stdout) = rpclb(
         &[
             "load",

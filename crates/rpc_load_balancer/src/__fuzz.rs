@@ -96,7 +96,7 @@ fn check_call_reply(bytes: &[u8], answer: &[u8]) {
             return;
         }
     };
-    if status != ReplyStatus::Ok {
+    if !status.is_ok() {
         return;
     }
     let decoded = match header.function {
@@ -142,7 +142,7 @@ fn check_control_reply(bytes: &[u8], answer: &[u8]) {
             matches!(status, ReplyStatus::BadRequest(_)),
             "malformed control request {bytes:?} answered {status:?}"
         ),
-        Ok(_) if status == ReplyStatus::Ok => {
+        Ok(_) if status.is_ok() => {
             if let Err(e) =
                 decode_reply::<ControlReply>("fuzz", "control", answer.to_vec(), FUZZ_TIMEOUT)
             {

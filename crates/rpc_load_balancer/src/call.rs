@@ -243,8 +243,9 @@ pub(crate) fn decode_args<F: RemoteFunction>(bytes: Vec<u8>) -> Result<F::Args, 
         function: F::NAME.to_string(),
         message,
     };
-    let (_, args) = decode_call(&bytes).map_err(|e| codec(e.to_string()))?;
-    take_args(bytes, args).map_err(|e| codec(e.to_string()))
+    let (header, args) = decode_call(&bytes).map_err(|e| codec(e.to_string()))?;
+    let raw = header.raw_args;
+    take_args(bytes, args, raw).map_err(codec)
 }
 
 /// The error for a call whose arguments were sent and not handed back (not reached: a call is
@@ -256,7 +257,8 @@ pub(crate) fn args_gone<F: RemoteFunction>() -> Error {
     }
 }
 
-/// The header of a new call of `F`.
+/// The header of a new call of `F`. Its deadline is the timeout in whole ms, rounded up (a
+/// call's deadline is never 0, which would mean "none").
 fn header<'a, F: RemoteFunction>(
     shared: &NodeShared,
     balancer: Option<&'a str>,
@@ -265,9 +267,20 @@ fn header<'a, F: RemoteFunction>(
     CallHeader {
         function: F::NAME,
         balancer,
-        deadline_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+        deadline_ms: deadline_ms(timeout),
         call_id: shared.next_call_id(),
+        raw_args: crate::payload::is_payload::<F::Args>(),
     }
+}
+
+/// `timeout` in whole ms for a call's header: rounded up, so a sub-millisecond timeout is a
+/// 1 ms deadline (0 means "no deadline", for casts).
+fn deadline_ms(timeout: Duration) -> u64 {
+    if timeout.is_zero() {
+        return 0;
+    }
+    let ms = timeout.as_millis() + u128::from(!timeout.subsec_nanos().is_multiple_of(1_000_000));
+    u64::try_from(ms).unwrap_or(u64::MAX)
 }
 
 /// The encoded call, its size checked against the payload cap.
@@ -494,10 +507,13 @@ pub(crate) fn decode_reply<T: serde::de::DeserializeOwned + 'static>(
         message: message.to_string(),
     };
     match status {
-        ReplyStatus::Ok => reply::take_value(bytes, value).map_err(|e| Error::Codec {
-            function: function.to_string(),
-            message: format!("reply from {node} does not decode as the expected type: {e}"),
-        }),
+        ReplyStatus::Ok | ReplyStatus::OkPayload => {
+            let raw = status == ReplyStatus::OkPayload;
+            reply::take_value(bytes, value, raw).map_err(|e| Error::Codec {
+                function: function.to_string(),
+                message: format!("reply from {node} does not decode as the expected type: {e}"),
+            })
+        }
         ReplyStatus::BadRequest(message) => Err(Error::BadRequest {
             node: node.to_string(),
             message: message.to_string(),
@@ -536,6 +552,15 @@ mod tests {
     const NODE: &str = "b@127.0.0.1";
     /// The caller's timeout in these tests.
     const T: Duration = Duration::from_millis(250);
+
+    #[test]
+    fn a_calls_deadline_is_its_timeout_in_ms_rounded_up() {
+        assert_eq!(deadline_ms(Duration::from_nanos(1)), 1);
+        assert_eq!(deadline_ms(Duration::from_micros(1_500)), 2);
+        assert_eq!(deadline_ms(Duration::from_millis(250)), 250);
+        assert_eq!(deadline_ms(Duration::ZERO), 0);
+        assert_eq!(deadline_ms(Duration::MAX), u64::MAX);
+    }
 
     #[test]
     fn a_deadline_passed_on_the_serving_node_reports_the_callers_timeout() {

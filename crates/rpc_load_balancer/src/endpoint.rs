@@ -90,7 +90,7 @@ pub(crate) fn dispatch_with<G: Send + 'static>(
                 let reply = serve_call(&shared, bytes).await;
                 drop(guard);
                 if let Ok((status, _)) = reply::decode(&reply) {
-                    if status != ReplyStatus::Ok {
+                    if !status.is_ok() {
                         tracing::warn!(?status, "cast failed on this node");
                     }
                 }
@@ -131,8 +131,8 @@ pub(crate) async fn serve_call(shared: &NodeShared, bytes: Vec<u8>) -> Vec<u8> {
         let message = format!("unknown function `{}` on {}", header.function, shared.name);
         return reply::encode_status(&ReplyStatus::BadRequest(&message));
     };
-    let (deadline_ms, call_id) = (header.deadline_ms, header.call_id);
-    let running = match function.start(bytes, args) {
+    let (deadline_ms, call_id, raw) = (header.deadline_ms, header.call_id, header.raw_args);
+    let running = match function.start(bytes, args, raw) {
         Ok(running) => running,
         Err(why) => {
             let message = format!("cannot decode arguments of `{name}`: {why}");

@@ -76,6 +76,7 @@ fn call<A: serde::Serialize + 'static>(function: &str, deadline_ms: u64, args: &
             balancer: None,
             deadline_ms,
             call_id: 1,
+            raw_args: false,
         },
         args,
     )

@@ -24,6 +24,7 @@ pub(crate) trait ErasedFunction: Send + Sync {
         &self,
         message: Vec<u8>,
         args: Range<usize>,
+        raw: bool,
     ) -> Result<BoxFuture<'static, Served>, String>;
 
     /// The function itself, for in-process calls that skip serialization.
@@ -37,8 +38,9 @@ impl<F: RemoteFunction> ErasedFunction for Erased<F> {
         &self,
         message: Vec<u8>,
         args: Range<usize>,
+        raw: bool,
     ) -> Result<BoxFuture<'static, Served>, String> {
-        let args: F::Args = header::take_args(message, args).map_err(|e| e.to_string())?;
+        let args: F::Args = header::take_args(message, args, raw)?;
         let function = Arc::clone(&self.0);
         Ok(Box::pin(async move {
             let value = function.call(args).await?;
@@ -138,7 +140,7 @@ mod tests {
         let function = registry.get("double").unwrap();
         let args = postcard::to_allocvec(&21u32).unwrap();
         let len = args.len();
-        let bytes = function.start(args, 0..len).unwrap().await.unwrap();
+        let bytes = function.start(args, 0..len, false).unwrap().await.unwrap();
         let (status, value) = decode(&bytes).unwrap();
         assert_eq!(status, ReplyStatus::Ok);
         assert_eq!(postcard::from_bytes::<u64>(value).unwrap(), 42);
@@ -151,10 +153,13 @@ mod tests {
         let registry = Registry::default();
         registry.register(Double).unwrap();
         let function = registry.get("double").unwrap();
-        assert!(function.start(Vec::new(), 0..0).is_err());
-        assert!(function.start(vec![0xff; 6], 0..6).is_err());
+        assert!(function.start(Vec::new(), 0..0, false).is_err());
+        assert!(function.start(vec![0xff; 6], 0..6, false).is_err());
         // A range outside the message is no arguments, not a panic.
-        assert!(function.start(vec![1], 0..9).is_err());
+        assert!(function.start(vec![1], 0..9, false).is_err());
+        // Bytes left over (the caller's type is another), or raw bytes: refused unrun.
+        assert!(function.start(vec![21, 0], 0..2, false).is_err());
+        assert!(function.start(vec![21], 0..1, true).is_err());
     }
 
     #[test]

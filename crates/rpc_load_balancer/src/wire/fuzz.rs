@@ -30,6 +30,7 @@ proptest! {
             balancer: Some("b"),
             deadline_ms: 1_000,
             call_id: 7,
+            raw_args: false,
         };
         let mut bytes = super::header::encode_call(&header, &"x".to_string()).unwrap();
         bytes.truncate(cut.min(bytes.len()));
@@ -159,6 +160,7 @@ fn corpus_seeds() -> Vec<(String, Vec<u8>)> {
             balancer,
             deadline_ms,
             call_id: 7,
+            raw_args: false,
         }
     }
     fn call<A: serde::Serialize + ?Sized>(header: &CallHeader<'_>, args: &A) -> Vec<u8> {
@@ -205,6 +207,7 @@ fn corpus_seeds() -> Vec<(String, Vec<u8>)> {
         call(
             &CallHeader {
                 call_id: u64::MAX,
+                raw_args: false,
                 ..header(Echo::NAME, Some("b"), u64::MAX)
             },
             "x",

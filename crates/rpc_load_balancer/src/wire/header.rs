@@ -24,6 +24,11 @@ pub(crate) struct CallHeader<'a> {
     pub(crate) deadline_ms: u64,
     /// Caller-unique id for tracing.
     pub(crate) call_id: u64,
+    /// The arguments are a [`Payload`]'s bytes, not postcard: a function whose `Args` is
+    /// `Payload` takes only such calls, and any other function only postcard ones, so a caller
+    /// and a server that disagree about it get `BadRequest` instead of a run on garbage. Set by
+    /// the encoders from the arguments' type.
+    pub(crate) raw_args: bool,
 }
 
 /// Encodes `args` and `header` into one message: `[version][args][header][header length]`.
@@ -32,6 +37,10 @@ pub(crate) fn encode_call<A: Serialize + 'static>(
     header: &CallHeader<'_>,
     args: &A,
 ) -> Result<Vec<u8>, postcard::Error> {
+    let header = &CallHeader {
+        raw_args: payload::is_payload::<A>(),
+        ..header.clone()
+    };
     let header_len = encoded_len(header) + TRAILER_LEN;
     let out = match payload::as_payload(args) {
         Some(payload) => {
@@ -54,6 +63,10 @@ pub(crate) fn encode_call_owned<A: Serialize + 'static>(
 ) -> Result<Vec<u8>, postcard::Error> {
     match payload::downcast(args) {
         Ok(payload) => {
+            let header = &CallHeader {
+                raw_args: true,
+                ..header.clone()
+            };
             let mut message = stamp_version(payload.into_message());
             let header_len = encoded_len(header) + TRAILER_LEN;
             if message.capacity() - message.len() < header_len {
@@ -84,22 +97,49 @@ pub(crate) fn decode_call(bytes: &[u8]) -> Result<(CallHeader<'_>, Range<usize>)
     Ok((header, at..at + args.len()))
 }
 
-/// The arguments of a call as `A`: decoded with postcard, or — for a [`Payload`] — the
-/// message itself cut down to them (no copy when the version took one byte).
+/// The arguments of a call as `A`: decoded with postcard (every byte used), or — for a
+/// [`Payload`] — the message itself cut down to them (no copy when the version took one byte).
+/// `raw` says which the caller sent (the header's `raw_args`); a mismatch is an error.
 pub(crate) fn take_args<A: serde::de::DeserializeOwned + 'static>(
-    mut message: Vec<u8>,
+    message: Vec<u8>,
     args: Range<usize>,
-) -> Result<A, postcard::Error> {
-    if payload::is_payload::<A>() {
-        let payload = if args.start == 1 {
-            message.truncate(args.end);
-            Payload::from_message(message)
-        } else {
-            Payload::from_slice(message.get(args).unwrap_or_default())
-        };
-        return payload::upcast(payload).ok_or(postcard::Error::SerdeDeCustom);
+    raw: bool,
+) -> Result<A, String> {
+    take_value(message, args, raw)
+}
+
+/// A value at `range` in `message`, as `A`: see [`take_args`] (also used for replies).
+pub(crate) fn take_value<A: serde::de::DeserializeOwned + 'static>(
+    mut message: Vec<u8>,
+    range: Range<usize>,
+    raw: bool,
+) -> Result<A, String> {
+    match (payload::is_payload::<A>(), raw) {
+        (true, true) => {
+            let payload = if range.start == 1 {
+                message.truncate(range.end);
+                Payload::from_message(message)
+            } else {
+                Payload::from_slice(message.get(range).unwrap_or_default())
+            };
+            payload::upcast(payload).ok_or_else(|| "not a Payload".to_string())
+        }
+        (false, false) => {
+            let bytes = message.get(range).unwrap_or_default();
+            match postcard::take_from_bytes::<A>(bytes) {
+                Ok((value, [])) => Ok(value),
+                Ok((_, rest)) => Err(format!(
+                    "{} bytes left over: the sender's type is not this one",
+                    rest.len()
+                )),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+        (true, false) => Err("postcard-encoded, but a Payload (raw bytes) is expected".into()),
+        (false, true) => {
+            Err("a Payload (raw bytes), but a postcard-encoded value is expected".into())
+        }
     }
-    postcard::from_bytes(message.get(args).unwrap_or_default())
 }
 
 #[cfg(test)]
@@ -113,6 +153,7 @@ mod tests {
             balancer: Some("reports"),
             deadline_ms: 10_000,
             call_id: 42,
+            raw_args: false,
         }
     }
 
@@ -151,6 +192,7 @@ mod tests {
             balancer: None,
             deadline_ms: 0,
             call_id: 0,
+            raw_args: false,
         };
         let bytes = encode_call(&h, &()).unwrap();
         let (decoded, args) = decode_call(&bytes).unwrap();
@@ -180,7 +222,7 @@ mod tests {
             &[v, 0x00, 0x09, 0x00, 0x00, 0x00],
             // a header with a stray byte after it
             &[
-                v, 0x01, b'f', 0x00, 0x00, 0x00, 0x07, 0x06, 0x00, 0x00, 0x00,
+                v, 0x01, b'f', 0x00, 0x00, 0x00, 0x00, 0x09, 0x07, 0x00, 0x00, 0x00,
             ],
         ] {
             assert!(
@@ -190,11 +232,11 @@ mod tests {
         }
         // invalid UTF-8 in the function name
         assert!(matches!(
-            decode_call(&[v, 0x02, 0xc3, 0x28, 0, 0, 0, 0x06, 0x00, 0x00, 0x00]),
+            decode_call(&[v, 0x02, 0xc3, 0x28, 0, 0, 0, 0, 0x07, 0x00, 0x00, 0x00]),
             Err(DecodeError::Malformed(_))
         ));
         // the same header with a valid name decodes, with no arguments
-        let valid = [v, 0x02, b'o', b'k', 0, 0, 0, 0x06, 0x00, 0x00, 0x00];
+        let valid = [v, 0x02, b'o', b'k', 0, 0, 0, 0, 0x07, 0x00, 0x00, 0x00];
         let (header, args) = decode_call(&valid).unwrap();
         assert_eq!((header.function, args), ("ok", 1..1));
     }
@@ -206,14 +248,53 @@ mod tests {
         let at = payload.as_ptr();
         let bytes = encode_call_owned(&header(), payload).unwrap();
         let (decoded, args) = decode_call(&bytes).unwrap();
-        assert_eq!(decoded, header());
-        let served: Payload = take_args(bytes, args).unwrap();
+        let raw_header = CallHeader {
+            raw_args: true,
+            ..header()
+        };
+        assert_eq!(decoded, raw_header);
+        let raw = decoded.raw_args;
+        let served: Payload = take_args(bytes, args, raw).unwrap();
         assert_eq!(served.as_ptr(), at, "copied on the way");
         assert!(served.iter().all(|&b| b == 3) && served.len() == 70_000);
         // Typed arguments are untouched by the payload path.
         let bytes = encode_call_owned(&header(), 7u32).unwrap();
         let (_, args) = decode_call(&bytes).unwrap();
-        assert_eq!(take_args::<u32>(bytes, args).unwrap(), 7);
+        assert_eq!(take_args::<u32>(bytes, args, false).unwrap(), 7);
+    }
+
+    #[test]
+    fn arguments_of_another_type_are_refused_not_misread() {
+        // A `String` sent where a `u64` is expected: postcard would read its length as the
+        // number; the bytes left over give it away.
+        let bytes = encode_call(&header(), &"hello".to_string()).unwrap();
+        let (_, args) = decode_call(&bytes).unwrap();
+        let error = take_args::<u64>(bytes, args, false).unwrap_err();
+        assert!(error.contains("left over"), "{error}");
+        // Raw bytes where postcard is expected, and the other way round.
+        let bytes = encode_call(&header(), &Payload::from_slice(b"\x05")).unwrap();
+        let (decoded, args) = decode_call(&bytes).unwrap();
+        assert!(decoded.raw_args);
+        let error = take_args::<u8>(bytes, args, true).unwrap_err();
+        assert!(error.contains("Payload"), "{error}");
+        let bytes = encode_call(&header(), &vec![1u8, 2, 3]).unwrap();
+        let (decoded, args) = decode_call(&bytes).unwrap();
+        assert!(!decoded.raw_args);
+        assert!(take_args::<Payload>(bytes, args, false).is_err());
+    }
+
+    #[test]
+    fn a_sub_millisecond_deadline_is_not_no_deadline() {
+        // (`call::header` rounds a call's timeout up to whole ms; see call.rs.)
+        let bytes = encode_call(
+            &CallHeader {
+                deadline_ms: 1,
+                ..header()
+            },
+            &(),
+        )
+        .unwrap();
+        assert_eq!(decode_call(&bytes).unwrap().0.deadline_ms, 1);
     }
 
     #[test]
@@ -222,12 +303,13 @@ mod tests {
         let later = CallHeader {
             deadline_ms: 3,
             call_id: 43,
+            raw_args: false,
             ..header()
         };
         let bytes = restamp_call(bytes, &later).unwrap();
         let (decoded, args) = decode_call(&bytes).unwrap();
         assert_eq!(decoded, later);
-        assert_eq!(take_args::<String>(bytes, args).unwrap(), "args");
+        assert_eq!(take_args::<String>(bytes, args, false).unwrap(), "args");
     }
 
     #[test]

@@ -9,7 +9,9 @@ use super::{
     decode_trailer, encoded_len, push_trailer, split_trailer, split_version, stamp_version,
     start_message, DecodeError, TRAILER_LEN, VERSION_LEN,
 };
-use crate::payload::{self, Payload};
+use crate::payload;
+#[cfg(test)]
+use crate::payload::Payload;
 
 /// What happened to a call on the serving node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,6 +33,15 @@ pub(crate) enum ReplyStatus<'a> {
     /// The member is leaving its balancer: the call was refused without running, so the
     /// caller may send it to another member. The value is the call's bytes after its version.
     Leaving,
+    /// As `Ok`, the value being a [`Payload`](crate::Payload)'s bytes rather than postcard.
+    OkPayload,
+}
+
+impl ReplyStatus<'_> {
+    /// Whether the function returned a value (`Ok` or `OkPayload`).
+    pub(crate) fn is_ok(&self) -> bool {
+        matches!(self, Self::Ok | Self::OkPayload)
+    }
 }
 
 /// Bytes `status` takes behind a value: its encoding and its length.
@@ -52,7 +63,7 @@ pub(crate) fn encode_ok<T: Serialize + 'static>(value: &T) -> Result<Vec<u8>, po
         Some(payload) => {
             let mut out = start_message(VERSION_LEN + payload.len() + tail);
             out.extend_from_slice(payload);
-            out
+            return push_trailer(out, &ReplyStatus::OkPayload);
         }
         None => postcard::to_extend(
             value,
@@ -67,7 +78,10 @@ pub(crate) fn encode_ok_owned<T: Serialize + 'static>(
     value: T,
 ) -> Result<Vec<u8>, postcard::Error> {
     match payload::downcast(value) {
-        Ok(payload) => push_trailer(stamp_version(payload.into_message()), &ReplyStatus::Ok),
+        Ok(payload) => push_trailer(
+            stamp_version(payload.into_message()),
+            &ReplyStatus::OkPayload,
+        ),
         Err(value) => encode_ok(&value),
     }
 }
@@ -97,23 +111,7 @@ pub(crate) fn decode_range(bytes: &[u8]) -> Result<(ReplyStatus<'_>, Range<usize
     Ok((status, at..at + value.len()))
 }
 
-/// The value of an `Ok` reply as `T`: decoded with postcard, or — for a [`Payload`] — the
-/// reply itself cut down to it (no copy when the version took one byte).
-pub(crate) fn take_value<T: serde::de::DeserializeOwned + 'static>(
-    mut reply: Vec<u8>,
-    value: Range<usize>,
-) -> Result<T, postcard::Error> {
-    if payload::is_payload::<T>() {
-        let payload = if value.start == 1 {
-            reply.truncate(value.end);
-            Payload::from_message(reply)
-        } else {
-            Payload::from_slice(reply.get(value).unwrap_or_default())
-        };
-        return payload::upcast(payload).ok_or(postcard::Error::SerdeDeCustom);
-    }
-    postcard::from_bytes(reply.get(value).unwrap_or_default())
-}
+pub(crate) use super::header::take_value;
 
 /// The call a `Leaving` reply hands back: the reply cut down to the call's bytes.
 pub(crate) fn refused_call(mut reply: Vec<u8>, value: Range<usize>) -> Option<Vec<u8>> {
@@ -173,14 +171,14 @@ mod tests {
         let at = payload.as_ptr();
         let reply = encode_ok_owned(payload).unwrap();
         let (status, value) = decode_range(&reply).unwrap();
-        assert_eq!(status, ReplyStatus::Ok);
-        let back: Payload = take_value(reply, value).unwrap();
+        assert_eq!(status, ReplyStatus::OkPayload);
+        let back: Payload = take_value(reply, value, true).unwrap();
         assert_eq!(back.as_ptr(), at, "copied on the way");
         assert_eq!(back.len(), 70_000);
         // The same bytes through the copying encoder decode the same.
         let copied = encode_ok(&back).unwrap();
         let (_, value) = decode_range(&copied).unwrap();
-        assert_eq!(take_value::<Payload>(copied, value).unwrap(), back);
+        assert_eq!(take_value::<Payload>(copied, value, true).unwrap(), back);
     }
 
     #[test]
@@ -190,6 +188,7 @@ mod tests {
             balancer: Some("b"),
             deadline_ms: 5,
             call_id: 1,
+            raw_args: false,
         };
         let call = crate::wire::header::encode_call(&header, &"args".to_string()).unwrap();
         let reply = encode_leaving(call.clone());
