@@ -112,7 +112,8 @@ fn node_line(event: &str, node: &str) -> Value {
     json!({"event": event, "node": node})
 }
 
-/// Runs the node until SIGTERM, SIGINT or (with `--exit-with-stdin`) end of stdin.
+/// Runs the node until SIGTERM, SIGINT or (with `--exit-with-stdin`) end of stdin, then drains
+/// it; a second signal during the drain exits at once (status 130).
 pub async fn run(args: NodeArgs) -> CmdResult {
     let mut config = args
         .cluster
@@ -211,9 +212,24 @@ pub async fn run(args: NodeArgs) -> CmdResult {
         }
     }
     raw_floor.stop(None);
-    node.shutdown().await;
+    // A second SIGTERM, SIGINT or SIGHUP during the drain gives up on it: the calls still
+    // running are lost, as with SIGKILL, but the exit is reported.
+    let shutdown = node.shutdown();
+    tokio::pin!(shutdown);
+    tokio::select! {
+        _ = &mut shutdown => {}
+        _ = term.recv() => abandon_drain(&node),
+        _ = hangup.recv() => abandon_drain(&node),
+        _ = tokio::signal::ctrl_c() => abandon_drain(&node),
+    }
     emit(json!({"event": "stopped", "node": node.name()}));
     Ok(())
+}
+
+/// Exits at once with status 130 after a second signal, saying so.
+fn abandon_drain(node: &rpc_load_balancer::Node) -> ! {
+    emit(json!({"event": "drain_abandoned", "node": node.name()}));
+    std::process::exit(130)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The drain timeout across processes: an `rpclb node` with `--drain-timeout-ms 1000` serving
 //! a 30 s call through its balancer exits 1–3 s after SIGTERM, SIGINT or SIGHUP (each drains
-//! the same way), and the caller gets an error at once, not a hang.
+//! the same way), and the caller gets an error at once, not a hang. A second signal during the
+//! drain exits at once.
 
 use std::time::Duration;
 
@@ -110,4 +111,65 @@ async fn sigint_drains_at_most_the_drain_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_drains_at_most_the_drain_timeout() {
     a_signal_drains_at_most_the_drain_timeout(libc::SIGHUP).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_abandons_the_drain_at_once() {
+    let mut cluster = Cluster::start(
+        BIN,
+        1,
+        &["--balancer", "work", "--drain-timeout-ms", "30000"],
+    )
+    .await
+    .unwrap();
+    let member = cluster.names()[0].clone();
+    let me = cluster.join("tester", MESH_TIMEOUT).await.unwrap();
+    let work = Balancer::start(BalancerConfig::new("work").node_match_list(Vec::<String>::new()))
+        .await
+        .unwrap();
+    work.wait_for_members(1, MESH_TIMEOUT).await.unwrap();
+    let call = {
+        let work = work.clone();
+        tokio::spawn(async move {
+            work.call::<Sleep>(30_000)
+                .timeout(Duration::from_secs(60))
+                .await
+        })
+    };
+    serving(&me, &member).await;
+
+    // The first signal starts a drain that would wait up to 30 s for the call.
+    cluster.nodes[0].signal(libc::SIGTERM);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        cluster.nodes[0]
+            .wait_exit(Duration::from_millis(10))
+            .await
+            .is_none(),
+        "the node did not wait for its call"
+    );
+    let second = Instant::now();
+    cluster.nodes[0].signal(libc::SIGINT);
+    let status = cluster.nodes[0]
+        .wait_exit(Duration::from_secs(5))
+        .await
+        .expect("the node exits after a second signal");
+    assert!(
+        second.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        second.elapsed()
+    );
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    let abandoned = cluster.nodes[0]
+        .wait_event("drain_abandoned", Duration::from_millis(500))
+        .await;
+    assert!(abandoned.is_ok(), "no drain_abandoned line: {abandoned:?}");
+    let outcome = tokio::time::timeout(Duration::from_secs(5), call)
+        .await
+        .expect("the call hung after its node exited")
+        .unwrap();
+    assert!(outcome.is_err(), "{outcome:?}");
+    work.stop().await;
+    me.shutdown().await;
+    cluster.shutdown().await;
 }
