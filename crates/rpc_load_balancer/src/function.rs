@@ -56,7 +56,13 @@ pub trait RemoteFunction: Send + Sync + 'static {
     /// The reply, sent back to the caller.
     type Reply: Serialize + DeserializeOwned + Send + 'static;
 
-    /// Runs the function for one call.
+    /// Runs the function for one call: `args` decoded from the caller's message; the `Ok`
+    /// value is the caller's reply.
+    ///
+    /// Errors: return `Err(FunctionError)` to fail the call; the caller gets
+    /// [`Error::Remote`](crate::Error::Remote) with [`RemoteFailure::Failed`](crate::RemoteFailure)
+    /// and the error's message. A call still running at the caller's timeout is stopped, and
+    /// the caller gets [`Error::RequestTimeout`](crate::Error::RequestTimeout).
     fn call(
         &self,
         args: Self::Args,

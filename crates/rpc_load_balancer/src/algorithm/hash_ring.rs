@@ -56,10 +56,10 @@ impl Default for HashRing {
 }
 
 impl HashRing {
-    /// Most points a member may have.
+    /// Most points a member may have (4,096 points, 64 KiB of ring per member).
     pub const MAX_WEIGHT: u32 = 4096;
 
-    /// A ring with 128 points per member.
+    /// A ring with 128 points per member, keyless calls drawn from a thread-local generator.
     pub fn new() -> Self {
         Self {
             weight: 128,
@@ -85,12 +85,15 @@ impl HashRing {
         self
     }
 
-    /// Selections made without a key (routed at random).
+    /// Selections made without a key (routed at random), counted since this instance was
+    /// created, over every balancer it serves; a keyless replica selection counts one.
     pub fn keyless_selections(&self) -> u64 {
         self.keyless.load(Ordering::Relaxed)
     }
 
-    /// The ring point `i` of `node`.
+    /// The ring point `i` (0-based, below the ring's [`weight`](Self::weight)) of the node with
+    /// full name `node`: `xxh3_64(node ++ [0] ++ i as u32 little-endian)`, a position on the
+    /// 64-bit ring.
     pub fn point(node: &str, i: u32) -> u64 {
         let mut bytes = Vec::with_capacity(node.len() + 5);
         bytes.extend_from_slice(node.as_bytes());
@@ -99,7 +102,8 @@ impl HashRing {
         xxh3_64(&bytes)
     }
 
-    /// Where `key` lands on the ring.
+    /// Where `key` lands on the 64-bit ring: `xxh3_64(key)`. Its owner is the member of the
+    /// first point ≥ this value, wrapping around.
     pub fn key_point(key: &[u8]) -> u64 {
         xxh3_64(key)
     }

@@ -56,16 +56,18 @@ pub struct LeastCpu {
     registered: OnceLock<()>,
 }
 
-/// [`LeastCpu`]'s options (see its table).
+/// [`LeastCpu`]'s options (see its table). [`Default`] gives the defaults below.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LeastCpuOptions {
-    /// Poll period.
+    /// Period of the Poller's ticks (default 5,000 ms; must be above 0 ms).
     pub poll_interval: Duration,
-    /// Largest random delay of the first poll.
+    /// Largest random delay of the first poll (default 60,000 ms; zero polls at once).
     pub poll_startup_jitter: Duration,
-    /// Oldest reading that counts.
+    /// Oldest reading that counts, by its age at the source (default 10,000 ms; must be
+    /// above the node's `cpu_sample_interval`).
     pub cpu_cache_ttl: Duration,
-    /// Band width, percentage points.
+    /// Width of the band above the least loaded member, in percentage points (default 5.0;
+    /// finite and ≥ 0).
     pub cpu_threshold: f64,
 }
 
@@ -105,6 +107,9 @@ impl LeastCpu {
     }
 
     /// Sets `poll_interval` (default 5,000 ms).
+    ///
+    /// Errors: [`Balancer::start`](crate::Balancer::start) fails with
+    /// [`Error::InvalidConfig`] naming `poll_interval` when it is zero.
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.options.poll_interval = interval;
         self
@@ -117,18 +122,25 @@ impl LeastCpu {
     }
 
     /// Sets `cpu_cache_ttl` (default 10,000 ms).
+    ///
+    /// Errors: [`Balancer::start`](crate::Balancer::start) fails with
+    /// [`Error::InvalidConfig`] naming `cpu_cache_ttl` when it is zero or not above the
+    /// node's [`cpu_sample_interval`](crate::NodeConfig::cpu_sample_interval).
     pub fn cpu_cache_ttl(mut self, ttl: Duration) -> Self {
         self.options.cpu_cache_ttl = ttl;
         self
     }
 
     /// Sets `cpu_threshold` in percentage points (default 5.0).
+    ///
+    /// Errors: [`Balancer::start`](crate::Balancer::start) fails with
+    /// [`Error::InvalidConfig`] naming `cpu_threshold` when it is negative, NaN or infinite.
     pub fn cpu_threshold(mut self, points: f64) -> Self {
         self.options.cpu_threshold = points;
         self
     }
 
-    /// The options.
+    /// The options as set (not yet validated: that happens when the balancer starts).
     pub fn options(&self) -> &LeastCpuOptions {
         &self.options
     }

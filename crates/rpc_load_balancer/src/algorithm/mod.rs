@@ -127,7 +127,8 @@ pub trait SelectionAlgorithm: Send + Sync + 'static {
     /// A short name for logs and metrics, e.g. `"round_robin"`.
     fn name(&self) -> &'static str;
 
-    /// Prepares the algorithm for `balancer` at start.
+    /// Prepares the algorithm for the balancer named `balancer` when it starts (after its
+    /// config is checked, before its actors start).
     ///
     /// Errors: return [`Error::InvalidConfig`] naming the option when an option is invalid;
     /// the balancer then does not start.
@@ -136,9 +137,12 @@ pub trait SelectionAlgorithm: Send + Sync + 'static {
         Ok(())
     }
 
-    /// Picks one of `members` (never empty) and returns its index.
+    /// Picks one of `members` (never empty) and returns its index in `members`.
     ///
-    /// Errors: a typed error when no member can be picked (e.g. all weigh 0).
+    /// Errors: a typed error when no member can be picked, by convention
+    /// [`Error::NoEligibleMembers`] (e.g. all weigh 0), which a routed call retries as it
+    /// retries an empty pool (see [`Retry`](crate::Retry)). The balancer
+    /// turns an index out of range into [`Error::InvalidConfig`] naming `algorithm`.
     fn choose_from_nodes(
         &self,
         members: &[Member],
@@ -225,6 +229,17 @@ pub(crate) fn random_distinct(len: usize, count: usize) -> Vec<usize> {
 /// Used by the `rpclb` binary and admin control.
 ///
 /// Errors: [`Error::InvalidConfig`] (`algorithm`) for an unknown name.
+///
+/// ```
+/// use rpc_load_balancer::{algorithm, Error};
+///
+/// assert_eq!(algorithm::by_name("hash_ring")?.name(), "hash_ring");
+/// assert!(matches!(
+///     algorithm::by_name("fastest"),
+///     Err(Error::InvalidConfig { option: "algorithm", .. })
+/// ));
+/// # Ok::<(), Error>(())
+/// ```
 pub fn by_name(name: &str) -> Result<Arc<dyn SelectionAlgorithm>, Error> {
     match name {
         "random" => Ok(Arc::new(Random::new())),

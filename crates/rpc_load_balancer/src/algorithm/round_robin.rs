@@ -10,6 +10,8 @@ use crate::Error;
 /// Picks members in turn over the sorted member list: one `fetch_add` per pick, so concurrent
 /// callers never read the same position twice (the original's increment-then-read could).
 ///
+/// Source: the original's RoundRobin; the classic round-robin scheduler (LVS's `rr`).
+///
 /// Each selector starts at a random offset (the trick of the cratis_chronicle client), so a
 /// fleet of callers does not all hit the first member together. Because members are sorted by
 /// node name, the rotation is the same list on every node; a membership change shifts the
@@ -28,7 +30,7 @@ pub struct RoundRobin {
 }
 
 impl RoundRobin {
-    /// Round robin from a random starting position.
+    /// Round robin from a random starting position (a random `u32`, modulo the member count).
     pub fn new() -> Self {
         Self::starting_at(rand::random::<u32>() as usize)
     }

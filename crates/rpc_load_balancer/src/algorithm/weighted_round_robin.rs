@@ -65,6 +65,18 @@ impl WeightedRoundRobin {
     /// Errors: [`Balancer::start`](crate::Balancer::start) fails with
     /// [`Error::InvalidConfig`] naming `weights` when a node is not a full name (`name@host`)
     /// or a weight is above [`Self::MAX_WEIGHT`].
+    ///
+    /// ```
+    /// use rpc_load_balancer::{Error, SelectionAlgorithm, WeightedRoundRobin};
+    ///
+    /// let weighted = WeightedRoundRobin::new().weight("worker_a@10.0.0.5", 3);
+    /// assert!(weighted.init("jobs").is_ok());
+    /// let short_name = WeightedRoundRobin::new().weight("worker_a", 3);
+    /// assert!(matches!(
+    ///     short_name.init("jobs"),
+    ///     Err(Error::InvalidConfig { option: "weights", .. })
+    /// ));
+    /// ```
     pub fn weight(mut self, node: impl Into<String>, weight: u32) -> Self {
         self.weights.insert(node.into(), weight);
         self

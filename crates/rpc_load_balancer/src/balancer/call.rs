@@ -57,7 +57,20 @@ async fn choose_with_retry(
     }
 }
 
-/// A balanced call of `F`, built by [`Balancer::call`]. Await it.
+/// A balanced call of `F`, built by [`Balancer::call`]. Await it (it implements
+/// `IntoFuture`) for `Result<F::Reply, Error>`, or use [`with_node`](Self::with_node).
+///
+/// The algorithm picks a member; a member on this node runs the call in-process. A call that
+/// could not be handed over (the member went away, or is leaving and refused it unrun) goes to
+/// another member, at most 3 times; a call that was sent is never sent again. While the pool is
+/// empty the call waits as its [`Retry`] allows, within its timeout.
+///
+/// Errors: [`Error::InvalidConfig`] (`timeout`) for a zero timeout; [`Error::UnknownBalancer`]
+/// once the balancer is stopped; [`Error::NoMembers`] (or the algorithm's
+/// [`Error::NoEligibleMembers`]) when no member can be picked after the retries;
+/// [`Error::Overloaded`] when every member is at the balancer's `max_in_flight_per_member`;
+/// [`Error::RequestTimeout`] when the timeout ran out, waiting included; then everything
+/// [`Node::call`](crate::Node::call) returns.
 #[must_use = "a call does nothing until awaited"]
 pub struct BalancedCall<F: RemoteFunction> {
     balancer: Balancer,
@@ -98,7 +111,10 @@ impl<F: RemoteFunction> BalancedCall<F> {
         self
     }
 
-    /// The routing key, as bytes (used by key-aware algorithms).
+    /// The routing key, as bytes (used by key-aware algorithms such as [`HashRing`]; others
+    /// ignore it). Default: none.
+    ///
+    /// [`HashRing`]: crate::HashRing
     pub fn key(mut self, key: impl AsRef<[u8]>) -> Self {
         self.key = Some(key.as_ref().to_vec());
         self
@@ -278,7 +294,15 @@ impl<F: RemoteFunction> IntoFuture for BalancedCall<F> {
     }
 }
 
-/// A balanced cast of `F`, built by [`Balancer::cast`]. Await it.
+/// A balanced cast of `F`, built by [`Balancer::cast`]. Await it (it implements `IntoFuture`)
+/// for `Result<(), Error>`: it resolves once the cast is handed to the chosen member (or to
+/// this node's endpoint); what happens then is only logged on the node that runs it. Casts
+/// are not capped by `max_in_flight_per_member`.
+///
+/// Errors: [`Error::InvalidConfig`] (`timeout`) for a zero timeout; [`Error::UnknownBalancer`]
+/// once the balancer is stopped; [`Error::NoMembers`] (or the algorithm's
+/// [`Error::NoEligibleMembers`]) when no member can be picked after the retries; then
+/// everything [`Node::cast`](crate::Node::cast) returns.
 #[must_use = "a cast does nothing until awaited"]
 pub struct BalancedCast<F: RemoteFunction> {
     balancer: Balancer,
@@ -326,7 +350,10 @@ impl<F: RemoteFunction> BalancedCast<F> {
         self
     }
 
-    /// The routing key, as bytes.
+    /// The routing key, as bytes (used by key-aware algorithms such as [`HashRing`]; others
+    /// ignore it). Default: none.
+    ///
+    /// [`HashRing`]: crate::HashRing
     pub fn key(mut self, key: impl AsRef<[u8]>) -> Self {
         self.key = Some(key.as_ref().to_vec());
         self

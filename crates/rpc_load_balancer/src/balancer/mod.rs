@@ -206,8 +206,9 @@ impl Balancer {
         self.shared.watch()
     }
 
-    /// Waits until the balancer has at least `count` members, at most `timeout`. Useful on a
-    /// caller that has just joined: members appear as sessions to them come up.
+    /// Waits until the balancer has at least `count` members, at most `timeout`, and returns
+    /// that snapshot (at once if there are already enough). Useful on a caller that has just
+    /// joined: members appear as sessions to them come up.
     ///
     /// Errors: [`Error::NoMembers`] if fewer are there at the deadline; [`Error::UnknownBalancer`]
     /// if the balancer is stopped.
@@ -237,14 +238,17 @@ impl Balancer {
     /// routing `key`. The returned guard releases the selection when dropped (counting
     /// algorithms count the member busy until then).
     ///
-    /// Errors: [`Error::NoMembers`]; an algorithm's own selection error.
+    /// Errors: [`Error::UnknownBalancer`] once stopped; [`Error::NoMembers`] (no retry: it
+    /// fails at once); the algorithm's own errors (e.g. [`Error::NoEligibleMembers`]);
+    /// [`Error::InvalidConfig`] (`algorithm`) when a custom algorithm returns an index out of
+    /// range.
     pub fn select_node(&self, key: Option<&[u8]>) -> Result<SelectionGuard<'_>, Error> {
         let (members, index) = self.shared.choose(key, &[])?;
         Ok(SelectionGuard::new(&self.shared, members, index))
     }
 
-    /// Replica selection: `min(count, members)` distinct member nodes for `key`, the preferred
-    /// first (HashRing walks the ring; other algorithms sample at random by default). Nothing
+    /// Replica selection: `min(count, members)` distinct member nodes (full names) for `key`,
+    /// the preferred first (HashRing walks the ring; other algorithms sample at random by default). Nothing
     /// is counted in flight: use [`Balancer::select_node`] or calls for that.
     ///
     /// Errors: [`Error::UnknownBalancer`] once stopped; [`Error::NoMembers`]; the algorithm's
@@ -295,8 +299,8 @@ impl Balancer {
     /// `.timeout(..)` on the returned [`BalancedCall`], then await it. A member on this node is
     /// served in-process (no serialization) with the same errors and timeout.
     ///
-    /// Errors when awaited: [`Error::NoMembers`] when the pool is empty; then as
-    /// [`Node::call`].
+    /// Errors when awaited: see [`BalancedCall`] ([`Error::NoMembers`] when the pool stays
+    /// empty, [`Error::Overloaded`], then as [`Node::call`]).
     pub fn call<F: RemoteFunction>(&self, args: F::Args) -> BalancedCall<F> {
         BalancedCall::new(self.clone(), args)
     }
@@ -304,7 +308,8 @@ impl Balancer {
     /// A cast of `F` with `args` to a member chosen by the algorithm; await the returned
     /// [`BalancedCast`] (it resolves once the cast is handed over).
     ///
-    /// Errors when awaited: [`Error::NoMembers`]; then as [`Node::cast`].
+    /// Errors when awaited: see [`BalancedCast`] ([`Error::NoMembers`] when the pool stays
+    /// empty, then as [`Node::cast`]).
     pub fn cast<F: RemoteFunction>(&self, args: F::Args) -> BalancedCast<F> {
         BalancedCast::new(self.clone(), args)
     }

@@ -96,6 +96,9 @@ impl NodeConfig {
 
     /// The host other nodes dial and the host part of the node's name. Defaults to the listen
     /// IP; set it when listening on `0.0.0.0` or behind an address other machines can't use.
+    /// [`Node::start`](crate::Node::start) fails with [`Error::InvalidConfig`] naming
+    /// `advertise_host` when it is empty, holds `@`, `/` or a space, is an IPv6 address without
+    /// brackets, or is unset while the listen IP is unspecified (`0.0.0.0`, `::`).
     pub fn advertise_host(mut self, host: impl Into<String>) -> Self {
         self.advertise_host = Some(host.into());
         self
@@ -121,7 +124,8 @@ impl NodeConfig {
     }
 
     /// Addresses (`host:port`) dialled in the background at start and re-dialled with capped
-    /// backoff while no session to them is up. A down peer never fails `Node::start`.
+    /// backoff while no session to them is up (default none). A down peer never fails
+    /// `Node::start`; an address without a `:` does ([`Error::InvalidConfig`] naming `peers`).
     pub fn peers<I, S>(mut self, peers: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -131,8 +135,9 @@ impl NodeConfig {
         self
     }
 
-    /// Cap in bytes on one encoded call (header + arguments) or reply; default 8 MiB, at most
-    /// [`MAX_PAYLOAD_CAP_BYTES`]. Use one value for the whole cluster: a call over the cap fails
+    /// Cap in bytes on one encoded call (header + arguments) or reply; default 8 MiB
+    /// ([`DEFAULT_MAX_PAYLOAD_BYTES`]), from 1 byte to [`MAX_PAYLOAD_CAP_BYTES`]
+    /// (else [`Error::InvalidConfig`] naming `max_payload_bytes` at start). Use one value for the whole cluster: a call over the cap fails
     /// with [`Error::PayloadTooLarge`] before anything is sent.
     pub fn max_payload_bytes(mut self, bytes: usize) -> Self {
         self.max_payload_bytes = bytes;

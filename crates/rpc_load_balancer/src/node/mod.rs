@@ -362,7 +362,8 @@ impl Node {
     /// Errors when awaited: [`Error::ServiceUnavailable`] (unknown or disconnected node, node
     /// lost mid-call), [`Error::RequestTimeout`], [`Error::BadRequest`] (function not registered
     /// there, arguments not decodable), [`Error::Remote`] (the function failed or panicked),
-    /// [`Error::PayloadTooLarge`], [`Error::Codec`], [`Error::WireVersion`].
+    /// [`Error::PayloadTooLarge`], [`Error::Codec`], [`Error::WireVersion`];
+    /// [`Error::InvalidConfig`] (`timeout`) for a zero [`Call::timeout`].
     pub fn call<F: RemoteFunction>(&self, node: impl Into<String>, args: F::Args) -> Call<F> {
         Call::new(Arc::clone(&self.inner.shared), node.into(), args)
     }
