@@ -217,6 +217,8 @@ async fn weighted_round_robin_weights_zero_and_validation() {
             "weights",
         ),
         (WeightedRoundRobin::new().weight("a", 2), "weights"),
+        (WeightedRoundRobin::new().weight("@h", 2), "weights"),
+        (WeightedRoundRobin::new().weight("a@", 2), "weights"),
         (
             WeightedRoundRobin::new().default_weight(WeightedRoundRobin::MAX_WEIGHT + 1),
             "default_weight",

@@ -180,7 +180,10 @@ impl SelectionAlgorithm for WeightedRoundRobin {
             });
         }
         for (node, weight) in &self.weights {
-            if node.is_empty() || !node.contains('@') {
+            let full = node
+                .split_once('@')
+                .is_some_and(|(name, host)| !name.is_empty() && !host.is_empty());
+            if !full {
                 return invalid(format!("{node:?} is not a full node name (name@host)"));
             }
             if *weight > Self::MAX_WEIGHT {
