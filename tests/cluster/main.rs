@@ -11,6 +11,8 @@ mod cpu_sampling;
 mod direct;
 mod drain;
 mod drain_timeout;
+#[cfg(feature = "telemetry")]
+mod dropped_calls;
 mod errors;
 mod filters;
 mod handshake;
@@ -31,6 +33,9 @@ mod prometheus;
 mod random_node;
 mod reconnect;
 mod retry;
+#[cfg(feature = "telemetry")]
+#[path = "../support/telemetry.rs"]
+mod support;
 #[cfg(feature = "telemetry")]
 mod telemetry;
 mod tls;

@@ -221,15 +221,54 @@ impl Options {
     }
 }
 
-impl Options {
-    /// Records a call or cast that failed before it had a node to go to (no matching node, a
-    /// zero timeout, an unknown balancer) as the library's span and metrics do for any call
-    /// (`node` empty), and gives the error back. Once it has a node, [`Node::call`] and
-    /// [`Node::cast`] record it.
-    fn failed(&self, kind: &'static str, function: &'static str, error: Error) -> Error {
-        let balancer: Option<Arc<str>> = self.load_balancer.as_deref().map(Arc::from);
-        RpcTelemetry::start(kind, function, balancer.as_ref()).finish::<()>(&Err(error.clone()));
+/// A random-node call or cast until it has its node and is tracked: one that ends here (no
+/// matching node, a zero timeout, an unknown tracking balancer) or is dropped here (its caller
+/// gave up while it waited for a node) is recorded as the library's span and metrics record
+/// any call (`node` empty; status the error's code, or `cancelled`). Once it has a node,
+/// [`Node::call`] and [`Node::cast`] record it.
+struct Choosing<'a> {
+    options: &'a Options,
+    kind: &'static str,
+    function: &'static str,
+    /// Whether the call left this stage (recorded as failed, or handed to the direct path).
+    settled: bool,
+}
+
+impl<'a> Choosing<'a> {
+    fn new(options: &'a Options, kind: &'static str, function: &'static str) -> Self {
+        Self {
+            options,
+            kind,
+            function,
+            settled: false,
+        }
+    }
+
+    /// The telemetry of a call that ends before it has a node.
+    fn telemetry(&self) -> RpcTelemetry {
+        let balancer: Option<Arc<str>> = self.options.load_balancer.as_deref().map(Arc::from);
+        RpcTelemetry::start(self.kind, self.function, balancer.as_ref())
+    }
+
+    /// Records the call as failed with `error` and gives the error back.
+    fn failed(&mut self, error: Error) -> Error {
+        self.settled = true;
+        self.telemetry().finish::<()>(&Err(error.clone()));
         error
+    }
+
+    /// The call has its node: the direct path records it from now on.
+    fn chosen(&mut self) {
+        self.settled = true;
+    }
+}
+
+impl Drop for Choosing<'_> {
+    fn drop(&mut self) {
+        if !self.settled {
+            // Dropped unfinished: recorded as cancelled.
+            drop(self.telemetry());
+        }
     }
 }
 
@@ -333,11 +372,13 @@ impl<F: RemoteFunction> RandomNodeCall<F> {
     ///
     /// Errors: as awaiting the call.
     pub async fn with_node(self) -> Result<(F::Reply, Arc<str>), Error> {
+        let mut choosing = Choosing::new(&self.options, "call", F::NAME);
         let target = match self.options.target().await {
             Ok(target) => target,
-            Err(error) => return Err(self.options.failed("call", F::NAME, error)),
+            Err(error) => return Err(choosing.failed(error)),
         };
-        let _tracked = track(target.balancer.as_ref())?;
+        let _tracked = track(target.balancer.as_ref()).map_err(|e| choosing.failed(e))?;
+        choosing.chosen();
         let reply = self
             .options
             .node
@@ -410,11 +451,13 @@ impl<F: RemoteFunction> RandomNodeCast<F> {
     ///
     /// Errors: as awaiting the cast.
     pub async fn with_node(self) -> Result<Arc<str>, Error> {
+        let mut choosing = Choosing::new(&self.options, "cast", F::NAME);
         let target = match self.options.target().await {
             Ok(target) => target,
-            Err(error) => return Err(self.options.failed("cast", F::NAME, error)),
+            Err(error) => return Err(choosing.failed(error)),
         };
-        let _tracked = track(target.balancer.as_ref())?;
+        let _tracked = track(target.balancer.as_ref()).map_err(|e| choosing.failed(e))?;
+        choosing.chosen();
         self.options.node.cast::<F>(&target.node, self.args).await?;
         Ok(target.node)
     }

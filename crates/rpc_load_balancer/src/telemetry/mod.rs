@@ -5,7 +5,7 @@
 //!
 //! | name | level | fields |
 //! |---|---|---|
-//! | span `rpc_load_balancer.rpc` | DEBUG | `type` (`call`/`cast`), `function`, `load_balancer` (empty for direct calls), `node` (the **target**), `status` (`ok` or the error code) |
+//! | span `rpc_load_balancer.rpc` | DEBUG | `type` (`call`/`cast`), `function`, `load_balancer` (empty for direct calls), `node` (the **target**), `status` (`ok`, the error code, or `cancelled`) |
 //! | event `node selected` (target `rpc_load_balancer::selection`) | TRACE | `load_balancer`, `algorithm`, `node`, `pool_size` |
 //! | event `no members` (target `rpc_load_balancer::selection`) | TRACE | `load_balancer`, `algorithm` |
 //! | event `selection explained` (target `rpc_load_balancer::selection`) | DEBUG | `load_balancer`, `algorithm`, `node`, `rule`, `scores` |
@@ -59,6 +59,10 @@ pub const LEAST_CPU_POLL_DURATION: &str = "rpc_load_balancer.least_cpu.poll.dura
 /// not get, by node and kind (`timeout`, `unreachable`, `remote_error`, `bad_reply`).
 pub const LEAST_CPU_POLL_FAILURES: &str = "rpc_load_balancer.least_cpu.poll.remote_error.count";
 
+/// The `status` label of a call or cast whose caller dropped it before its outcome (an outer
+/// timeout, an aborted task): not an error code, since the caller got no error.
+pub const CANCELLED: &str = "cancelled";
+
 /// The original's duration buckets, in ms.
 pub const DURATION_BUCKETS_MS: &[f64] = &[
     0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0,
@@ -103,8 +107,9 @@ const RPC_STATUS_LABELS: &[&str] = &["node", "function", "type", "load_balancer"
 ///
 /// Label values: `node` is the target node's full name (empty when none was selected),
 /// `function` the remote function's `NAME`, `type` `call` or `cast`, `load_balancer` the
-/// balancer's name (empty for direct calls), `status` `ok` or the error's
-/// [`code`](crate::Error::code), `algorithm` the algorithm's [`name`](crate::SelectionAlgorithm::name).
+/// balancer's name (empty for direct calls), `status` `ok`, the error's
+/// [`code`](crate::Error::code) or [`CANCELLED`] (the caller dropped the call or cast before
+/// its outcome), `algorithm` the algorithm's [`name`](crate::SelectionAlgorithm::name).
 pub fn describe() -> Vec<SeriesDescription> {
     use metrics::Unit;
     vec![
@@ -121,7 +126,7 @@ pub fn describe() -> Vec<SeriesDescription> {
             kind: SeriesKind::Counter,
             labels: RPC_STATUS_LABELS,
             unit: Unit::Count,
-            description: "Calls and casts finished, by status (ok or the error code).",
+            description: "Calls and casts finished, by status (ok, the error code, or cancelled when the caller dropped it before its outcome).",
             buckets: None,
         },
         SeriesDescription {

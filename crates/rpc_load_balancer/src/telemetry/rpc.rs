@@ -1,4 +1,8 @@
 //! The span and metrics of one call or cast.
+//!
+//! Every call or cast ends with exactly one stop: [`RpcTelemetry::finish`] records its outcome,
+//! and one dropped unfinished — its caller's future was dropped (an outer timeout, an aborted
+//! task) — records the status [`CANCELLED`].
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -7,13 +11,16 @@ use metrics::SharedString;
 use tracing::field::Empty;
 use tracing::Span;
 
-use super::{status_of, RPC_DURATION, RPC_START, RPC_STOP};
+use super::{status_of, CANCELLED, RPC_DURATION, RPC_START, RPC_STOP};
 use crate::Error;
 
 /// Tracks one call or cast from start to outcome: a DEBUG span, the start and stop counters
-/// and the duration histogram.
+/// and the duration histogram. Dropped before [`finish`](Self::finish), it records the status
+/// [`CANCELLED`].
 pub(crate) struct RpcTelemetry {
     span: Span,
+    /// Whether the stop was recorded.
+    stopped: bool,
     started: Instant,
     kind: &'static str,
     function: &'static str,
@@ -48,6 +55,7 @@ impl RpcTelemetry {
         let balancer = balancer.map(shared).unwrap_or(SharedString::const_str(""));
         Self {
             span,
+            stopped: false,
             started: Instant::now(),
             kind,
             function,
@@ -91,12 +99,23 @@ impl RpcTelemetry {
         if !super::ENABLED {
             return;
         }
+        self.stop(status_of(outcome));
+        if let Err(error) = outcome {
+            tracing::debug!(parent: &self.span, kind = error.kind(), %error, "call failed");
+        }
+    }
+
+    /// Records the stop with `status`, once: status on the span, stop counter, duration.
+    fn stop(&mut self, status: &'static str) {
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
         if self.node.is_none() {
-            // Failed before a target was chosen (e.g. no members): still counted as started.
+            // Ended before a target was chosen (e.g. no members): still counted as started.
             let none: Arc<str> = Arc::from("");
             self.target(&none);
         }
-        let status = status_of(outcome);
         self.span.record("status", status);
         let node = self
             .node
@@ -117,8 +136,15 @@ impl RpcTelemetry {
         metrics::counter!(RPC_STOP, labels.clone()).increment(1);
         metrics::histogram!(RPC_DURATION, labels)
             .record(self.started.elapsed().as_secs_f64() * 1000.0);
-        if let Err(error) = outcome {
-            tracing::debug!(parent: &self.span, kind = error.kind(), %error, "call failed");
+    }
+}
+
+impl Drop for RpcTelemetry {
+    /// A call or cast dropped before its outcome (its caller's future was dropped) stops as
+    /// [`CANCELLED`].
+    fn drop(&mut self) {
+        if super::ENABLED && !self.stopped {
+            self.stop(CANCELLED);
         }
     }
 }
