@@ -28,6 +28,7 @@ mod node_death;
 mod overload;
 mod payload;
 mod payload_calls;
+mod payload_pick;
 #[cfg(feature = "telemetry")]
 mod prometheus;
 mod random_node;

@@ -23,6 +23,10 @@ use crate::wire::reply::{self, ReplyStatus};
 use crate::wire::{start_message, DecodeError, RpcMessage};
 use crate::{Error, Unavailable};
 
+mod local_cap;
+
+pub(crate) use local_cap::call_local_capped;
+
 /// A call of `F` on one node, built by [`Node::call`](crate::Node::call). Await it (it
 /// implements `IntoFuture`); set a timeout first with [`Call::timeout`].
 #[must_use = "a call does nothing until awaited"]
@@ -85,7 +89,7 @@ pub(crate) async fn call<F: RemoteFunction>(
     if node == shared.name {
         shared.check_running(node)?;
         if let Some(function) = shared.registry.get_typed::<F>() {
-            return call_local(shared, function, args, timeout).await;
+            return call_local_capped(shared, None, function, args, timeout).await;
         }
     }
     let endpoint = shared.endpoint_of(node)?;

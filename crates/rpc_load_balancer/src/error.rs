@@ -143,7 +143,10 @@ pub enum Error {
         message: String,
     },
     /// An encoded call or reply is over the cluster's payload cap. Nothing was sent (argument)
-    /// or the serving node sent this error instead of the reply; the session stays up.
+    /// or the serving node sent this error instead of the reply; the session stays up. A call
+    /// run in this process (a local member, `CallDirect`, `call_directly`, a call to this
+    /// node's own name) is measured as if it were encoded and gets the same error: for an
+    /// argument the function did not run, for a reply it did.
     #[error("{direction} payload of {size} bytes exceeds the {limit}-byte cap")]
     PayloadTooLarge {
         /// Which side was too large.

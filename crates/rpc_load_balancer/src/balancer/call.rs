@@ -227,7 +227,9 @@ impl<F: RemoteFunction> BalancedCall<F> {
                         (None, None) => return Err(call::args_gone::<F>()),
                     };
                     let _serving = ServedToken::new(shared);
-                    let served = call::call_local(node, function, args, timeout).await;
+                    let balancer = Some(shared.name.as_str());
+                    let served =
+                        call::call_local_capped(node, balancer, function, args, timeout).await;
                     return served.map(|reply| (reply, Arc::clone(member.node_arc())));
                 }
             }

@@ -137,8 +137,11 @@ impl NodeConfig {
 
     /// Cap in bytes on one encoded call (header + arguments) or reply; default 8 MiB
     /// ([`DEFAULT_MAX_PAYLOAD_BYTES`]), from 1 byte to [`MAX_PAYLOAD_CAP_BYTES`]
-    /// (else [`Error::InvalidConfig`] naming `max_payload_bytes` at start). Use one value for the whole cluster: a call over the cap fails
-    /// with [`Error::PayloadTooLarge`] before anything is sent.
+    /// (else [`Error::InvalidConfig`] naming `max_payload_bytes` at start). Use one value for
+    /// the whole cluster: a call over the cap fails with [`Error::PayloadTooLarge`] before
+    /// anything is sent, and so does one run in this process (a local member, `CallDirect`,
+    /// `call_directly`), measured as if it were encoded; a reply over the serving node's cap is
+    /// [`Error::PayloadTooLarge`] too, wherever it ran.
     pub fn max_payload_bytes(mut self, bytes: usize) -> Self {
         self.max_payload_bytes = bytes;
         self

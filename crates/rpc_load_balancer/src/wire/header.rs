@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     decode_trailer, encoded_len, push_trailer, split_trailer, split_version, stamp_version,
-    start_message, DecodeError, TRAILER_LEN, VERSION_LEN,
+    start_message, value_len, version_len, DecodeError, TRAILER_LEN, VERSION_LEN,
 };
 use crate::payload::{self, Payload, PAYLOAD_TAIL_ROOM};
 
@@ -54,6 +54,20 @@ pub(crate) fn encode_call<A: Serialize + 'static>(
         }
     };
     push_trailer(out, header)
+}
+
+/// The length of the message [`encode_call`] (or [`encode_call_owned`]) makes of `header` and
+/// `args`, computed without encoding them: what the payload cap measures of a call. Postcard's
+/// error when `args` cannot be encoded.
+pub(crate) fn call_len<A: Serialize + 'static>(
+    header: &CallHeader<'_>,
+    args: &A,
+) -> Result<usize, postcard::Error> {
+    let header = &CallHeader {
+        raw_args: payload::is_payload::<A>(),
+        ..header.clone()
+    };
+    Ok(version_len() + value_len(args)? + encoded_len(header) + TRAILER_LEN)
 }
 
 /// [`encode_call`] taking the arguments: a [`Payload`]'s own buffer becomes the message.
@@ -310,6 +324,24 @@ mod tests {
         let (decoded, args) = decode_call(&bytes).unwrap();
         assert_eq!(decoded, later);
         assert_eq!(take_args::<String>(bytes, args, false).unwrap(), "args");
+    }
+
+    #[test]
+    fn call_len_is_the_encoded_length_without_encoding() {
+        let h = header();
+        let text = "x".repeat(70_000);
+        assert_eq!(
+            call_len(&h, &text).unwrap(),
+            encode_call(&h, &text).unwrap().len()
+        );
+        assert_eq!(
+            call_len(&h, &()).unwrap(),
+            encode_call(&h, &()).unwrap().len()
+        );
+        let blob = Payload::from_slice(&[7; 1000]);
+        let len = call_len(&h, &blob).unwrap();
+        assert_eq!(len, encode_call(&h, &blob).unwrap().len());
+        assert_eq!(len, encode_call_owned(&h, blob).unwrap().len());
     }
 
     #[test]

@@ -137,6 +137,23 @@ pub(crate) fn encoded_len<T: serde::Serialize + ?Sized>(value: &T) -> usize {
     postcard::serialize_with_flavor(value, postcard::ser_flavors::Size::default()).unwrap_or(0)
 }
 
+/// The bytes of `value` in a message without encoding it: a [`Payload`](crate::Payload)'s
+/// length (its bytes are the value), else what postcard needs; postcard's error when the
+/// value cannot be encoded.
+pub(crate) fn value_len<T: serde::Serialize + 'static>(
+    value: &T,
+) -> Result<usize, postcard::Error> {
+    match crate::payload::as_payload(value) {
+        Some(payload) => Ok(payload.len()),
+        None => postcard::serialize_with_flavor(value, postcard::ser_flavors::Size::default()),
+    }
+}
+
+/// Bytes the wire version this process speaks takes at the start of a message.
+pub(crate) fn version_len() -> usize {
+    encoded_len(&local_version())
+}
+
 /// Bytes the wire version takes at most (a u16 varint).
 pub(crate) const VERSION_LEN: usize = 3;
 

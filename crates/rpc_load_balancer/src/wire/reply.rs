@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     decode_trailer, encoded_len, push_trailer, split_trailer, split_version, stamp_version,
-    start_message, DecodeError, TRAILER_LEN, VERSION_LEN,
+    start_message, value_len, version_len, DecodeError, TRAILER_LEN, VERSION_LEN,
 };
 use crate::payload;
 #[cfg(test)]
@@ -71,6 +71,18 @@ pub(crate) fn encode_ok<T: Serialize + 'static>(value: &T) -> Result<Vec<u8>, po
         )?,
     };
     push_trailer(out, &ReplyStatus::Ok)
+}
+
+/// The length of the `Ok` reply [`encode_ok`] (or [`encode_ok_owned`]) makes of `value`,
+/// computed without encoding it: what the serving node's payload cap measures of a reply.
+/// Postcard's error when `value` cannot be encoded.
+pub(crate) fn ok_len<T: Serialize + 'static>(value: &T) -> Result<usize, postcard::Error> {
+    let status = if payload::is_payload::<T>() {
+        ReplyStatus::OkPayload
+    } else {
+        ReplyStatus::Ok
+    };
+    Ok(version_len() + value_len(value)? + status_len(&status))
 }
 
 /// [`encode_ok`] taking the value: a [`Payload`]'s own buffer becomes the reply.
@@ -179,6 +191,17 @@ mod tests {
         let copied = encode_ok(&back).unwrap();
         let (_, value) = decode_range(&copied).unwrap();
         assert_eq!(take_value::<Payload>(copied, value, true).unwrap(), back);
+    }
+
+    #[test]
+    fn ok_len_is_the_encoded_length_without_encoding() {
+        let text = "x".repeat(70_000);
+        assert_eq!(ok_len(&text).unwrap(), encode_ok(&text).unwrap().len());
+        assert_eq!(ok_len(&7u8).unwrap(), encode_ok(&7u8).unwrap().len());
+        let blob = Payload::from_slice(&[7; 1000]);
+        let len = ok_len(&blob).unwrap();
+        assert_eq!(len, encode_ok(&blob).unwrap().len());
+        assert_eq!(len, encode_ok_owned(blob).unwrap().len());
     }
 
     #[test]
