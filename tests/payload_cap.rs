@@ -3,7 +3,8 @@
 //! another node meets, measured on the same bytes: the call as it would be encoded (wire
 //! version, arguments, header) and the reply as the serving node would encode it. So a call
 //! gets the same outcome whoever serves it (the local/remote comparison is in
-//! tests/cluster/payload_pick.rs).
+//! tests/cluster/payload_pick.rs). Arguments or a reply that cannot be encoded fail as they
+//! would remotely too.
 //!
 //! One `Node` per process: nextest runs each test alone.
 
@@ -11,7 +12,8 @@ use std::ops::Range;
 use std::time::Duration;
 
 use rpc_load_balancer::{
-    Balancer, BalancerConfig, CallDirect, Error, Node, NodeConfig, Payload, PayloadDirection,
+    Balancer, BalancerConfig, CallDirect, Error, FunctionError, Node, NodeConfig, Payload,
+    PayloadDirection, RemoteFailure, RemoteFunction,
 };
 use rpclb::functions::{register_all, Blob, BytesEcho, Echo};
 use rpclb::harness::random_cookie;
@@ -118,5 +120,85 @@ async fn calls_run_here_meet_the_payload_cap_of_a_remote_call() {
     );
     assert_eq!(here.call::<Blob>(at_cap).await.unwrap().len(), CAP - 8);
     assert_eq!(direct.call::<Blob>(at_cap).await.unwrap().len(), CAP - 8);
+    node.shutdown().await;
+}
+
+/// A value postcard cannot encode (its `Serialize` fails), as the arguments or the reply.
+#[derive(Debug, serde::Deserialize)]
+struct Unencodable;
+
+impl serde::Serialize for Unencodable {
+    fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+        Err(serde::ser::Error::custom("not encodable"))
+    }
+}
+
+/// Takes what cannot be sent.
+struct TakesUnencodable;
+impl RemoteFunction for TakesUnencodable {
+    const NAME: &'static str = "takes_unencodable";
+    type Args = Unencodable;
+    type Reply = ();
+    async fn call(&self, _: Unencodable) -> Result<(), FunctionError> {
+        Ok(())
+    }
+}
+
+/// Returns what cannot be sent back.
+struct GivesUnencodable;
+impl RemoteFunction for GivesUnencodable {
+    const NAME: &'static str = "gives_unencodable";
+    type Args = ();
+    type Reply = Unencodable;
+    async fn call(&self, _: ()) -> Result<Unencodable, FunctionError> {
+        Ok(Unencodable)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_that_cannot_be_encoded_fail_here_as_they_would_remotely() {
+    let node = Node::start(NodeConfig::new("codec", "127.0.0.1:0").cookie(random_cookie()))
+        .await
+        .unwrap();
+    node.register(TakesUnencodable).unwrap();
+    node.register(GivesUnencodable).unwrap();
+    let here = Balancer::start(BalancerConfig::new("here")).await.unwrap();
+    let me = node.name().to_string();
+    // Arguments: `Codec` before anything runs, as the encoding caller of a remote call gets.
+    for outcome in [
+        node.call::<TakesUnencodable>(me.clone(), Unencodable).await,
+        here.call::<TakesUnencodable>(Unencodable).await,
+    ] {
+        match outcome {
+            Err(Error::Codec { function, message }) => {
+                assert_eq!(function, "takes_unencodable");
+                // (postcard's own words: it does not keep the custom message)
+                assert!(message.contains("Serialization"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // Reply: the serving node's answer, `Remote` (`Failed`) naming the encoding error.
+    for outcome in [
+        node.call::<GivesUnencodable>(me.clone(), ()).await,
+        here.call::<GivesUnencodable>(()).await,
+    ] {
+        match outcome {
+            Err(Error::Remote {
+                failure: RemoteFailure::Failed,
+                message,
+                node: at,
+                ..
+            }) => {
+                assert_eq!(at, me);
+                assert!(
+                    message.starts_with("reply could not be encoded: ")
+                        && message.contains("Serialization"),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
     node.shutdown().await;
 }
