@@ -14,7 +14,9 @@
 //!    what is left of the timeout. A call that was sent is never sent again.
 //!
 //! Telemetry is the direct path's: one `rpc_load_balancer.rpc` span and its metrics per call,
-//! with `node` = the node that ran it and an empty `load_balancer`.
+//! with `node` = the node that ran it and an empty `load_balancer`. A call that fails or is
+//! dropped before it has a node is recorded once too, with `node` empty, the tracking
+//! balancer's name if one was given, and the error's status or `cancelled`.
 //!
 //! [`NodeConfig::call_directly`]: crate::NodeConfig::call_directly
 
