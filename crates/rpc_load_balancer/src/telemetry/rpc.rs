@@ -145,6 +145,7 @@ impl Drop for RpcTelemetry {
     fn drop(&mut self) {
         if super::ENABLED && !self.stopped {
             self.stop(CANCELLED);
+            tracing::debug!(parent: &self.span, "call dropped by its caller before its outcome");
         }
     }
 }
