@@ -31,6 +31,7 @@ mod prometheus;
 mod random_node;
 mod reconnect;
 mod retry;
+mod stop_signal;
 #[cfg(feature = "telemetry")]
 mod telemetry;
 mod tls;
