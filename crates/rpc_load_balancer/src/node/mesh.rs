@@ -119,13 +119,15 @@ async fn learn_from(
 }
 
 /// Sends this node's join notice to `peer` unless one was already handed to a peer: once per
-/// run of the node, and not at all from a client node or one advertising no address. If
-/// `peer` does not take it (gone, or an older node), the next peer to come up is asked.
+/// run of the node, and not at all from a client node or one advertising no address, nor to
+/// a client node (which passes nothing on: a client that met this node first by asking must
+/// not use up the notice). If `peer` does not take it (gone, or an older node), the next peer
+/// to come up is asked.
 async fn announce(shared: &Arc<NodeShared>, peer: &str) {
     let Some(addr) = shared.connection_string.clone() else {
         return;
     };
-    if shared.client || shared.announced.swap(true, Ordering::AcqRel) {
+    if !may_announce_to(shared, peer) || shared.announced.swap(true, Ordering::AcqRel) {
         return;
     }
     let notice = ControlRequest::Joined {
@@ -141,6 +143,12 @@ async fn announce(shared: &Arc<NodeShared>, peer: &str) {
             shared.announced.store(false, Ordering::Release);
         }
     }
+}
+
+/// Whether this node may hand its join notice to `peer`: it is not a client node, and
+/// neither is `peer`.
+fn may_announce_to(shared: &NodeShared, peer: &str) -> bool {
+    !shared.client && !NodeShared::listed(&shared.clients, peer)
 }
 
 /// Handles a join notice ([`ControlRequest::Joined`]): a client node dials `addr` unless it
@@ -231,8 +239,11 @@ mod tests {
         node.announced.store(true, Ordering::Release);
         announce(&node, "p@127.0.0.1").await;
         assert!(node.announced.load(Ordering::Acquire));
-        let client = shared(true);
-        announce(&client, "p@127.0.0.1").await;
-        assert!(!client.announced.load(Ordering::Acquire));
+        // Not from a client node, nor to one: the notice is kept for a peer that passes it on.
+        assert!(!may_announce_to(&shared(true), "p@127.0.0.1"));
+        let node = shared(false);
+        node.clients.lock().unwrap().insert("c@127.0.0.1".into());
+        assert!(!may_announce_to(&node, "c@127.0.0.1"));
+        assert!(may_announce_to(&node, "p@127.0.0.1"));
     }
 }
