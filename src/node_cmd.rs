@@ -115,7 +115,8 @@ fn node_line(event: &str, node: &str) -> Value {
 
 /// Runs the node until SIGTERM, SIGINT, SIGHUP or (with `--exit-with-stdin`) end of stdin, then
 /// drains it; a second signal during the drain exits at once (status 130), except the first
-/// signal repeated within [`REPEAT_WINDOW`](crate::stop_signals::REPEAT_WINDOW) (100 ms), which is the same request.
+/// signal repeated within [`REPEAT_WINDOW`](crate::stop_signals::REPEAT_WINDOW) (100 ms),
+/// which is the same request.
 pub async fn run(args: NodeArgs) -> CmdResult {
     let mut config = args
         .cluster

@@ -10,8 +10,9 @@
 //!
 //! A peer's answer lists only the peers ready at its end when it answers, so two nodes joining
 //! through the same peer at once can each miss the other (each asked before the other was
-//! ready there). So each peer is asked again a few times in the first seconds ([`ASK_AGAIN`]), then
-//! every [`MESH_REFRESH`] while it stays connected: one small control call per peer per 10 s.
+//! ready there). So each peer is asked again a few times in the first seconds
+//! ([`ASK_AGAIN`]), then every [`MESH_REFRESH`] while it stays connected: one small control
+//! call per peer per 10 s.
 //!
 //! **Client nodes** (`NodeConfig::client`) are listed by no peer, so asking would find a node
 //! that joins (or restarts) after them only at their next refresh, up to 10 s later — and a
