@@ -1,7 +1,8 @@
 //! A small kit for multi-process tests and the demo: start `rpclb node` children on free
 //! loopback ports, wait for them to be ready (bounded), and kill them by handle.
 //!
-//! * Every child listens on `127.0.0.1:0` and reports its real address in its ready line.
+//! * Every child listens on `127.0.0.1:0` (unless told a port) and reports its real address in
+//!   its ready line.
 //! * A [`Cluster`] gets a random cookie, so concurrent clusters never join each other.
 //! * A child is SIGKILLed when its [`NodeProcess`] is dropped, and it exits by itself when the
 //!   process that started it dies (`--exit-with-stdin`: the harness holds the child's stdin,
@@ -65,6 +66,7 @@ pub struct NodeSpec {
     name: String,
     cookie: String,
     peers: Vec<String>,
+    listen: String,
     args: Vec<String>,
 }
 
@@ -75,8 +77,16 @@ impl NodeSpec {
             name: name.into(),
             cookie: cookie.into(),
             peers: Vec::new(),
+            listen: "127.0.0.1:0".to_string(),
             args: Vec::new(),
         }
+    }
+
+    /// Listen on `addr` (`ip:port`) instead of a free loopback port, e.g. to restart a node on
+    /// the port it had.
+    pub fn listen(mut self, addr: impl Into<String>) -> Self {
+        self.listen = addr.into();
+        self
     }
 
     /// Dial `addr` at start (`--peer`).
@@ -143,7 +153,7 @@ impl NodeSpec {
                 "--name",
                 &self.name,
                 "--listen",
-                "127.0.0.1:0",
+                &self.listen,
                 "--cookie",
                 &self.cookie,
                 "--exit-with-stdin",

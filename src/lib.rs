@@ -13,6 +13,7 @@ pub mod load;
 pub mod node_cmd;
 pub mod raw_floor;
 pub mod retry_waits;
+pub mod stop_signals;
 
 /// Result of a command body: any error, boxed.
 pub type CmdResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;

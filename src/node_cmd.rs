@@ -11,6 +11,7 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::cli::NodeArgs;
+use crate::stop_signals::StopSignals;
 use crate::{functions, raw_floor, CmdResult};
 
 /// Prints one JSON event line on stdout. A closed stdout (the reader went away, e.g. `| head
@@ -112,8 +113,10 @@ fn node_line(event: &str, node: &str) -> Value {
     json!({"event": event, "node": node})
 }
 
-/// Runs the node until SIGTERM, SIGINT or (with `--exit-with-stdin`) end of stdin, then drains
-/// it; a second signal during the drain exits at once (status 130).
+/// Runs the node until SIGTERM, SIGINT, SIGHUP or (with `--exit-with-stdin`) end of stdin, then
+/// drains it; a second signal during the drain exits at once (status 130), except the first
+/// signal repeated within [`REPEAT_WINDOW`](crate::stop_signals::REPEAT_WINDOW) (100 ms),
+/// which is the same request.
 pub async fn run(args: NodeArgs) -> CmdResult {
     let mut config = args
         .cluster
@@ -167,6 +170,8 @@ pub async fn run(args: NodeArgs) -> CmdResult {
         };
         Balancer::start(config).await?;
     }
+    // Listening before `ready`: a stop signal sent as soon as it is printed is a stop request.
+    let mut signals = StopSignals::listen()?;
     emit(json!({
         "event": "ready",
         "node": node.name(),
@@ -178,9 +183,6 @@ pub async fn run(args: NodeArgs) -> CmdResult {
     let (mut lines, startup) = EventLines::new(&peers_at_start);
     startup.into_iter().for_each(emit);
 
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut hangup = signal(SignalKind::hangup())?;
     let stdin_closed = async {
         if !args.exit_with_stdin {
             return std::future::pending::<()>().await;
@@ -205,22 +207,19 @@ pub async fn run(args: NodeArgs) -> CmdResult {
                 Err(RecvError::Lagged(missed)) => emit(lines.lagged(missed, node.nodes())),
                 Err(RecvError::Closed) => break,
             },
-            _ = term.recv() => break,
-            _ = hangup.recv() => break,
-            _ = tokio::signal::ctrl_c() => break,
+            _ = signals.request() => break,
             _ = &mut stdin_closed => break,
         }
     }
     raw_floor.stop(None);
     // A second SIGTERM, SIGINT or SIGHUP during the drain gives up on it: the calls still
-    // running are lost, as with SIGKILL, but the exit is reported.
+    // running are lost, as with SIGKILL, but the exit is reported. The same signal again
+    // within `REPEAT_WINDOW` is the first request repeated (e.g. by `timeout`), not a second.
     let shutdown = node.shutdown();
     tokio::pin!(shutdown);
     tokio::select! {
         _ = &mut shutdown => {}
-        _ = term.recv() => abandon_drain(&node),
-        _ = hangup.recv() => abandon_drain(&node),
-        _ = tokio::signal::ctrl_c() => abandon_drain(&node),
+        _ = signals.request() => abandon_drain(&node),
     }
     emit(json!({"event": "stopped", "node": node.name()}));
     Ok(())

@@ -1,7 +1,8 @@
 //! The drain timeout across processes: an `rpclb node` with `--drain-timeout-ms 1000` serving
 //! a 30 s call through its balancer exits 1–3 s after SIGTERM, SIGINT or SIGHUP (each drains
 //! the same way), and the caller gets an error at once, not a hang. A second signal during the
-//! drain exits at once.
+//! drain exits at once — another signal, or the same one after the 100 ms in which it counts as
+//! a repeat of the first (see `stop_signal.rs` for repeats).
 
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use tokio::time::Instant;
 use crate::{Sleep, BIN, MESH_TIMEOUT};
 
 /// Waits (≤ 5 s) until `node` serves a call of `work`.
-async fn serving(me: &Node, node: &str) {
+pub(crate) async fn serving(me: &Node, node: &str) {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         match me
@@ -115,6 +116,18 @@ async fn sighup_drains_at_most_the_drain_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_signal_abandons_the_drain_at_once() {
+    a_second_signal_abandons_the_drain(libc::SIGINT).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_signal_again_after_the_repeat_window_abandons_the_drain() {
+    // 500 ms after the first SIGTERM: past the 100 ms in which a repeat is the same request.
+    a_second_signal_abandons_the_drain(libc::SIGTERM).await;
+}
+
+/// Starts a member serving a 30 s `sleep`, sends it SIGTERM and, 500 ms later, `second`, and
+/// checks it exits at once with status 130 and a `drain_abandoned` line.
+async fn a_second_signal_abandons_the_drain(second_signal: i32) {
     let mut cluster = Cluster::start(
         BIN,
         1,
@@ -149,7 +162,7 @@ async fn a_second_signal_abandons_the_drain_at_once() {
         "the node did not wait for its call"
     );
     let second = Instant::now();
-    cluster.nodes[0].signal(libc::SIGINT);
+    cluster.nodes[0].signal(second_signal);
     let status = cluster.nodes[0]
         .wait_exit(Duration::from_secs(5))
         .await

@@ -4,6 +4,7 @@
 
 mod algorithms;
 mod balancer;
+mod client_notice;
 mod commands;
 #[cfg(feature = "telemetry")]
 mod cpu_poller;
@@ -34,6 +35,7 @@ mod prometheus;
 mod random_node;
 mod reconnect;
 mod retry;
+mod stop_signal;
 #[cfg(feature = "telemetry")]
 #[path = "../support/telemetry.rs"]
 mod support;

@@ -55,10 +55,11 @@ async fn three_nodes_form_a_full_mesh_and_call_each_other() {
     me.shutdown().await;
 }
 
-/// No peer lists a client node, so nobody dials it: it meets nodes that join after it only by
-/// asking its peers for theirs again — a few times in its first seconds with a peer (two nodes
-/// joining through one hub at once each asked before the other was ready there: `rpclb bench`
-/// lost a target that way about one start in seven), then every 10 s.
+/// No peer lists a client node, so nobody dials it: it meets nodes that join after it by their
+/// join notice, which the peer they announce to passes on to it (`client_notice.rs` times it),
+/// and else by asking its peers for theirs again — a few times in its first seconds with a peer
+/// (two nodes joining through one hub at once each asked before the other was ready there:
+/// `rpclb bench` lost a target that way about one start in seven), then every 10 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_node_meets_nodes_that_join_after_it() {
     let cookie = random_cookie();
@@ -80,7 +81,7 @@ async fn a_client_node_meets_nodes_that_join_after_it() {
     assert!(me.nodes().contains(&early.node().to_string()));
     println!("met the early joiner after {:?}", started.elapsed());
 
-    // Past the first questions (4.3 s): only the 10 s refresh can find this one.
+    // Past the first questions (4.3 s): only its join notice, or the 10 s refresh, finds it.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let late = NodeSpec::new("late", &cookie)
         .peer(hub.addr())
@@ -95,8 +96,9 @@ async fn a_client_node_meets_nodes_that_join_after_it() {
 }
 
 /// A node that left (drained shutdown, announced to its peers) and comes back under the same
-/// name is met again by a client node that stayed: the client is dialled by nobody, and a
-/// peer's list naming the node is taken as stale only for 5 s after it went down.
+/// name is met again by a client node that stayed: by the node's join notice at once (it
+/// overrides the rule below; `client_notice.rs` times it), else by asking, where a peer's list
+/// naming the node is taken as stale for 5 s after it went down.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_node_meets_a_node_that_left_and_came_back() {
     let cookie = random_cookie();
@@ -134,7 +136,8 @@ async fn a_client_node_meets_a_node_that_left_and_came_back() {
         .unwrap();
     assert_eq!(again.node(), name);
     let started = Instant::now();
-    // Stale for 5 s after it went down, then the next 10 s refresh: within 20 s.
+    // Its join notice: at once. (Asking alone: stale for 5 s after it went down, then the next
+    // 10 s refresh, within 20 s.)
     me.wait_for_peers(2, Duration::from_secs(20)).await.unwrap();
     assert!(me.nodes().contains(&name), "{:?}", me.nodes());
     println!("met the returning node after {:?}", started.elapsed());

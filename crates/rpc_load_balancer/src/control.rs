@@ -74,6 +74,20 @@ pub enum ControlRequest {
     /// diagnostics beside [`ControlRequest::CpuReadings`] (which gives the raw readings and
     /// their ages); not admin-gated.
     CpuSelection,
+    /// A join notice: the node `node`, advertising `addr` (`host:port`), has come up (started,
+    /// or restarted under its name). A node that comes up sends it to one of its peers, which
+    /// passes it on to each client node (see
+    /// [`NodeConfig::client`](crate::NodeConfig::client)) connected to it, provided `node` is
+    /// its peer at `addr`; a client node dials `addr` at once unless it is connected to `node`
+    /// (even if `node` said it was leaving a moment ago: it is back). No peer lists a client
+    /// node, so without it a client would find the new node only at its next peer-list
+    /// refresh. Answered with [`ControlReply::Done`]; not admin-gated.
+    Joined {
+        /// Full name of the node that came up.
+        node: String,
+        /// The `host:port` it advertises.
+        addr: String,
+    },
 }
 
 /// The answer to a [`ControlRequest`]. (Only `PartialEq`: CPU readings carry an `f64`.)

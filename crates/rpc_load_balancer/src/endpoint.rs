@@ -249,6 +249,10 @@ async fn admin(
             ControlReply::ConnectionOf(shared.connection_of(&name))
         }
         ControlRequest::Peers => ControlReply::Peers(shared.peer_addresses()),
+        ControlRequest::Joined { node, addr } => {
+            crate::node::on_joined(shared, node, addr);
+            ControlReply::Done
+        }
         ControlRequest::InFlight(name) => {
             ControlReply::InFlight(shared.balancer(&name).ok().map(|b| {
                 b.members()

@@ -282,16 +282,7 @@ impl ClusterState {
                     self.note_client(name);
                     tracing::info!(node = %name, "node up");
                     // Back (e.g. restarted): no longer a node that left.
-                    self.shared
-                        .left
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .remove(name.as_str());
-                    self.shared
-                        .left_down_at
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .remove(name.as_str());
+                    self.shared.forget_left(name);
                     let (shared, server) = (Arc::clone(&self.shared), self.server.clone());
                     let (peer, session) = (name.clone(), event.session.get_cell());
                     tokio::spawn(async move {

@@ -202,7 +202,10 @@ impl NodeConfig {
     /// Makes this a client node (default off): one that joins the cluster to make calls and
     /// may go away at any time, like `rpclb call`. Its peers do not redial it when its session
     /// is lost, however it ends, and do not introduce it to nodes that join later (it dials the
-    /// nodes it learns of itself). It still serves calls made to it and can start balancers.
+    /// nodes it learns of itself, and only dials out): a node that comes up, or comes back
+    /// under its name, sends a join notice through one of its peers to the client nodes
+    /// connected to that peer, which dial it at once. It still serves calls made to it and can
+    /// start balancers.
     pub fn client(mut self, client: bool) -> Self {
         self.client = client;
         self

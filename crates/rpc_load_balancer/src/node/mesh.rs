@@ -10,10 +10,21 @@
 //!
 //! A peer's answer lists only the peers ready at its end when it answers, so two nodes joining
 //! through the same peer at once can each miss the other (each asked before the other was
-//! ready there); a client node, which no peer lists, never meets a node that joins after it
-//! at all. So each peer is asked again a few times in the first seconds ([`ASK_AGAIN`]), then
-//! every [`MESH_REFRESH`] while it stays connected: one small control call per peer per 10 s.
+//! ready there). So each peer is asked again a few times in the first seconds
+//! ([`ASK_AGAIN`]), then every [`MESH_REFRESH`] while it stays connected: one small control
+//! call per peer per 10 s.
+//!
+//! **Client nodes** (`NodeConfig::client`) are listed by no peer, so asking would find a node
+//! that joins (or restarts) after them only at their next refresh, up to 10 s later — and a
+//! restarted node that had said it was leaving not before [`LEFT_LISTING`] has passed. So a
+//! node that comes up sends a join notice ([`ControlRequest::Joined`]) to the first peer it
+//! meshes with, once ([`announce`]); that peer passes it on to each client node connected to
+//! it, and each client dials the new node at once ([`on_joined`]; its ready session also
+//! ends the "left" record of the name). A join makes one notice per client, whoever else
+//! sees the newcomer: only the newcomer sends it, to one peer. Clients only dial out, as
+//! elsewhere. A client that is not yet connected to that peer finds the newcomer by asking.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,6 +69,7 @@ pub(crate) async fn introduce(
     if !learn_from(&shared, &server, &peer).await {
         return;
     }
+    announce(&shared, &peer).await;
     for delay in ASK_AGAIN.into_iter().chain(std::iter::repeat(MESH_REFRESH)) {
         tokio::time::sleep(delay).await;
         if session(&shared) != Some(first) || !learn_from(&shared, &server, &peer).await {
@@ -105,4 +117,134 @@ async fn learn_from(
         });
     }
     true
+}
+
+/// Sends this node's join notice to `peer` unless one was already handed to a peer: once per
+/// run of the node, and not at all from a client node or one advertising no address, nor to
+/// a client node (which passes nothing on: a client that met this node first by asking must
+/// not use up the notice). If `peer` does not take it (gone, or an older node), the next peer
+/// to come up is asked.
+async fn announce(shared: &Arc<NodeShared>, peer: &str) {
+    let Some(addr) = shared.connection_string.clone() else {
+        return;
+    };
+    if !may_announce_to(shared, peer) || shared.announced.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let notice = ControlRequest::Joined {
+        node: shared.name.clone(),
+        addr,
+    };
+    match call::control(shared, peer, &notice, shared.connect_timeout).await {
+        Ok(ControlReply::Done) => {
+            tracing::debug!(%peer, "join notice sent, for client nodes");
+        }
+        other => {
+            tracing::debug!(%peer, ?other, "a peer did not take the join notice");
+            shared.announced.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// Whether this node may hand its join notice to `peer`: it is not a client node, and
+/// neither is `peer`.
+fn may_announce_to(shared: &NodeShared, peer: &str) -> bool {
+    !shared.client && !NodeShared::listed(&shared.clients, peer)
+}
+
+/// Handles a join notice ([`ControlRequest::Joined`]): a client node dials `addr` unless it
+/// is connected to `node`; any other node passes the notice on to its client nodes if `node`
+/// is its peer advertising `addr` (so a notice cannot send clients elsewhere). Returns at
+/// once; the dials and notices run on their own tasks.
+pub(crate) fn on_joined(shared: &Arc<NodeShared>, node: String, addr: String) {
+    if node == shared.name || addr.is_empty() {
+        return;
+    }
+    if shared.client {
+        tracing::debug!(%node, %addr, "join notice");
+        if shared.peers.load().contains_key(&node) || shared.refusal(&node).is_some() {
+            return;
+        }
+        // The node itself says it is back: listings of it are no longer stale.
+        shared.forget_left(&node);
+        let Some(server) = shared.server.get().cloned() else {
+            return;
+        };
+        let shared = Arc::clone(shared);
+        tokio::spawn(async move {
+            if let Err(error) =
+                connect::connect(&shared, &server, &addr, shared.connect_timeout).await
+            {
+                tracing::debug!(%node, %addr, %error, "cannot dial the node of a join notice");
+            }
+        });
+        return;
+    }
+    if shared.connection_of(&node).as_deref() != Some(addr.as_str()) {
+        tracing::debug!(%node, %addr, "ignoring a join notice for a node that is not a peer at that address");
+        return;
+    }
+    let clients = shared.client_peers();
+    if clients.is_empty() {
+        return;
+    }
+    tracing::debug!(%node, clients = clients.len(), "passing a join notice on to client nodes");
+    let notice = ControlRequest::Joined { node, addr };
+    for client in clients {
+        let (shared, notice) = (Arc::clone(shared), notice.clone());
+        tokio::spawn(async move {
+            let _ = call::control(&shared, &client, &notice, shared.connect_timeout).await;
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::NodeConfig;
+
+    fn shared(client: bool) -> Arc<NodeShared> {
+        let config = NodeConfig::new("me", "127.0.0.1:0").client(client);
+        Arc::new(NodeShared::new(
+            "me@127.0.0.1".into(),
+            String::new(),
+            Some("127.0.0.1:4100".into()),
+            &config,
+        ))
+    }
+
+    #[tokio::test]
+    async fn a_join_notice_ends_the_left_record_on_a_client_node_only() {
+        for client in [true, false] {
+            let node = shared(client);
+            node.left.lock().unwrap().insert("b@127.0.0.1".into());
+            node.left_down_at
+                .lock()
+                .unwrap()
+                .insert("b@127.0.0.1".into(), std::time::Instant::now());
+            assert!(node.just_left("b@127.0.0.1", LEFT_LISTING));
+            on_joined(&node, "b@127.0.0.1".into(), "127.0.0.1:4101".into());
+            // A client takes the node's word that it is back; a server (for which b is not a
+            // peer at that address) ignores the notice.
+            assert_eq!(node.just_left("b@127.0.0.1", LEFT_LISTING), !client);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_node_announces_once_and_not_as_a_client() {
+        // No peer answers here: the notice is not taken, so the next peer would be asked.
+        let node = shared(false);
+        announce(&node, "p@127.0.0.1").await;
+        assert!(!node.announced.load(Ordering::Acquire));
+        // Already handed to a peer: nothing is sent.
+        node.announced.store(true, Ordering::Release);
+        announce(&node, "p@127.0.0.1").await;
+        assert!(node.announced.load(Ordering::Acquire));
+        // Not from a client node, nor to one: the notice is kept for a peer that passes it on.
+        assert!(!may_announce_to(&shared(true), "p@127.0.0.1"));
+        let node = shared(false);
+        node.clients.lock().unwrap().insert("c@127.0.0.1".into());
+        assert!(!may_announce_to(&node, "c@127.0.0.1"));
+        assert!(may_announce_to(&node, "p@127.0.0.1"));
+    }
 }

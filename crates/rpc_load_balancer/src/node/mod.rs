@@ -32,6 +32,8 @@ pub use config::{NodeConfig, DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_CAP_BYTES};
 pub use shared::NodeEvent;
 pub use tls::TlsConfig;
 
+pub(crate) use mesh::on_joined;
+
 use crate::call::{self, Call};
 use crate::control::{ControlReply, ControlRequest};
 use crate::endpoint::RpcEndpoint;
@@ -236,6 +238,7 @@ impl Node {
         let shared = Arc::new(
             NodeShared::new(name.clone(), listen_addr, connection_string, config).with_tls(tls),
         );
+        let _ = shared.server.set(server.clone());
         let startup = |what: &str, e: &dyn std::fmt::Display| Error::Startup {
             reason: format!("{what}: {e}"),
         };

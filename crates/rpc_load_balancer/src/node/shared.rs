@@ -143,6 +143,11 @@ pub(crate) struct NodeShared {
     /// Peers that are client nodes (seen in the `@clients` pg group): not redialled, not
     /// introduced to other nodes.
     pub(crate) clients: Mutex<HashSet<String>>,
+    /// Set once this node's join notice has been handed to a peer (`mesh.rs`).
+    pub(crate) announced: AtomicBool,
+    /// The NodeServer, for dials made outside the node's own tasks (a client node dials the
+    /// node of a join notice from its endpoint).
+    pub(crate) server: OnceLock<ActorRef<ractor_cluster::NodeServerMessage>>,
     /// `NodeConfig::peers`: kept connected by their own dial loops.
     pub(crate) configured_peers: Vec<String>,
     /// Set while this node's name is known to be taken by another process (see
@@ -203,6 +208,8 @@ impl NodeShared {
             redialing: Default::default(),
             client: config.client,
             clients: Default::default(),
+            announced: AtomicBool::new(false),
+            server: OnceLock::new(),
             configured_peers: config.peers.clone(),
             reconnect_give_up: config.reconnect_give_up,
             name_taken: Mutex::new((None, Duration::ZERO)),
@@ -288,6 +295,33 @@ impl NodeShared {
             .collect();
         peers.sort();
         peers
+    }
+
+    /// Names of the connected peers that are client nodes, sorted (the nodes a join notice is
+    /// passed on to: see `mesh.rs`).
+    pub(crate) fn client_peers(&self) -> Vec<String> {
+        let clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        let mut found: Vec<String> = self
+            .peers
+            .load()
+            .keys()
+            .filter(|name| clients.contains(name.as_str()))
+            .cloned()
+            .collect();
+        found.sort();
+        found
+    }
+
+    /// Forgets that `name` announced it was leaving: it is back.
+    pub(crate) fn forget_left(&self, name: &str) {
+        self.left
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+        self.left_down_at
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
     }
 
     /// Marks `addr` as being dialled; `false` if a dial to it is already in flight.

@@ -489,6 +489,13 @@ fn corpus_seeds() -> Vec<(String, Vec<u8>)> {
         ("cancel", ControlRequest::Cancel(7)),
         ("cancel-max", ControlRequest::Cancel(u64::MAX)),
         ("cpu-selection", ControlRequest::CpuSelection),
+        (
+            "joined",
+            ControlRequest::Joined {
+                node: "a@127.0.0.1".into(),
+                addr: "127.0.0.1:1".into(),
+            },
+        ),
     ];
     for (name, request) in &requests {
         add(&format!("control-{name}"), control(request));
