@@ -115,6 +115,7 @@ fn node_line(event: &str, node: &str) -> Value {
 /// Runs the node until SIGTERM, SIGINT or (with `--exit-with-stdin`) end of stdin, then drains
 /// it; a second signal during the drain exits at once (status 130).
 pub async fn run(args: NodeArgs) -> CmdResult {
+    args.cluster.warn_if_dev_cookie();
     let mut config = args
         .cluster
         .apply(NodeConfig::new(&args.name, &args.listen))

@@ -35,6 +35,7 @@ mod retry;
 mod telemetry;
 mod tls;
 mod tutorial;
+mod unauthenticated;
 mod wire_version;
 
 use std::time::Duration;

@@ -15,7 +15,6 @@
 //! a reconnect, not a duplicate.)
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,6 +23,8 @@ use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, Supervisio
 use ractor_cluster::node::NodeServerSessionInformation;
 use ractor_cluster::{NodeEventSubscription, NodeServerMessage, NodeSessionMessage};
 
+use super::preauth::Handshake;
+use super::refusals::Refusals;
 use super::shared::{NodeEvent, NodeShared, Peer, SessionEvent, SessionStage};
 use crate::wire::{node_of_endpoint, RpcMessage, CLIENT_GROUP, ENDPOINT_GROUP, SCOPE};
 
@@ -91,7 +92,9 @@ pub(crate) struct ClusterState {
     myself: ActorRef<ClusterMsg>,
     shared: Arc<NodeShared>,
     /// Sessions opened and not authenticated yet, closed at their handshake deadline.
-    opening: HashMap<ActorId, ActorRef<NodeSessionMessage>>,
+    opening: HashMap<ActorId, Opening>,
+    /// Warnings about refused handshakes.
+    refusals: Arc<Refusals>,
     /// Sessions closed for not authenticating in time (for throttled warnings).
     stalled: super::listener::Throttle,
     server: ActorRef<NodeServerMessage>,
@@ -127,6 +130,7 @@ impl Actor for ClusterManager {
             myself,
             shared: args.shared,
             opening: HashMap::new(),
+            refusals: Default::default(),
             stalled: Default::default(),
             server: args.server,
             duplicates: HashMap::new(),
@@ -174,6 +178,20 @@ impl Actor for ClusterManager {
     }
 }
 
+/// A session opened and not authenticated yet.
+pub(crate) struct Opening {
+    session: ActorRef<NodeSessionMessage>,
+    peer_addr: String,
+    is_server: bool,
+    /// Its connection's handshake state, when the node's own listener accepted it.
+    handshake: Option<Arc<Handshake>>,
+}
+
+/// How long after an unauthenticated session of a named peer closed the peer must still be
+/// down for the close to count as a refusal: the losing session of a simultaneous connect
+/// closes the same way while the winner comes up.
+const REFUSAL_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Records `cell` if it is a remote node's endpoint.
 fn add_endpoint(
     endpoints: &mut HashMap<String, ActorRef<RpcMessage>>,
@@ -208,44 +226,101 @@ impl ClusterState {
     }
 
     /// Takes session `id` off the sessions waiting to authenticate.
-    fn forget_opening(&mut self, id: &ActorId) -> Option<ActorRef<NodeSessionMessage>> {
-        let session = self.opening.remove(id)?;
-        super::listener::OPENING.fetch_sub(1, Ordering::Relaxed);
-        Some(session)
+    fn forget_opening(&mut self, id: &ActorId) -> Option<Opening> {
+        self.opening.remove(id)
     }
 
     /// Closes session `id` if it is still not authenticated.
     fn on_handshake_deadline(&mut self, id: ActorId) {
-        if let Some(session) = self.forget_opening(&id) {
+        if let Some(opening) = self.forget_opening(&id) {
             if self.stalled.hit() {
                 tracing::warn!(
+                    peer_addr = %opening.peer_addr,
                     timeout_ms = self.shared.connect_timeout.as_millis() as u64,
                     times = self.stalled.count(),
                     "closing a session that did not authenticate in time"
                 );
             }
-            session.stop(Some("handshake timeout".into()));
+            if let Some(handshake) = &opening.handshake {
+                handshake.close("no handshake within connect_timeout".into());
+            }
+            opening.session.stop(Some("handshake timeout".into()));
         }
+    }
+
+    /// Warns (rate-limited) about the unauthenticated session `opening`, just closed, when
+    /// this node refused it: a wrong cookie, or not a node. A peer that hung up is no refusal.
+    fn on_closed_unauthenticated(&self, opening: Opening, name: Option<String>) {
+        if !opening.is_server {
+            return; // our own dial: `connect` reports it
+        }
+        let known = opening.handshake.as_ref().and_then(|h| h.outcome());
+        if opening.handshake.as_ref().is_some_and(|h| h.peer_closed()) {
+            tracing::debug!(peer_addr = %opening.peer_addr, outcome = ?known, "a peer closed its connection during the handshake");
+            return;
+        }
+        let refusals = Arc::clone(&self.refusals);
+        let Some(name) = name else {
+            let reason = known.unwrap_or_else(|| {
+                "the peer did not start a node handshake (not an rpc_load_balancer node, or \
+                 garbage on the wire)"
+                    .into()
+            });
+            refusals.refused(&opening.peer_addr, None, &reason);
+            return;
+        };
+        let reason = known.unwrap_or_else(|| {
+            if opening.handshake.is_some() {
+                "wrong cookie: its answer to this node's challenge does not match this node's \
+                 cookie"
+                    .into()
+            } else {
+                "wrong cookie (or the peer gave up during the handshake)".into()
+            }
+        });
+        // Unless the peer is up a moment later: then this was the losing session of a
+        // simultaneous connect.
+        let shared = Arc::clone(&self.shared);
+        tokio::spawn(async move {
+            tokio::time::sleep(REFUSAL_GRACE).await;
+            if !shared.peers.load().contains_key(&name) {
+                refusals.refused(&opening.peer_addr, Some(&name), &reason);
+            }
+        });
     }
 
     fn on_session(&mut self, event: SessionEvent) {
         match event.stage {
             SessionStage::Opened => {
-                if self
-                    .opening
-                    .insert(event.session_id, event.session.clone())
-                    .is_none()
-                {
-                    super::listener::OPENING.fetch_add(1, Ordering::Relaxed);
-                }
+                let handshake = match &self.shared.handshakes {
+                    Some(handshakes) if event.is_server => handshakes.find(&event.peer_addr),
+                    _ => None,
+                };
+                let opening = Opening {
+                    session: event.session.clone(),
+                    peer_addr: event.peer_addr.clone(),
+                    is_server: event.is_server,
+                    handshake,
+                };
+                self.opening.insert(event.session_id, opening);
                 let id = event.session_id;
                 self.myself
                     .send_after(self.shared.connect_timeout, move || {
                         ClusterMsg::HandshakeDeadline(id)
                     });
             }
+            SessionStage::Disconnected => {
+                if let Some(opening) = self.forget_opening(&event.session_id) {
+                    self.on_closed_unauthenticated(opening, event.name.clone());
+                }
+            }
             _ => {
-                self.forget_opening(&event.session_id);
+                let opening = self.forget_opening(&event.session_id);
+                let handshake = opening.and_then(|o| o.handshake);
+                if let (Some(handshakes), Some(handshake)) = (&self.shared.handshakes, handshake) {
+                    // Authenticated: its frames are no longer limited.
+                    handshakes.authenticated(&handshake);
+                }
             }
         }
         tracing::debug!(
