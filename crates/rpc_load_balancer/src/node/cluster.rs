@@ -249,42 +249,37 @@ impl ClusterState {
     }
 
     /// Warns (rate-limited) about the unauthenticated session `opening`, just closed, when
-    /// this node refused it: a wrong cookie, or not a node. A peer that hung up is no refusal.
+    /// this node refused it: a wrong cookie, or not a node. A peer that hung up is no refusal,
+    /// and what the node closed itself (too many waiting, see `preauth.rs`) it logged already.
     fn on_closed_unauthenticated(&self, opening: Opening, name: Option<String>) {
         if !opening.is_server {
             return; // our own dial: `connect` reports it
         }
-        let known = opening.handshake.as_ref().and_then(|h| h.outcome());
-        if opening.handshake.as_ref().is_some_and(|h| h.peer_closed()) {
-            tracing::debug!(peer_addr = %opening.peer_addr, outcome = ?known, "a peer closed its connection during the handshake");
-            return;
+        if let Some(handshake) = &opening.handshake {
+            if handshake.peer_closed() || handshake.closed_by_node() {
+                tracing::debug!(peer_addr = %opening.peer_addr, outcome = ?handshake.outcome(), "a connection ended during the handshake");
+                return;
+            }
         }
         let refusals = Arc::clone(&self.refusals);
         let Some(name) = name else {
-            let reason = known.unwrap_or_else(|| {
-                "the peer did not start a node handshake (not an rpc_load_balancer node, or \
-                 garbage on the wire)"
-                    .into()
-            });
-            refusals.refused(&opening.peer_addr, None, &reason);
+            let reason = "the peer did not start a node handshake (not an rpc_load_balancer \
+                          node, or garbage on the wire)";
+            refusals.refused(&opening.peer_addr, None, reason);
             return;
         };
-        let reason = known.unwrap_or_else(|| {
-            if opening.handshake.is_some() {
-                "wrong cookie: its answer to this node's challenge does not match this node's \
-                 cookie"
-                    .into()
-            } else {
-                "wrong cookie (or the peer gave up during the handshake)".into()
-            }
-        });
+        let reason = if opening.handshake.is_some() {
+            "wrong cookie: its answer to this node's challenge does not match this node's cookie"
+        } else {
+            "wrong cookie (or the peer gave up during the handshake)"
+        };
         // Unless the peer is up a moment later: then this was the losing session of a
         // simultaneous connect.
         let shared = Arc::clone(&self.shared);
         tokio::spawn(async move {
             tokio::time::sleep(REFUSAL_GRACE).await;
             if !shared.peers.load().contains_key(&name) {
-                refusals.refused(&opening.peer_addr, Some(&name), &reason);
+                refusals.refused(&opening.peer_addr, Some(&name), reason);
             }
         });
     }

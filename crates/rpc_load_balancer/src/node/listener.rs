@@ -7,9 +7,10 @@
 //! process runs out of file descriptors its accept loop spins. So the node accepts on its own
 //! socket: each new connection is counted by the node's [`Handshakes`] (at most
 //! `max_handshakes` at once; a new one closes the oldest) until its session authenticates, and
-//! gets a task of its own that waits for the peer's first bytes (plain TCP) or runs the TLS
-//! handshake, bounded by `connect_timeout`, then hands the stream to the NodeServer, read
-//! through a frame gate (`preauth.rs`). A session that then does not authenticate within
+//! gets a task of its own that runs the TLS handshake (with TLS) and reads the peer's first
+//! frame, which must be a handshake message no bigger than `handshake_frame_limit`, bounded by
+//! `connect_timeout`; then it hands the stream to the NodeServer, read through a frame gate
+//! (`preauth.rs`). A session that then does not authenticate within
 //! `connect_timeout` is closed by the cluster manager (`cluster.rs`).
 //!
 //! The NodeServer still opens a listener of its own (it always does): that one is bound to an

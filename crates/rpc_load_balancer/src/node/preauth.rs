@@ -254,6 +254,11 @@ impl Handshake {
     pub(crate) fn peer_closed(&self) -> bool {
         self.state().peer_closed
     }
+
+    /// Whether the node closed the connection (and logged why).
+    pub(crate) fn closed_by_node(&self) -> bool {
+        self.state().closed.is_some()
+    }
 }
 
 /// The read half of an accepted connection, limited to handshake-sized frames until its
