@@ -10,8 +10,9 @@
 //! gets a task of its own that runs the TLS handshake (with TLS) and reads the peer's first
 //! frame, which must be a handshake message no bigger than `handshake_frame_limit`, bounded by
 //! `connect_timeout`; then it hands the stream to the NodeServer, read through a frame gate
-//! (`preauth.rs`). A session that then does not authenticate within
-//! `connect_timeout` is closed by the cluster manager (`cluster.rs`).
+//! (`preauth.rs`). A session that has not authenticated `connect_timeout` after the accept is
+//! closed by the same task (and the cluster manager closes any session, accepted or dialled,
+//! still unauthenticated `connect_timeout` after it opened, see `cluster.rs`).
 //!
 //! The NodeServer still opens a listener of its own (it always does): that one is bound to an
 //! ephemeral loopback port and never advertised — the NodeServer is told the node's real port,
@@ -26,7 +27,7 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorRef};
 use ractor_cluster::node::NodeConnectionMode;
-use ractor_cluster::{IncomingEncryptionMode, NodeServer, NodeServerMessage};
+use ractor_cluster::{ClusterBidiStream, IncomingEncryptionMode, NodeServer, NodeServerMessage};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use tokio::net::{TcpListener, TcpStream};
@@ -164,35 +165,41 @@ async fn accept_loop(
         };
         let ticket = handshakes.admit(peer_addr);
         let (server, acceptor, failed) = (server.clone(), acceptor.clone(), Arc::clone(&failed));
+        let deadline = tokio::time::Instant::now() + timeout;
         tokio::spawn(async move {
             let handshake = Arc::clone(ticket.handshake());
             let prepared = tokio::select! {
-                prepared = tokio::time::timeout(timeout, prepare(stream, peer_addr, acceptor, ticket)) => prepared,
+                prepared = tokio::time::timeout_at(deadline, prepare(stream, peer_addr, acceptor, ticket)) => prepared,
                 () = handshake.closed() => return,
             };
-            let problem = match prepared {
-                Ok(Ok(Prepared::Plain(stream))) => {
-                    let _ = server.cast(NodeServerMessage::ConnectionOpenedExternal {
-                        stream: Box::new(stream),
-                        is_server: true,
-                    });
+            let stalled = || format!("no handshake within {} ms", timeout.as_millis());
+            let stream: Box<dyn ClusterBidiStream> = match prepared {
+                Ok(Ok(Prepared::Plain(stream))) => Box::new(stream),
+                Ok(Ok(Prepared::Tls(stream))) => stream,
+                Ok(Err(problem)) => {
+                    if failed.hit() {
+                        tracing::warn!(%peer_addr, %problem, times = failed.count(), "incoming connection dropped");
+                    }
                     return;
                 }
-                Ok(Ok(Prepared::Tls(stream))) => {
-                    let _ = server.cast(NodeServerMessage::ConnectionOpenedExternal {
-                        stream,
-                        is_server: true,
-                    });
+                Err(_) => {
+                    if failed.hit() {
+                        tracing::warn!(%peer_addr, problem = %stalled(), times = failed.count(), "incoming connection dropped");
+                    }
                     return;
                 }
-                Ok(Err(problem)) => problem,
-                Err(_) => format!(
-                    "no handshake within {} ms; connection closed",
-                    timeout.as_millis()
-                ),
             };
-            if failed.hit() {
-                tracing::warn!(%peer_addr, %problem, times = failed.count(), "incoming connection dropped");
+            let _ = server.cast(NodeServerMessage::ConnectionOpenedExternal {
+                stream,
+                is_server: true,
+            });
+            // The session must authenticate within `connect_timeout` of the accept too.
+            tokio::select! {
+                () = tokio::time::sleep_until(deadline) => {}
+                () = handshake.closed() => return,
+            }
+            if handshake.close(stalled()) && failed.hit() {
+                tracing::warn!(%peer_addr, problem = %stalled(), times = failed.count(), "incoming connection dropped");
             }
         });
     }

@@ -94,12 +94,12 @@ impl Handshakes {
             evicted
         };
         if let Some(oldest) = evicted {
-            oldest.close(format!(
+            let closed = oldest.close(format!(
                 "{} connections were waiting for their handshake (max_handshakes); closed the \
                  oldest",
                 self.limit
             ));
-            if self.evicted.hit() {
+            if closed && self.evicted.hit() {
                 tracing::warn!(
                     peer_addr = %oldest.peer,
                     limit = self.limit,
@@ -215,17 +215,22 @@ impl Handshake {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Closes the connection: its reader fails with `reason`.
-    pub(crate) fn close(&self, reason: String) {
+    /// Closes the connection unless it has authenticated: its reader fails with `reason`.
+    /// Whether it was closed now.
+    pub(crate) fn close(&self, reason: String) -> bool {
         let waker = {
             let mut state = self.state();
-            state.closed.get_or_insert(reason);
+            if state.authenticated || state.closed.is_some() {
+                return false;
+            }
+            state.closed = Some(reason);
             state.waker.take()
         };
         self.closed.notify_one();
         if let Some(waker) = waker {
             waker.wake();
         }
+        true
     }
 
     /// Resolves once [`Handshake::close`] was called.
@@ -484,6 +489,11 @@ mod tests {
             1,
             "an authenticated connection stops counting"
         );
+        assert!(
+            !found.close("late".into()),
+            "an authenticated connection stays open"
+        );
+        assert!(found.outcome().is_none());
         drop(second);
         assert_eq!(handshakes.len(), 0);
         drop((first, third));
