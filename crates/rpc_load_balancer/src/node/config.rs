@@ -140,10 +140,13 @@ impl NodeConfig {
     /// ([`DEFAULT_MAX_HANDSHAKES`](crate::DEFAULT_MAX_HANDSHAKES)), from 1 to 65,536 (else
     /// [`Error::InvalidConfig`] naming `max_handshakes` at start). At the limit, a new
     /// connection closes the oldest waiting one: a legitimate handshake takes milliseconds, so
-    /// stalled connections cannot keep peers out. Each waiting connection costs the node some
-    /// tens of KiB at most (see [`handshake_frame_limit`](Self::handshake_frame_limit)); a
-    /// connection waits at most [`connect_timeout`](Self::connect_timeout). Not applied by
-    /// [`Node::attach`](crate::Node::attach) (the app's NodeServer accepts its connections).
+    /// stalled connections do not keep peers out (a flood of more new connections than the
+    /// limit within a handshake's time still can). A waiting connection that has a session
+    /// costs the node ~50 KiB (ractor_cluster's session actors; less before its first frame,
+    /// see [`handshake_frame_limit`](Self::handshake_frame_limit)), so ~50 MiB at the default.
+    /// A connection waits at most [`connect_timeout`](Self::connect_timeout) from its accept.
+    /// Not applied by [`Node::attach`](crate::Node::attach) (the app's NodeServer accepts its
+    /// connections).
     pub fn max_handshakes(mut self, connections: usize) -> Self {
         self.max_handshakes = connections;
         self
