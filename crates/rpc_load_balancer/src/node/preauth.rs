@@ -269,8 +269,8 @@ impl Handshake {
 /// The read half of an accepted connection, limited to handshake-sized frames until its
 /// session authenticates (see the module docs). Holds the connection's [`Ticket`].
 pub(crate) struct GatedRead<R> {
-    /// The first frame, read before the session existed (see [`first_frame`]), passed on
-    /// first.
+    /// Bytes to pass on before reading more: the first frame, read before the session
+    /// existed (see [`first_frame`]), then each length prefix once it is within the limit.
     prefix: Vec<u8>,
     prefix_at: usize,
     read: Option<Read<R>>,
@@ -324,19 +324,19 @@ impl<R: AsyncRead + Unpin> AsyncRead for GatedRead<R> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
-        if this.prefix_at < this.prefix.len() {
-            let rest = &this.prefix[this.prefix_at..];
-            let n = rest.len().min(buf.remaining());
-            buf.put_slice(&rest[..n]);
-            this.prefix_at += n;
-            if this.prefix_at == this.prefix.len() {
-                this.prefix = Vec::new();
-                this.prefix_at = 0;
-            }
-            return Poll::Ready(Ok(()));
-        }
         let handshake = Arc::clone(&this.ticket.handshake);
         loop {
+            if this.prefix_at < this.prefix.len() {
+                let rest = &this.prefix[this.prefix_at..];
+                let n = rest.len().min(buf.remaining());
+                buf.put_slice(&rest[..n]);
+                this.prefix_at += n;
+                if this.prefix_at == this.prefix.len() {
+                    this.prefix = Vec::new();
+                    this.prefix_at = 0;
+                }
+                return Poll::Ready(Ok(()));
+            }
             match &mut this.read {
                 Some(Read::Open(open)) => return Pin::new(open).poll_read(cx, buf),
                 Some(Read::Direct(inner)) => return Pin::new(inner).poll_read(cx, buf),
@@ -352,7 +352,15 @@ impl<R: AsyncRead + Unpin> AsyncRead for GatedRead<R> {
                 }
                 if state.authenticated {
                     drop(state);
-                    if let Some(Read::Gated { inner, .. }) = this.read.take() {
+                    if let Some(Read::Gated {
+                        inner,
+                        header,
+                        header_read,
+                        ..
+                    }) = this.read.take()
+                    {
+                        // A length prefix held back (or partly read) is passed on first.
+                        this.prefix = header[..header_read].to_vec();
                         this.read = Some(match this.buffer {
                             0 => Read::Direct(inner),
                             buffer => Read::Open(BufReader::with_capacity(buffer, inner)),
@@ -375,49 +383,48 @@ impl<R: AsyncRead + Unpin> AsyncRead for GatedRead<R> {
             else {
                 return Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
             };
-            if *header_read == header.len() {
-                // A whole prefix: the payload follows, unless it is over the limit.
-                let len = u64::from_be_bytes(*header);
-                if len > this.frame_limit {
-                    handshake.state().announced = Some(len);
-                    // Held unread until authenticated (a wake-up) or closed.
-                    return Poll::Pending;
-                }
-                *payload_left = len;
-                *header_read = 0;
-            }
-            let want = if *payload_left > 0 {
-                usize::try_from(*payload_left).unwrap_or(usize::MAX)
-            } else {
-                header.len() - *header_read
-            };
-            let want = want.min(buf.remaining()).min(GATED_CHUNK);
-            if want == 0 {
-                return Poll::Ready(Ok(()));
-            }
-            let mut chunk = [0u8; GATED_CHUNK];
-            let mut read = ReadBuf::new(&mut chunk[..want]);
-            match Pin::new(inner).poll_read(cx, &mut read) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Ready(Ok(())) => {}
-            }
-            let data = read.filled();
-            if data.is_empty() {
-                handshake.state().peer_closed = true;
-                return Poll::Ready(Ok(()));
-            }
             if *payload_left > 0 {
-                *payload_left -= data.len() as u64;
-            } else {
-                header[*header_read..*header_read + data.len()].copy_from_slice(data);
-                *header_read += data.len();
-                if *header_read == header.len() && u64::from_be_bytes(*header) == 0 {
-                    *header_read = 0;
+                let want = usize::try_from(*payload_left)
+                    .unwrap_or(usize::MAX)
+                    .min(buf.remaining())
+                    .min(GATED_CHUNK);
+                if want == 0 {
+                    return Poll::Ready(Ok(()));
                 }
+                let mut chunk = [0u8; GATED_CHUNK];
+                let mut read = ReadBuf::new(&mut chunk[..want]);
+                std::task::ready!(Pin::new(inner).poll_read(cx, &mut read))?;
+                let data = read.filled();
+                if data.is_empty() {
+                    handshake.state().peer_closed = true;
+                } else {
+                    *payload_left -= data.len() as u64;
+                    buf.put_slice(data);
+                }
+                return Poll::Ready(Ok(()));
             }
-            buf.put_slice(data);
-            return Poll::Ready(Ok(()));
+            if *header_read < header.len() {
+                // The length prefix is kept here until it is known to be within the limit:
+                // the caller (ractor_cluster) then never starts on a frame that is held.
+                let mut read = ReadBuf::new(&mut header[*header_read..]);
+                std::task::ready!(Pin::new(&mut *inner).poll_read(cx, &mut read))?;
+                let n = read.filled().len();
+                if n == 0 {
+                    handshake.state().peer_closed = true;
+                    return Poll::Ready(Ok(()));
+                }
+                *header_read += n;
+                continue;
+            }
+            let len = u64::from_be_bytes(*header);
+            if len > this.frame_limit {
+                handshake.state().announced = Some(len);
+                // Held unread until authenticated (a wake-up) or closed.
+                return Poll::Pending;
+            }
+            this.prefix = header.to_vec();
+            *header_read = 0;
+            *payload_left = len;
         }
     }
 }
@@ -519,15 +526,15 @@ mod tests {
 
         let big = frame(5_000, 3);
         peer.write_all(&big).await.unwrap();
-        assert_eq!(read.read_u64().await.unwrap(), 5_000);
-        let mut payload = vec![0u8; 5_000];
-        let held =
-            tokio::time::timeout(Duration::from_millis(100), read.read_exact(&mut payload)).await;
-        assert!(held.is_err(), "the payload passed before authentication");
+        // Not even its length prefix passes before authentication.
+        let mut byte = [0u8; 1];
+        let held = tokio::time::timeout(Duration::from_millis(100), read.read(&mut byte)).await;
+        assert!(held.is_err(), "the frame passed before authentication");
         assert!(handshake.outcome().is_none());
         handshakes.authenticated(&handshake);
-        read.read_exact(&mut payload).await.unwrap();
-        assert!(payload.iter().all(|b| *b == 3));
+        let mut got = vec![0u8; big.len()];
+        read.read_exact(&mut got).await.unwrap();
+        assert_eq!(got, big);
         // Authenticated: no limit any more.
         let bigger = frame(50_000, 4);
         peer.write_all(&bigger).await.unwrap();
@@ -544,7 +551,6 @@ mod tests {
         let handshake = Arc::clone(ticket.handshake());
         let mut read = GatedRead::new(node, Vec::new(), ticket, 0);
         peer.write_all(&(16u64 << 20).to_be_bytes()).await.unwrap();
-        assert_eq!(read.read_u64().await.unwrap(), 16 << 20);
         let closer = Arc::clone(&handshake);
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -585,6 +591,26 @@ mod tests {
         peer.write_all(&frame(10, 1)[..12]).await.unwrap();
         drop(peer);
         assert!(first_frame(&mut node, 100).await.is_err());
+    }
+
+    /// Length-prefix bytes read before the authentication are passed on after it.
+    #[tokio::test]
+    async fn a_prefix_split_by_the_authentication_arrives_whole() {
+        let handshakes = Handshakes::new(8, 100);
+        let (mut peer, node) = tokio::io::duplex(1 << 16);
+        let ticket = handshakes.admit(addr(9));
+        let handshake = Arc::clone(ticket.handshake());
+        let mut read = GatedRead::new(node, Vec::new(), ticket, 16);
+        let sent = frame(300, 5);
+        peer.write_all(&sent[..3]).await.unwrap();
+        let mut byte = [0u8; 1];
+        let held = tokio::time::timeout(Duration::from_millis(50), read.read(&mut byte)).await;
+        assert!(held.is_err(), "part of a prefix passed");
+        handshakes.authenticated(&handshake);
+        peer.write_all(&sent[3..]).await.unwrap();
+        let mut got = vec![0u8; sent.len()];
+        read.read_exact(&mut got).await.unwrap();
+        assert_eq!(got, sent);
     }
 
     /// Without a read buffer, the authenticated reader passes reads straight through.
