@@ -29,11 +29,12 @@ use tokio::sync::Notify;
 
 use super::listener::Throttle;
 
-/// Default of [`NodeConfig::max_handshakes`](crate::NodeConfig::max_handshakes).
+/// Default of [`NodeConfig::max_handshakes`](crate::NodeConfig::max_handshakes): at most
+/// 1,024 connections at once waiting for their handshake.
 pub const DEFAULT_MAX_HANDSHAKES: usize = 1024;
 
-/// Default of [`NodeConfig::handshake_frame_limit`](crate::NodeConfig::handshake_frame_limit):
-/// 16 KiB.
+/// Default of [`NodeConfig::handshake_frame_limit`](crate::NodeConfig::handshake_frame_limit),
+/// bytes: 16 KiB.
 pub const DEFAULT_HANDSHAKE_FRAME_LIMIT: usize = 16 << 10;
 
 /// The connections of one node that have not authenticated yet.
