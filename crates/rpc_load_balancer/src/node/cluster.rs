@@ -21,10 +21,9 @@ use std::time::{Duration, Instant};
 use ractor::pg::GroupChangeMessage;
 use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use ractor_cluster::node::NodeServerSessionInformation;
-use ractor_cluster::{NodeEventSubscription, NodeServerMessage, NodeSessionMessage};
+use ractor_cluster::{NodeEventSubscription, NodeServerMessage};
 
-use super::preauth::Handshake;
-use super::refusals::Refusals;
+use super::refusals::{Opening, Refusals};
 use super::shared::{NodeEvent, NodeShared, Peer, SessionEvent, SessionStage};
 use crate::wire::{node_of_endpoint, RpcMessage, CLIENT_GROUP, ENDPOINT_GROUP, SCOPE};
 
@@ -178,20 +177,6 @@ impl Actor for ClusterManager {
     }
 }
 
-/// A session opened and not authenticated yet.
-pub(crate) struct Opening {
-    session: ActorRef<NodeSessionMessage>,
-    peer_addr: String,
-    is_server: bool,
-    /// Its connection's handshake state, when the node's own listener accepted it.
-    handshake: Option<Arc<Handshake>>,
-}
-
-/// How long after an unauthenticated session of a named peer closed the peer must still be
-/// down for the close to count as a refusal: the losing session of a simultaneous connect
-/// closes the same way while the winner comes up.
-const REFUSAL_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
-
 /// Records `cell` if it is a remote node's endpoint.
 fn add_endpoint(
     endpoints: &mut HashMap<String, ActorRef<RpcMessage>>,
@@ -248,42 +233,6 @@ impl ClusterState {
         }
     }
 
-    /// Warns (rate-limited) about the unauthenticated session `opening`, just closed, when
-    /// this node refused it: a wrong cookie, or not a node. A peer that hung up is no refusal,
-    /// and what the node closed itself (too many waiting, see `preauth.rs`) it logged already.
-    fn on_closed_unauthenticated(&self, opening: Opening, name: Option<String>) {
-        if !opening.is_server {
-            return; // our own dial: `connect` reports it
-        }
-        if let Some(handshake) = &opening.handshake {
-            if handshake.peer_closed() || handshake.closed_by_node() {
-                tracing::debug!(peer_addr = %opening.peer_addr, outcome = ?handshake.outcome(), "a connection ended during the handshake");
-                return;
-            }
-        }
-        let refusals = Arc::clone(&self.refusals);
-        let Some(name) = name else {
-            let reason = "the peer did not start a node handshake (not an rpc_load_balancer \
-                          node, or garbage on the wire)";
-            refusals.refused(&opening.peer_addr, None, reason);
-            return;
-        };
-        let reason = if opening.handshake.is_some() {
-            "wrong cookie: its answer to this node's challenge does not match this node's cookie"
-        } else {
-            "wrong cookie (or the peer gave up during the handshake)"
-        };
-        // Unless the peer is up a moment later: then this was the losing session of a
-        // simultaneous connect.
-        let shared = Arc::clone(&self.shared);
-        tokio::spawn(async move {
-            tokio::time::sleep(REFUSAL_GRACE).await;
-            if !shared.peers.load().contains_key(&name) {
-                refusals.refused(&opening.peer_addr, Some(&name), reason);
-            }
-        });
-    }
-
     fn on_session(&mut self, event: SessionEvent) {
         match event.stage {
             SessionStage::Opened => {
@@ -306,7 +255,8 @@ impl ClusterState {
             }
             SessionStage::Disconnected => {
                 if let Some(opening) = self.forget_opening(&event.session_id) {
-                    self.on_closed_unauthenticated(opening, event.name.clone());
+                    let name = event.name.clone();
+                    Arc::clone(&self.refusals).closed_unauthenticated(&self.shared, opening, name);
                 }
             }
             _ => {
