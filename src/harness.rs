@@ -63,22 +63,22 @@ pub fn random_cookie() -> String {
 /// How to start one `rpclb node` child.
 #[derive(Debug, Clone)]
 pub struct NodeSpec {
+    capture_stderr: bool,
     name: String,
     cookie: String,
     peers: Vec<String>,
     args: Vec<String>,
-    capture_stderr: bool,
 }
 
 impl NodeSpec {
     /// A node called `name` (full name `name@127.0.0.1`) using `cookie`.
     pub fn new(name: impl Into<String>, cookie: impl Into<String>) -> Self {
         Self {
+            capture_stderr: false,
             name: name.into(),
             cookie: cookie.into(),
             peers: Vec::new(),
             args: Vec::new(),
-            capture_stderr: false,
         }
     }
 
