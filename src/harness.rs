@@ -82,13 +82,6 @@ impl NodeSpec {
         }
     }
 
-    /// Keeps the child's stderr (its log) for [`NodeProcess::stderr`] instead of passing it
-    /// through to this process's stderr.
-    pub fn capture_stderr(mut self) -> Self {
-        self.capture_stderr = true;
-        self
-    }
-
     /// Dial `addr` at start (`--peer`).
     pub fn peer(mut self, addr: impl Into<String>) -> Self {
         self.peers.push(addr.into());
@@ -137,6 +130,13 @@ impl NodeSpec {
     /// Any further `rpclb node` argument, e.g. `.arg("--delay-ms").arg("50")`.
     pub fn arg(mut self, arg: impl Into<String>) -> Self {
         self.args.push(arg.into());
+        self
+    }
+
+    /// Keeps the child's stderr (its log) for [`NodeProcess::stderr`] instead of passing it
+    /// through to this process's stderr.
+    pub fn capture_stderr(mut self) -> Self {
+        self.capture_stderr = true;
         self
     }
 
