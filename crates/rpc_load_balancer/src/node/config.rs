@@ -156,11 +156,12 @@ impl NodeConfig {
     /// has authenticated (passed the cookie check); default 16 KiB
     /// ([`DEFAULT_HANDSHAKE_FRAME_LIMIT`](crate::DEFAULT_HANDSHAKE_FRAME_LIMIT)), from 1,024 to
     /// 1,048,576 (else [`Error::InvalidConfig`] naming `handshake_frame_limit` at start). The
-    /// handshake's own messages are a few hundred bytes. A larger frame is left unread until
-    /// the session authenticates, or is closed with the connection at `connect_timeout`, so a
-    /// stranger cannot make the node buffer more than this per connection. Once authenticated,
-    /// frames up to ractor_cluster's 16 MiB pass. Not applied by
-    /// [`Node::attach`](crate::Node::attach).
+    /// handshake's own messages carry the peer's name and address, a few hundred bytes. A
+    /// first frame announcing more closes the connection before it gets a session; a later
+    /// one is left unread (in the kernel's socket buffer) until the session authenticates, or
+    /// is closed with the connection at `connect_timeout`, so a stranger cannot make the node
+    /// buffer more than this per connection. Once authenticated, frames up to
+    /// ractor_cluster's 16 MiB pass. Not applied by [`Node::attach`](crate::Node::attach).
     pub fn handshake_frame_limit(mut self, bytes: usize) -> Self {
         self.handshake_frame_limit = bytes;
         self

@@ -4,18 +4,20 @@
 //! ractor_cluster reads a frame as an 8-byte length and then its payload, growing a buffer as
 //! the payload arrives, up to its 16 MiB frame limit — before the peer has proved the cookie.
 //! So a stranger announcing 16 MiB frames and sending them slowly made the node hold ~16 MiB
-//! per connection. Every connection the node accepts is therefore read through a
-//! [`GatedRead`] until its session authenticates: the reader passes frames up to the
-//! handshake frame limit ([`NodeConfig::handshake_frame_limit`](crate::NodeConfig::handshake_frame_limit))
-//! and holds a larger one unread until the session authenticates (the handshake's own messages
-//! are a few hundred bytes; a legitimate peer's first big frame can race the authentication by
-//! a moment) or its handshake deadline closes it. Once authenticated, the reader is a plain
-//! pass-through (plain TCP through a read buffer, see `stream.rs`).
+//! per connection. So the node's listener reads a connection's first frame itself
+//! ([`first_frame`]): one announcing more than the handshake frame limit
+//! ([`NodeConfig::handshake_frame_limit`](crate::NodeConfig::handshake_frame_limit)) gets no
+//! session. After it, the session reads through a [`GatedRead`] until it authenticates: the
+//! reader passes frames up to the limit and holds a larger one back, length prefix included,
+//! until the session authenticates (the handshake's own messages are a few hundred bytes; a
+//! legitimate peer's first big frame can race the authentication by a moment) or its handshake
+//! deadline closes it. Once authenticated, the reader is a plain pass-through (plain TCP
+//! through a read buffer, see `stream.rs`).
 //!
 //! [`Handshakes`] counts these connections, from accept to authentication, and keeps at most
 //! [`NodeConfig::max_handshakes`](crate::NodeConfig::max_handshakes) of them: a new one closes
-//! the oldest. A legitimate handshake takes milliseconds, so a flood of stalled connections
-//! cannot keep a node or client out.
+//! the oldest. A legitimate handshake takes milliseconds, so stalled connections do not keep a
+//! node or client out (a flood of more new connections than the limit within that time can).
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
