@@ -128,11 +128,16 @@ pub enum Command {
     Control(ControlArgs),
 }
 
+/// The cookie of every `rpclb` command not given `--cookie` or `$RPCLB_COOKIE`: for
+/// development only, since anyone can read it here. `rpclb node` warns at start when it runs
+/// with it.
+pub const DEV_COOKIE: &str = "rpclb-dev-cookie";
+
 /// Options shared by every command that joins a cluster.
 #[derive(Debug, Clone, Args)]
 pub struct ClusterArgs {
     /// The cluster's shared secret.
-    #[arg(long, env = "RPCLB_COOKIE", default_value = "rpclb-dev-cookie")]
+    #[arg(long, env = "RPCLB_COOKIE", default_value = DEV_COOKIE)]
     pub cookie: String,
     /// TLS: this node's certificate chain, a PEM file (its certificate first, then any
     /// intermediates). With --tls-key and --tls-ca (all three or none), every session is
@@ -187,6 +192,18 @@ impl ClusterArgs {
             Some(name) => tls.server_name(name),
             None => tls,
         })
+    }
+
+    /// Logs a warning when the cookie is [`DEV_COOKIE`] (call once, at start).
+    pub fn warn_if_dev_cookie(&self) {
+        if self.cookie == DEV_COOKIE {
+            tracing::warn!(
+                cookie = DEV_COOKIE,
+                "this node uses the default development cookie: any process that knows it can \
+                 join the cluster and call every function; set --cookie or RPCLB_COOKIE to the \
+                 cluster's own secret"
+            );
+        }
     }
 
     /// `config` with this cookie and, if given, TLS.

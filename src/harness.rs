@@ -10,6 +10,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rpc_load_balancer::{Node, NodeConfig};
@@ -63,6 +64,7 @@ pub fn random_cookie() -> String {
 /// How to start one `rpclb node` child.
 #[derive(Debug, Clone)]
 pub struct NodeSpec {
+    capture_stderr: bool,
     name: String,
     cookie: String,
     peers: Vec<String>,
@@ -74,6 +76,7 @@ impl NodeSpec {
     /// A node called `name` (full name `name@127.0.0.1`) using `cookie`.
     pub fn new(name: impl Into<String>, cookie: impl Into<String>) -> Self {
         Self {
+            capture_stderr: false,
             name: name.into(),
             cookie: cookie.into(),
             peers: Vec::new(),
@@ -140,6 +143,13 @@ impl NodeSpec {
         self
     }
 
+    /// Keeps the child's stderr (its log) for [`NodeProcess::stderr`] instead of passing it
+    /// through to this process's stderr.
+    pub fn capture_stderr(mut self) -> Self {
+        self.capture_stderr = true;
+        self
+    }
+
     /// Starts the child from the `rpclb` binary at `bin` and waits (≤ [`READY_TIMEOUT`]) for
     /// its ready line.
     ///
@@ -162,7 +172,11 @@ impl NodeSpec {
             .args(&self.args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(if self.capture_stderr {
+                Stdio::piped()
+            } else {
+                Stdio::inherit()
+            })
             .kill_on_drop(true);
         if std::env::var_os("RUST_LOG").is_none() {
             command.env("RUST_LOG", crate::DEFAULT_LOG_FILTER);
@@ -186,6 +200,18 @@ impl NodeSpec {
                 }
             });
         }
+        let stderr = Arc::new(Mutex::new(String::new()));
+        if let Some(pipe) = child.stderr.take() {
+            let stderr = Arc::clone(&stderr);
+            tokio::spawn(async move {
+                let mut reader = BufReader::new(pipe).lines();
+                while let Ok(Some(line)) = reader.next_line().await {
+                    let mut text = stderr.lock().unwrap_or_else(|p| p.into_inner());
+                    text.push_str(&line);
+                    text.push('\n');
+                }
+            });
+        }
         let pid = child.id().unwrap_or_default();
         let mut process = NodeProcess {
             child,
@@ -196,6 +222,7 @@ impl NodeSpec {
             listen: String::new(),
             pid,
             ready: Value::Null,
+            stderr,
         };
         let ready = process.wait_event("ready", READY_TIMEOUT).await?;
         process.node = ready["node"].as_str().unwrap_or_default().to_string();
@@ -216,6 +243,7 @@ pub struct NodeProcess {
     listen: String,
     pid: u32,
     ready: Value,
+    stderr: Arc<Mutex<String>>,
 }
 
 impl NodeProcess {
@@ -238,6 +266,15 @@ impl NodeProcess {
     /// The child's process id.
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// What the child wrote to stderr so far, when started with
+    /// [`NodeSpec::capture_stderr`] (else empty).
+    pub fn stderr(&self) -> String {
+        self.stderr
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Waits for the next stdout event line whose `"event"` is `event` (earlier lines are

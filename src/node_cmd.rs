@@ -118,6 +118,7 @@ fn node_line(event: &str, node: &str) -> Value {
 /// signal repeated within [`REPEAT_WINDOW`](crate::stop_signals::REPEAT_WINDOW) (100 ms),
 /// which is the same request.
 pub async fn run(args: NodeArgs) -> CmdResult {
+    args.cluster.warn_if_dev_cookie();
     let mut config = args
         .cluster
         .apply(NodeConfig::new(&args.name, &args.listen))

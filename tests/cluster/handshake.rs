@@ -157,3 +157,124 @@ async fn one_node_per_process_and_a_down_peer_never_fails_start() {
         .unwrap();
     again.shutdown().await;
 }
+
+/// The node that refuses a peer for its cookie says so at WARN, naming the peer's address and
+/// name and the reason, at most once per 10 s however often the peer tries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_cookie_is_warned_about_on_the_refusing_node_rate_limited() {
+    let guard = NodeSpec::new("guard", random_cookie())
+        .capture_stderr()
+        .start(BIN)
+        .await
+        .unwrap();
+    let me = Node::start(NodeConfig::new("intruder", "127.0.0.1:0").cookie(random_cookie()))
+        .await
+        .unwrap();
+    for attempt in 0..8 {
+        match me.connect(guard.addr()).await {
+            Err(Error::ConnectFailed { reason, .. }) if reason.contains("wrong cookie") => {}
+            other => panic!("attempt {attempt}: {other:?}"),
+        }
+    }
+    // A refusal is logged once the peer stayed away for 1 s (see `cluster.rs`).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let warnings = loop {
+        let stderr = guard.stderr();
+        let warnings: Vec<String> = stderr
+            .lines()
+            .filter(|line| line.contains("refused a peer's handshake"))
+            .map(str::to_string)
+            .collect();
+        if !warnings.is_empty() || Instant::now() > deadline {
+            break warnings;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // Give the other refusals time to be (not) logged.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let stderr = guard.stderr();
+    let all: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.contains("refused a peer's handshake"))
+        .collect();
+    assert_eq!(
+        all.len(),
+        1,
+        "8 refusals in a few seconds: one line\n{stderr}"
+    );
+    let line = &warnings[0];
+    assert!(
+        line.contains(" WARN ")
+            && line.contains("peer=intruder@127.0.0.1")
+            && line.contains("peer_addr=127.0.0.1:")
+            && line.contains("reason=wrong cookie"),
+        "{line}"
+    );
+    me.shutdown().await;
+}
+
+/// `rpclb node` without `--cookie` (or `$RPCLB_COOKIE`) runs on the development cookie and
+/// says so once at start; with a cookie it does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_development_cookie_is_warned_about_once() {
+    use std::process::Stdio;
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+
+    let mut child = tokio::process::Command::new(BIN)
+        .args([
+            "node",
+            "--name",
+            "dev",
+            "--listen",
+            "127.0.0.1:0",
+            "--exit-with-stdin",
+        ])
+        .env_remove("RPCLB_COOKIE")
+        .env("RUST_LOG", rpclb::DEFAULT_LOG_FILTER)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let ready = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = stdout.next_line().await.unwrap() {
+            if line.contains("\"ready\"") {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(ready, Ok(true), "no ready line");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    drop(child.stdin.take());
+    let mut stderr = String::new();
+    let mut pipe = child.stderr.take().unwrap();
+    tokio::time::timeout(Duration::from_secs(15), pipe.read_to_string(&mut stderr))
+        .await
+        .expect("the node exits when its stdin closes")
+        .unwrap();
+    let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.contains("default development cookie"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(
+        warnings[0].contains(" WARN ") && warnings[0].contains("rpclb-dev-cookie"),
+        "{}",
+        warnings[0]
+    );
+
+    let mut with_cookie = NodeSpec::new("secret", random_cookie())
+        .capture_stderr()
+        .start(BIN)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    with_cookie.kill().await;
+    let stderr = with_cookie.stderr();
+    assert!(!stderr.contains("default development cookie"), "{stderr}");
+}

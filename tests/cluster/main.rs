@@ -43,6 +43,7 @@ mod support;
 mod telemetry;
 mod tls;
 mod tutorial;
+mod unauthenticated;
 mod wire_version;
 
 use std::time::Duration;

@@ -27,9 +27,9 @@ const OUTSIDER_WAIT: Duration = Duration::from_secs(3);
 const CONNECT_BOUND: Duration = Duration::from_secs(6);
 
 /// A certificate authority that signs leaves.
-struct Ca {
+pub(crate) struct Ca {
     issuer: Issuer<'static, KeyPair>,
-    pem: String,
+    pub(crate) pem: String,
 }
 
 impl Ca {
@@ -48,7 +48,7 @@ impl Ca {
     }
 
     /// A leaf for `localhost` and `127.0.0.1`: (certificate PEM, key PEM).
-    fn leaf(&self) -> (String, String) {
+    pub(crate) fn leaf(&self) -> (String, String) {
         let params = CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
         self.sign(params)
     }
@@ -71,22 +71,22 @@ impl Ca {
 }
 
 /// PEM files of one node.
-struct Identity {
-    cert: PathBuf,
-    key: PathBuf,
-    ca: PathBuf,
+pub(crate) struct Identity {
+    pub(crate) cert: PathBuf,
+    pub(crate) key: PathBuf,
+    pub(crate) ca: PathBuf,
 }
 
 impl Identity {
-    fn config(&self) -> TlsConfig {
+    pub(crate) fn config(&self) -> TlsConfig {
         TlsConfig::from_pem_files(&self.cert, &self.key, &self.ca)
     }
 
-    fn spec(&self, spec: NodeSpec) -> NodeSpec {
+    pub(crate) fn spec(&self, spec: NodeSpec) -> NodeSpec {
         spec.tls(&self.cert, &self.key, &self.ca)
     }
 
-    fn flags(&self) -> Vec<String> {
+    pub(crate) fn flags(&self) -> Vec<String> {
         [
             ("--tls-cert", &self.cert),
             ("--tls-key", &self.key),
@@ -99,16 +99,16 @@ impl Identity {
 }
 
 /// The test's certificates on disk; the directory is removed when dropped.
-struct Certs {
+pub(crate) struct Certs {
     dir: PathBuf,
-    ca: Ca,
+    pub(crate) ca: Ca,
     ca_file: PathBuf,
     other_ca: Ca,
     other_ca_file: PathBuf,
 }
 
 impl Certs {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let dir = std::env::temp_dir().join(format!(
             "rpclb-tls-{}-{:016x}",
             std::process::id(),
@@ -128,7 +128,7 @@ impl Certs {
     }
 
     /// A node `name` with a leaf of the cluster's CA, trusting that CA.
-    fn member(&self, name: &str) -> Identity {
+    pub(crate) fn member(&self, name: &str) -> Identity {
         self.identity(name, &self.ca, self.ca_file.clone())
     }
 

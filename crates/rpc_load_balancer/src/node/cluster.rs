@@ -15,15 +15,15 @@
 //! a reconnect, not a duplicate.)
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ractor::pg::GroupChangeMessage;
 use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use ractor_cluster::node::NodeServerSessionInformation;
-use ractor_cluster::{NodeEventSubscription, NodeServerMessage, NodeSessionMessage};
+use ractor_cluster::{NodeEventSubscription, NodeServerMessage};
 
+use super::refusals::{Opening, Refusals};
 use super::shared::{NodeEvent, NodeShared, Peer, SessionEvent, SessionStage};
 use crate::wire::{node_of_endpoint, RpcMessage, CLIENT_GROUP, ENDPOINT_GROUP, SCOPE};
 
@@ -91,7 +91,9 @@ pub(crate) struct ClusterState {
     myself: ActorRef<ClusterMsg>,
     shared: Arc<NodeShared>,
     /// Sessions opened and not authenticated yet, closed at their handshake deadline.
-    opening: HashMap<ActorId, ActorRef<NodeSessionMessage>>,
+    opening: HashMap<ActorId, Opening>,
+    /// Warnings about refused handshakes.
+    refusals: Arc<Refusals>,
     /// Sessions closed for not authenticating in time (for throttled warnings).
     stalled: super::listener::Throttle,
     server: ActorRef<NodeServerMessage>,
@@ -127,6 +129,7 @@ impl Actor for ClusterManager {
             myself,
             shared: args.shared,
             opening: HashMap::new(),
+            refusals: Default::default(),
             stalled: Default::default(),
             server: args.server,
             duplicates: HashMap::new(),
@@ -208,44 +211,61 @@ impl ClusterState {
     }
 
     /// Takes session `id` off the sessions waiting to authenticate.
-    fn forget_opening(&mut self, id: &ActorId) -> Option<ActorRef<NodeSessionMessage>> {
-        let session = self.opening.remove(id)?;
-        super::listener::OPENING.fetch_sub(1, Ordering::Relaxed);
-        Some(session)
+    fn forget_opening(&mut self, id: &ActorId) -> Option<Opening> {
+        self.opening.remove(id)
     }
 
     /// Closes session `id` if it is still not authenticated.
     fn on_handshake_deadline(&mut self, id: ActorId) {
-        if let Some(session) = self.forget_opening(&id) {
+        if let Some(opening) = self.forget_opening(&id) {
             if self.stalled.hit() {
                 tracing::warn!(
+                    peer_addr = %opening.peer_addr,
                     timeout_ms = self.shared.connect_timeout.as_millis() as u64,
                     times = self.stalled.count(),
                     "closing a session that did not authenticate in time"
                 );
             }
-            session.stop(Some("handshake timeout".into()));
+            if let Some(handshake) = &opening.handshake {
+                handshake.close("no handshake within connect_timeout".into());
+            }
+            opening.session.stop(Some("handshake timeout".into()));
         }
     }
 
     fn on_session(&mut self, event: SessionEvent) {
         match event.stage {
             SessionStage::Opened => {
-                if self
-                    .opening
-                    .insert(event.session_id, event.session.clone())
-                    .is_none()
-                {
-                    super::listener::OPENING.fetch_add(1, Ordering::Relaxed);
-                }
+                let handshake = match &self.shared.handshakes {
+                    Some(handshakes) if event.is_server => handshakes.find(&event.peer_addr),
+                    _ => None,
+                };
+                let opening = Opening {
+                    session: event.session.clone(),
+                    peer_addr: event.peer_addr.clone(),
+                    is_server: event.is_server,
+                    handshake,
+                };
+                self.opening.insert(event.session_id, opening);
                 let id = event.session_id;
                 self.myself
                     .send_after(self.shared.connect_timeout, move || {
                         ClusterMsg::HandshakeDeadline(id)
                     });
             }
+            SessionStage::Disconnected => {
+                if let Some(opening) = self.forget_opening(&event.session_id) {
+                    let name = event.name.clone();
+                    Arc::clone(&self.refusals).closed_unauthenticated(&self.shared, opening, name);
+                }
+            }
             _ => {
-                self.forget_opening(&event.session_id);
+                let opening = self.forget_opening(&event.session_id);
+                let handshake = opening.and_then(|o| o.handshake);
+                if let (Some(handshakes), Some(handshake)) = (&self.shared.handshakes, handshake) {
+                    // Authenticated: its frames are no longer limited.
+                    handshakes.authenticated(&handshake);
+                }
             }
         }
         tracing::debug!(

@@ -53,7 +53,15 @@ pub struct NodeConfig {
     pub(crate) client: bool,
     pub(crate) wire_version: u16,
     pub(crate) tls: Option<super::TlsConfig>,
+    pub(crate) max_handshakes: usize,
+    pub(crate) handshake_frame_limit: usize,
 }
+
+/// Range of [`NodeConfig::max_handshakes`].
+const MAX_HANDSHAKES_RANGE: std::ops::RangeInclusive<usize> = 1..=65_536;
+
+/// Range of [`NodeConfig::handshake_frame_limit`], bytes: 1 KiB to 1 MiB.
+const HANDSHAKE_FRAME_LIMIT_RANGE: std::ops::RangeInclusive<usize> = 1_024..=(1 << 20);
 
 impl NodeConfig {
     /// A node called `name` (no `@`; the full name becomes `name@<advertised host>`) listening
@@ -65,7 +73,9 @@ impl NodeConfig {
     /// `dial_backoff_max` 2 s, `reconnect_give_up` 60 s, `heartbeat_interval` 1 s,
     /// `heartbeat_timeout` 3 s, `remote_admin` off, `cpu_sampler` [`CpuSampler::System`],
     /// `cpu_sample_interval` 1,000 ms, `cpu_reply_garbage` and `cpu_reply_error` off, no `excluded_node_patterns`,
-    /// no `tls` (plain TCP), not a `client`.
+    /// no `tls` (plain TCP), not a `client`, `max_handshakes` 1,024
+    /// ([`DEFAULT_MAX_HANDSHAKES`](crate::DEFAULT_MAX_HANDSHAKES)), `handshake_frame_limit`
+    /// 16 KiB ([`DEFAULT_HANDSHAKE_FRAME_LIMIT`](crate::DEFAULT_HANDSHAKE_FRAME_LIMIT)).
     pub fn new(name: impl Into<String>, listen: impl Into<String>) -> Self {
         Self {
             name: name.into(),
@@ -91,6 +101,8 @@ impl NodeConfig {
             client: false,
             wire_version: crate::wire::WIRE_VERSION,
             tls: None,
+            max_handshakes: super::preauth::DEFAULT_MAX_HANDSHAKES,
+            handshake_frame_limit: super::preauth::DEFAULT_HANDSHAKE_FRAME_LIMIT,
         }
     }
 
@@ -120,6 +132,38 @@ impl NodeConfig {
     /// [`Error::InvalidConfig`] naming `tls.cert`, `tls.key`, `tls.ca` or `tls.server_name`.
     pub fn tls(mut self, tls: super::TlsConfig) -> Self {
         self.tls = Some(tls);
+        self
+    }
+
+    /// Most connections to this node's listen address at once that have not passed the
+    /// handshake yet (TCP accepted, TLS handshake or cookie check under way); default 1,024
+    /// ([`DEFAULT_MAX_HANDSHAKES`](crate::DEFAULT_MAX_HANDSHAKES)), from 1 to 65,536 (else
+    /// [`Error::InvalidConfig`] naming `max_handshakes` at start). At the limit, a new
+    /// connection closes the oldest waiting one: a legitimate handshake takes milliseconds, so
+    /// stalled connections do not keep peers out (a flood of more new connections than the
+    /// limit within a handshake's time still can). A waiting connection that has a session
+    /// costs the node ~50 KiB (ractor_cluster's session actors; less before its first frame,
+    /// see [`handshake_frame_limit`](Self::handshake_frame_limit)), so ~50 MiB at the default.
+    /// A connection waits at most [`connect_timeout`](Self::connect_timeout) from its accept.
+    /// Not applied by [`Node::attach`](crate::Node::attach) (the app's NodeServer accepts its
+    /// connections).
+    pub fn max_handshakes(mut self, connections: usize) -> Self {
+        self.max_handshakes = connections;
+        self
+    }
+
+    /// Largest frame, in bytes, that a connection to this node may send before its session
+    /// has authenticated (passed the cookie check); default 16 KiB
+    /// ([`DEFAULT_HANDSHAKE_FRAME_LIMIT`](crate::DEFAULT_HANDSHAKE_FRAME_LIMIT)), from 1,024 to
+    /// 1,048,576 (else [`Error::InvalidConfig`] naming `handshake_frame_limit` at start). The
+    /// handshake's own messages carry the peer's name and address, a few hundred bytes. A
+    /// first frame announcing more closes the connection before it gets a session; a later
+    /// one is left unread (in the kernel's socket buffer) until the session authenticates, or
+    /// is closed with the connection at `connect_timeout`, so a stranger cannot make the node
+    /// buffer more than this per connection. Once authenticated, frames up to
+    /// ractor_cluster's 16 MiB pass. Not applied by [`Node::attach`](crate::Node::attach).
+    pub fn handshake_frame_limit(mut self, bytes: usize) -> Self {
+        self.handshake_frame_limit = bytes;
         self
     }
 
@@ -467,6 +511,28 @@ impl NodeConfig {
         if self.cpu_sample_interval.is_zero() {
             return Err(invalid("cpu_sample_interval", "must be above 0 ms".into()));
         }
+        if !MAX_HANDSHAKES_RANGE.contains(&self.max_handshakes) {
+            return Err(invalid(
+                "max_handshakes",
+                format!(
+                    "{} must be between {} and {} connections",
+                    self.max_handshakes,
+                    MAX_HANDSHAKES_RANGE.start(),
+                    MAX_HANDSHAKES_RANGE.end()
+                ),
+            ));
+        }
+        if !HANDSHAKE_FRAME_LIMIT_RANGE.contains(&self.handshake_frame_limit) {
+            return Err(invalid(
+                "handshake_frame_limit",
+                format!(
+                    "{} must be between {} and {} bytes",
+                    self.handshake_frame_limit,
+                    HANDSHAKE_FRAME_LIMIT_RANGE.start(),
+                    HANDSHAKE_FRAME_LIMIT_RANGE.end()
+                ),
+            ));
+        }
         if self.excluded_node_patterns.iter().any(String::is_empty) {
             return Err(invalid(
                 "excluded_node_patterns",
@@ -556,6 +622,22 @@ mod tests {
             option_of(ok().excluded_node_patterns(["_qa", ""])),
             "excluded_node_patterns"
         );
+        assert_eq!(option_of(ok().max_handshakes(0)), "max_handshakes");
+        assert_eq!(option_of(ok().max_handshakes(65_537)), "max_handshakes");
+        assert!(ok().max_handshakes(1).validate(false).is_ok());
+        assert_eq!(
+            option_of(ok().handshake_frame_limit(1_023)),
+            "handshake_frame_limit"
+        );
+        assert_eq!(
+            option_of(ok().handshake_frame_limit((1 << 20) + 1)),
+            "handshake_frame_limit"
+        );
+        assert!(ok()
+            .handshake_frame_limit(1 << 20)
+            .max_handshakes(65_536)
+            .validate(false)
+            .is_ok());
         assert_eq!(
             option_of(ok().heartbeat_timeout(Duration::ZERO)),
             "heartbeat_timeout"

@@ -12,7 +12,9 @@ mod connect;
 mod heartbeat;
 mod listener;
 mod mesh;
+mod preauth;
 mod reconnect;
+mod refusals;
 pub(crate) mod shared;
 mod stream;
 mod tls;
@@ -29,6 +31,7 @@ use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
 pub use config::{NodeConfig, DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_CAP_BYTES};
+pub use preauth::{DEFAULT_HANDSHAKE_FRAME_LIMIT, DEFAULT_MAX_HANDSHAKES};
 pub use shared::NodeEvent;
 pub use tls::TlsConfig;
 
@@ -170,11 +173,20 @@ impl Node {
             server,
             port,
             accept_task,
+            handshakes,
         } = listener::start(&config, &valid, acceptor).await?;
         let listen_addr = SocketAddr::new(valid.bind_ip, port).to_string();
         let addrs = (listen_addr, Some(format!("{}:{port}", valid.host)));
-        let node =
-            Self::assemble(server, true, config.full_name(), addrs, &config, tls, claim).await;
+        let node = Self::assemble(
+            server,
+            Some(handshakes),
+            config.full_name(),
+            addrs,
+            &config,
+            tls,
+            claim,
+        )
+        .await;
         if let Some(task) = accept_task {
             match &node {
                 // Stopped with the dialers at shutdown.
@@ -213,21 +225,14 @@ impl Node {
         }
         let claim = Claim::take()?;
         let addrs = (String::new(), None);
-        Self::assemble(
-            server,
-            false,
-            config.full_name(),
-            addrs,
-            &config,
-            tls,
-            claim,
-        )
-        .await
+        Self::assemble(server, None, config.full_name(), addrs, &config, tls, claim).await
     }
 
+    /// Builds the node around `server`; `own_listener` is set when the node started the
+    /// server (and its listener) itself, unset when attached.
     async fn assemble(
         server: ActorRef<NodeServerMessage>,
-        owns_server: bool,
+        own_listener: Option<Arc<preauth::Handshakes>>,
         name: String,
         (listen_addr, connection_string): (String, Option<String>),
         config: &NodeConfig,
@@ -235,8 +240,11 @@ impl Node {
         claim: Claim,
     ) -> Result<Node, Error> {
         crate::wire::set_local_version(config.wire_version);
+        let owns_server = own_listener.is_some();
         let shared = Arc::new(
-            NodeShared::new(name.clone(), listen_addr, connection_string, config).with_tls(tls),
+            NodeShared::new(name.clone(), listen_addr, connection_string, config)
+                .with_tls(tls)
+                .with_handshakes(own_listener),
         );
         let _ = shared.server.set(server.clone());
         let startup = |what: &str, e: &dyn std::fmt::Display| Error::Startup {

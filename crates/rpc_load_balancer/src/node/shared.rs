@@ -186,6 +186,8 @@ pub(crate) struct NodeShared {
     dialing: Mutex<HashSet<String>>,
     /// `NodeConfig::tls`, loaded: every dial uses it (`tls::dial`).
     pub(crate) tls: Option<Arc<super::tls::TlsSetup>>,
+    /// The node's own listener's connections not authenticated yet (`None` when attached).
+    pub(crate) handshakes: Option<Arc<super::preauth::Handshakes>>,
 }
 
 impl NodeShared {
@@ -236,12 +238,22 @@ impl NodeShared {
             balancers: Mutex::new(HashMap::new()),
             dialing: Mutex::new(HashSet::new()),
             tls: None,
+            handshakes: None,
         }
     }
 
     /// Makes every dial of this node use `tls` (`None`: plain TCP).
     pub(crate) fn with_tls(mut self, tls: Option<Arc<super::tls::TlsSetup>>) -> Self {
         self.tls = tls;
+        self
+    }
+
+    /// Sets the count of the node's own listener's unauthenticated connections.
+    pub(crate) fn with_handshakes(
+        mut self,
+        handshakes: Option<Arc<super::preauth::Handshakes>>,
+    ) -> Self {
+        self.handshakes = handshakes;
         self
     }
 

@@ -1,18 +1,24 @@
 //! Plain TCP sessions handed to ractor_cluster as an external transport whose read half is
-//! buffered.
+//! buffered, and TLS sessions accepted by the node's own listener.
 //!
 //! ractor_cluster reads a frame as an 8-byte length, then the payload, straight from the
 //! socket: three `recvfrom` calls per frame (the length, the payload, and the one that finds
 //! the socket empty), whether frames arrive one by one or many per segment. Behind a read
 //! buffer one call takes every frame that has arrived. The framing is unchanged, so a node
-//! using this talks to any ractor_cluster node. TLS sessions keep ractor_cluster's own path:
-//! rustls already buffers what it decrypts.
+//! using this talks to any ractor_cluster node. TLS sessions are not buffered again: rustls
+//! already buffers what it decrypts.
+//!
+//! A connection the node accepted is read through a [`GatedRead`] until its session
+//! authenticates (see `preauth.rs`); the read buffer is allocated only then.
 
 use std::net::SocketAddr;
 
 use ractor_cluster::{BoxRead, BoxWrite, ClusterBidiStream};
 use tokio::io::BufReader;
 use tokio::net::TcpStream;
+use tokio_rustls::server::TlsStream;
+
+use super::preauth::{GatedRead, Ticket};
 
 /// Read buffer per session, bytes: a 64 KiB payload's frame arrives in one or two reads.
 const READ_BUFFER: usize = 64 * 1024;
@@ -23,6 +29,9 @@ pub(crate) struct BufferedTcp {
     stream: TcpStream,
     peer: SocketAddr,
     local: SocketAddr,
+    /// Set for an accepted connection: read through a [`GatedRead`] until authenticated,
+    /// after its first frame (read already).
+    accepted: Option<(Ticket, Vec<u8>)>,
 }
 
 impl BufferedTcp {
@@ -33,17 +42,58 @@ impl BufferedTcp {
             peer: stream.peer_addr()?,
             local: stream.local_addr()?,
             stream,
+            accepted: None,
         })
+    }
+
+    /// Wraps an accepted `stream` whose `first` frame was read already (see
+    /// `preauth::first_frame`), counted by `ticket` until its session authenticates.
+    /// Errors: as [`BufferedTcp::new`].
+    pub(crate) fn accepted(
+        stream: TcpStream,
+        first: Vec<u8>,
+        ticket: Ticket,
+    ) -> std::io::Result<Self> {
+        let mut this = Self::new(stream)?;
+        this.accepted = Some((ticket, first));
+        Ok(this)
     }
 }
 
 impl ClusterBidiStream for BufferedTcp {
     fn split(self: Box<Self>) -> (BoxRead, BoxWrite) {
         let (read, write) = self.stream.into_split();
-        (
-            Box::new(BufReader::with_capacity(READ_BUFFER, read)),
-            Box::new(write),
-        )
+        let read: BoxRead = match self.accepted {
+            Some((ticket, first)) => Box::new(GatedRead::new(read, first, ticket, READ_BUFFER)),
+            None => Box::new(BufReader::with_capacity(READ_BUFFER, read)),
+        };
+        (read, Box::new(write))
+    }
+
+    fn peer_label(&self) -> Option<String> {
+        Some(self.peer.to_string())
+    }
+
+    fn local_label(&self) -> Option<String> {
+        Some(self.local.to_string())
+    }
+}
+
+/// A TLS session the node accepted (handshake done, `first` frame read), read through a
+/// [`GatedRead`] until its session authenticates.
+pub(crate) struct AcceptedTls {
+    pub(crate) stream: TlsStream<TcpStream>,
+    pub(crate) first: Vec<u8>,
+    pub(crate) peer: SocketAddr,
+    pub(crate) local: SocketAddr,
+    pub(crate) ticket: Ticket,
+}
+
+impl ClusterBidiStream for AcceptedTls {
+    fn split(self: Box<Self>) -> (BoxRead, BoxWrite) {
+        let (read, write) = tokio::io::split(self.stream);
+        let read = GatedRead::new(read, self.first, self.ticket, 0);
+        (Box::new(read), Box::new(write))
     }
 
     fn peer_label(&self) -> Option<String> {

@@ -1,0 +1,650 @@
+//! Connections that have not authenticated yet: how many the node keeps, and how much each
+//! can make it buffer.
+//!
+//! ractor_cluster reads a frame as an 8-byte length and then its payload, growing a buffer as
+//! the payload arrives, up to its 16 MiB frame limit — before the peer has proved the cookie.
+//! So a stranger announcing 16 MiB frames and sending them slowly made the node hold ~16 MiB
+//! per connection. So the node's listener reads a connection's first frame itself
+//! ([`first_frame`]): one announcing more than the handshake frame limit
+//! ([`NodeConfig::handshake_frame_limit`](crate::NodeConfig::handshake_frame_limit)) gets no
+//! session. After it, the session reads through a [`GatedRead`] until it authenticates: the
+//! reader passes frames up to the limit and holds a larger one back, length prefix included,
+//! until the session authenticates (the handshake's own messages are a few hundred bytes; a
+//! legitimate peer's first big frame can race the authentication by a moment) or its handshake
+//! deadline closes it. Once authenticated, the reader is a plain pass-through (plain TCP
+//! through a read buffer, see `stream.rs`).
+//!
+//! [`Handshakes`] counts these connections, from accept to authentication, and keeps at most
+//! [`NodeConfig::max_handshakes`](crate::NodeConfig::max_handshakes) of them: a new one closes
+//! the oldest. A legitimate handshake takes milliseconds, so stalled connections do not keep a
+//! node or client out (a flood of more new connections than the limit within that time can).
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+
+use tokio::io::{AsyncRead, BufReader, ReadBuf};
+use tokio::sync::Notify;
+
+use super::listener::Throttle;
+
+/// Default of [`NodeConfig::max_handshakes`](crate::NodeConfig::max_handshakes): at most
+/// 1,024 connections at once waiting for their handshake.
+pub const DEFAULT_MAX_HANDSHAKES: usize = 1024;
+
+/// Default of [`NodeConfig::handshake_frame_limit`](crate::NodeConfig::handshake_frame_limit),
+/// bytes: 16 KiB.
+pub const DEFAULT_HANDSHAKE_FRAME_LIMIT: usize = 16 << 10;
+
+/// The connections of one node that have not authenticated yet.
+pub(crate) struct Handshakes {
+    limit: usize,
+    frame_limit: u64,
+    next: AtomicU64,
+    pending: Mutex<Pending>,
+    evicted: Throttle,
+}
+
+#[derive(Default)]
+struct Pending {
+    /// By admission order: the first is the oldest.
+    by_age: BTreeMap<u64, Arc<Handshake>>,
+    /// Admission number by the peer's `ip:port` (the session's peer label).
+    by_peer: HashMap<String, u64>,
+}
+
+impl Handshakes {
+    /// At most `limit` connections at once; frames up to `frame_limit` bytes before
+    /// authentication.
+    pub(crate) fn new(limit: usize, frame_limit: usize) -> Arc<Self> {
+        Arc::new(Self {
+            limit: limit.max(1),
+            frame_limit: frame_limit as u64,
+            next: AtomicU64::new(0),
+            pending: Mutex::new(Pending::default()),
+            evicted: Throttle::default(),
+        })
+    }
+
+    fn pending(&self) -> MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts a connection just accepted from `peer`; at the limit, the oldest one is closed.
+    /// The connection stops counting when it authenticates or when the ticket is dropped.
+    pub(crate) fn admit(self: &Arc<Self>, peer: SocketAddr) -> Ticket {
+        let seq = self.next.fetch_add(1, Ordering::Relaxed);
+        let handshake = Arc::new(Handshake {
+            peer,
+            state: Mutex::new(GateState::default()),
+            closed: Notify::new(),
+        });
+        let evicted = {
+            let mut pending = self.pending();
+            let evicted = if pending.by_age.len() >= self.limit {
+                pending.by_age.pop_first().map(|(_, oldest)| {
+                    pending.by_peer.remove(&oldest.peer.to_string());
+                    oldest
+                })
+            } else {
+                None
+            };
+            pending.by_age.insert(seq, Arc::clone(&handshake));
+            pending.by_peer.insert(peer.to_string(), seq);
+            evicted
+        };
+        if let Some(oldest) = evicted {
+            let closed = oldest.close(format!(
+                "{} connections were waiting for their handshake (max_handshakes); closed the \
+                 oldest",
+                self.limit
+            ));
+            if closed && self.evicted.hit() {
+                tracing::warn!(
+                    peer_addr = %oldest.peer,
+                    limit = self.limit,
+                    times = self.evicted.count(),
+                    "too many connections waiting for their handshake; closing the oldest"
+                );
+            }
+        }
+        Ticket {
+            handshakes: Arc::clone(self),
+            seq,
+            handshake,
+        }
+    }
+
+    /// The connection from `peer_label` (`ip:port`) still waiting for its handshake.
+    pub(crate) fn find(&self, peer_label: &str) -> Option<Arc<Handshake>> {
+        let pending = self.pending();
+        let seq = pending.by_peer.get(peer_label)?;
+        pending.by_age.get(seq).cloned()
+    }
+
+    /// Lifts `handshake`'s frame limit (its session authenticated); it stops counting.
+    pub(crate) fn authenticated(&self, handshake: &Handshake) {
+        {
+            let mut pending = self.pending();
+            if let Some(seq) = pending.by_peer.get(&handshake.peer.to_string()).copied() {
+                if pending
+                    .by_age
+                    .get(&seq)
+                    .is_some_and(|h| std::ptr::eq(Arc::as_ptr(h), handshake))
+                {
+                    pending.by_age.remove(&seq);
+                    pending.by_peer.remove(&handshake.peer.to_string());
+                }
+            }
+        }
+        let waker = {
+            let mut state = handshake.state();
+            state.authenticated = true;
+            state.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    /// Connections counted now.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.pending().by_age.len()
+    }
+
+    fn forget(&self, seq: u64) {
+        let mut pending = self.pending();
+        if let Some(handshake) = pending.by_age.remove(&seq) {
+            let label = handshake.peer.to_string();
+            if pending.by_peer.get(&label) == Some(&seq) {
+                pending.by_peer.remove(&label);
+            }
+        }
+    }
+}
+
+/// One connection counted by [`Handshakes`]; it stops counting when this is dropped.
+pub(crate) struct Ticket {
+    handshakes: Arc<Handshakes>,
+    seq: u64,
+    handshake: Arc<Handshake>,
+}
+
+impl Ticket {
+    /// The connection's handshake state.
+    pub(crate) fn handshake(&self) -> &Arc<Handshake> {
+        &self.handshake
+    }
+
+    /// Largest frame before authentication, bytes.
+    pub(crate) fn frame_limit(&self) -> usize {
+        self.handshakes.frame_limit as usize
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.handshakes.forget(self.seq);
+    }
+}
+
+/// What is known of one connection's handshake.
+pub(crate) struct Handshake {
+    peer: SocketAddr,
+    state: Mutex<GateState>,
+    /// Signalled when the node closes the connection (see [`Handshake::close`]).
+    closed: Notify,
+}
+
+#[derive(Default)]
+struct GateState {
+    authenticated: bool,
+    /// Why the node closed the connection, if it did.
+    closed: Option<String>,
+    /// The peer closed its side before authenticating.
+    peer_closed: bool,
+    /// A frame length over the limit that the peer announced before authenticating.
+    announced: Option<u64>,
+    /// The reader waiting on this connection.
+    waker: Option<Waker>,
+}
+
+impl Handshake {
+    fn state(&self) -> MutexGuard<'_, GateState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Closes the connection unless it has authenticated: its reader fails with `reason`.
+    /// Whether it was closed now.
+    pub(crate) fn close(&self, reason: String) -> bool {
+        let waker = {
+            let mut state = self.state();
+            if state.authenticated || state.closed.is_some() {
+                return false;
+            }
+            state.closed = Some(reason);
+            state.waker.take()
+        };
+        self.closed.notify_one();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        true
+    }
+
+    /// Resolves once [`Handshake::close`] was called.
+    pub(crate) async fn closed(&self) {
+        self.closed.notified().await;
+    }
+
+    /// Why the connection ended before authenticating, as far as the node knows: the node
+    /// closed it (and why), the peer hung up, or `None` when neither is known.
+    pub(crate) fn outcome(&self) -> Option<String> {
+        let state = self.state();
+        let announced = state
+            .announced
+            .map(|len| format!(" after announcing a frame of {len} bytes"))
+            .unwrap_or_default();
+        if let Some(reason) = &state.closed {
+            Some(format!("{reason}{announced}"))
+        } else if state.peer_closed {
+            Some(format!("the peer closed the connection{announced}"))
+        } else {
+            None
+        }
+    }
+
+    /// Whether the peer hung up before authenticating.
+    pub(crate) fn peer_closed(&self) -> bool {
+        self.state().peer_closed
+    }
+
+    /// Whether the node closed the connection (and logged why).
+    pub(crate) fn closed_by_node(&self) -> bool {
+        self.state().closed.is_some()
+    }
+}
+
+/// The read half of an accepted connection, limited to handshake-sized frames until its
+/// session authenticates (see the module docs). Holds the connection's [`Ticket`].
+pub(crate) struct GatedRead<R> {
+    /// Bytes to pass on before reading more: the first frame, read before the session
+    /// existed (see [`first_frame`]), then each length prefix once it is within the limit.
+    prefix: Vec<u8>,
+    prefix_at: usize,
+    read: Option<Read<R>>,
+    ticket: Ticket,
+    frame_limit: u64,
+    /// Read buffer once authenticated, bytes (0: none).
+    buffer: usize,
+}
+
+enum Read<R> {
+    Gated {
+        inner: R,
+        /// The current frame's length prefix, as far as read.
+        header: [u8; 8],
+        header_read: usize,
+        /// Payload bytes of the current frame still to pass.
+        payload_left: u64,
+    },
+    Open(BufReader<R>),
+    Direct(R),
+}
+
+impl<R: AsyncRead + Unpin> GatedRead<R> {
+    /// Reads `inner` for the connection of `ticket`, after passing on `first` (a whole
+    /// frame, as [`first_frame`] returns it, or nothing); once authenticated, through a read
+    /// buffer of `buffer` bytes (0 for none).
+    pub(crate) fn new(inner: R, first: Vec<u8>, ticket: Ticket, buffer: usize) -> Self {
+        Self {
+            prefix: first,
+            prefix_at: 0,
+            frame_limit: ticket.handshakes.frame_limit,
+            read: Some(Read::Gated {
+                inner,
+                header: [0; 8],
+                header_read: 0,
+                payload_left: 0,
+            }),
+            ticket,
+            buffer,
+        }
+    }
+}
+
+/// Pre-authentication reads go through a stack buffer of this many bytes at most.
+const GATED_CHUNK: usize = 4096;
+
+impl<R: AsyncRead + Unpin> AsyncRead for GatedRead<R> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let handshake = Arc::clone(&this.ticket.handshake);
+        loop {
+            if this.prefix_at < this.prefix.len() {
+                let rest = &this.prefix[this.prefix_at..];
+                let n = rest.len().min(buf.remaining());
+                buf.put_slice(&rest[..n]);
+                this.prefix_at += n;
+                if this.prefix_at == this.prefix.len() {
+                    this.prefix = Vec::new();
+                    this.prefix_at = 0;
+                }
+                return Poll::Ready(Ok(()));
+            }
+            match &mut this.read {
+                Some(Read::Open(open)) => return Pin::new(open).poll_read(cx, buf),
+                Some(Read::Direct(inner)) => return Pin::new(inner).poll_read(cx, buf),
+                _ => {}
+            }
+            {
+                let mut state = handshake.state();
+                if let Some(reason) = &state.closed {
+                    return Poll::Ready(Err(std::io::Error::new(
+                        std::io::ErrorKind::ConnectionAborted,
+                        reason.clone(),
+                    )));
+                }
+                if state.authenticated {
+                    drop(state);
+                    if let Some(Read::Gated {
+                        inner,
+                        header,
+                        header_read,
+                        ..
+                    }) = this.read.take()
+                    {
+                        // A length prefix held back (or partly read) is passed on first.
+                        this.prefix = header[..header_read].to_vec();
+                        this.read = Some(match this.buffer {
+                            0 => Read::Direct(inner),
+                            buffer => Read::Open(BufReader::with_capacity(buffer, inner)),
+                        });
+                    }
+                    continue;
+                }
+                // Woken by `close` or `authenticated` as well as by the socket.
+                match &state.waker {
+                    Some(waker) if waker.will_wake(cx.waker()) => {}
+                    _ => state.waker = Some(cx.waker().clone()),
+                }
+            }
+            let Some(Read::Gated {
+                inner,
+                header,
+                header_read,
+                payload_left,
+            }) = &mut this.read
+            else {
+                return Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
+            };
+            if *payload_left > 0 {
+                let want = usize::try_from(*payload_left)
+                    .unwrap_or(usize::MAX)
+                    .min(buf.remaining())
+                    .min(GATED_CHUNK);
+                if want == 0 {
+                    return Poll::Ready(Ok(()));
+                }
+                let mut chunk = [0u8; GATED_CHUNK];
+                let mut read = ReadBuf::new(&mut chunk[..want]);
+                std::task::ready!(Pin::new(inner).poll_read(cx, &mut read))?;
+                let data = read.filled();
+                if data.is_empty() {
+                    handshake.state().peer_closed = true;
+                } else {
+                    *payload_left -= data.len() as u64;
+                    buf.put_slice(data);
+                }
+                return Poll::Ready(Ok(()));
+            }
+            if *header_read < header.len() {
+                // The length prefix is kept here until it is known to be within the limit:
+                // the caller (ractor_cluster) then never starts on a frame that is held.
+                let mut read = ReadBuf::new(&mut header[*header_read..]);
+                std::task::ready!(Pin::new(&mut *inner).poll_read(cx, &mut read))?;
+                let n = read.filled().len();
+                if n == 0 {
+                    handshake.state().peer_closed = true;
+                    return Poll::Ready(Ok(()));
+                }
+                *header_read += n;
+                continue;
+            }
+            let len = u64::from_be_bytes(*header);
+            if len > this.frame_limit {
+                handshake.state().announced = Some(len);
+                // Held unread until authenticated (a wake-up) or closed.
+                return Poll::Pending;
+            }
+            this.prefix = header.to_vec();
+            *header_read = 0;
+            *payload_left = len;
+        }
+    }
+}
+
+/// Reads the first frame of a connection, which must be a handshake message: its length
+/// prefix and payload (the payload grows as it arrives). Errors: the frame announces more
+/// than `limit` bytes (the connection is not worth a session), or the connection fails.
+pub(crate) async fn first_frame<R: AsyncRead + Unpin>(
+    read: &mut R,
+    limit: usize,
+) -> Result<Vec<u8>, String> {
+    use tokio::io::AsyncReadExt;
+    let len = read.read_u64().await.map_err(|e| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => "closed before sending a whole frame".to_string(),
+        _ => e.to_string(),
+    })?;
+    if len > limit as u64 {
+        return Err(format!(
+            "its first frame announces {len} bytes, over handshake_frame_limit ({limit} \
+             bytes): not a node"
+        ));
+    }
+    let mut frame = len.to_be_bytes().to_vec();
+    let read_len = read
+        .take(len)
+        .read_to_end(&mut frame)
+        .await
+        .map_err(|e| format!("no whole frame: {e}"))?;
+    if (read_len as u64) < len {
+        return Err("closed in its first frame".into());
+    }
+    Ok(frame)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn addr(port: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    fn frame(len: usize, byte: u8) -> Vec<u8> {
+        let mut frame = (len as u64).to_be_bytes().to_vec();
+        frame.extend(std::iter::repeat_n(byte, len));
+        frame
+    }
+
+    #[test]
+    fn the_oldest_connection_is_closed_at_the_limit() {
+        let handshakes = Handshakes::new(2, 1024);
+        let first = handshakes.admit(addr(1));
+        let second = handshakes.admit(addr(2));
+        assert_eq!(handshakes.len(), 2);
+        let third = handshakes.admit(addr(3));
+        assert_eq!(handshakes.len(), 2);
+        assert!(first
+            .handshake()
+            .outcome()
+            .is_some_and(|o| o.contains("max_handshakes")));
+        assert!(second.handshake().outcome().is_none());
+        assert!(handshakes.find("127.0.0.1:1").is_none());
+        let found = handshakes.find("127.0.0.1:3").unwrap();
+        handshakes.authenticated(&found);
+        assert_eq!(
+            handshakes.len(),
+            1,
+            "an authenticated connection stops counting"
+        );
+        assert!(
+            !found.close("late".into()),
+            "an authenticated connection stays open"
+        );
+        assert!(found.outcome().is_none());
+        drop(second);
+        assert_eq!(handshakes.len(), 0);
+        drop((first, third));
+        assert_eq!(handshakes.len(), 0);
+    }
+
+    /// Small frames pass whole and in order; a frame over the limit is held unread until
+    /// the session authenticates, then everything passes.
+    #[tokio::test]
+    async fn a_frame_over_the_limit_waits_for_authentication() {
+        let handshakes = Handshakes::new(8, 100);
+        let (mut peer, node) = tokio::io::duplex(1 << 20);
+        let ticket = handshakes.admit(addr(9));
+        let handshake = Arc::clone(ticket.handshake());
+        let mut read = GatedRead::new(node, Vec::new(), ticket, 64);
+        let mut sent = frame(0, 0);
+        sent.extend(frame(100, 1));
+        sent.extend(frame(3, 2));
+        peer.write_all(&sent).await.unwrap();
+        let mut got = vec![0u8; sent.len()];
+        read.read_exact(&mut got).await.unwrap();
+        assert_eq!(got, sent);
+
+        let big = frame(5_000, 3);
+        peer.write_all(&big).await.unwrap();
+        // Not even its length prefix passes before authentication.
+        let mut byte = [0u8; 1];
+        let held = tokio::time::timeout(Duration::from_millis(100), read.read(&mut byte)).await;
+        assert!(held.is_err(), "the frame passed before authentication");
+        assert!(handshake.outcome().is_none());
+        handshakes.authenticated(&handshake);
+        let mut got = vec![0u8; big.len()];
+        read.read_exact(&mut got).await.unwrap();
+        assert_eq!(got, big);
+        // Authenticated: no limit any more.
+        let bigger = frame(50_000, 4);
+        peer.write_all(&bigger).await.unwrap();
+        let mut got = vec![0u8; bigger.len()];
+        read.read_exact(&mut got).await.unwrap();
+        assert_eq!(got, bigger);
+    }
+
+    #[tokio::test]
+    async fn closing_fails_a_held_read_and_says_why() {
+        let handshakes = Handshakes::new(8, 100);
+        let (mut peer, node) = tokio::io::duplex(1 << 20);
+        let ticket = handshakes.admit(addr(9));
+        let handshake = Arc::clone(ticket.handshake());
+        let mut read = GatedRead::new(node, Vec::new(), ticket, 0);
+        peer.write_all(&(16u64 << 20).to_be_bytes()).await.unwrap();
+        let closer = Arc::clone(&handshake);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            closer.close("handshake timeout".into());
+        });
+        let mut byte = [0u8; 1];
+        let error = read.read_exact(&mut byte).await.unwrap_err();
+        assert_eq!(error.to_string(), "handshake timeout");
+        assert_eq!(
+            handshake.outcome().as_deref(),
+            Some("handshake timeout after announcing a frame of 16777216 bytes")
+        );
+        drop(read);
+        assert_eq!(handshakes.len(), 0);
+    }
+
+    #[tokio::test]
+    async fn the_first_frame_is_read_whole_and_passed_on_first() {
+        let handshakes = Handshakes::new(8, 100);
+        let (mut peer, mut node) = tokio::io::duplex(1 << 16);
+        let mut sent = frame(100, 1);
+        sent.extend(frame(2, 2));
+        peer.write_all(&sent).await.unwrap();
+        let first = first_frame(&mut node, 100).await.unwrap();
+        assert_eq!(first, frame(100, 1));
+        let ticket = handshakes.admit(addr(9));
+        let mut read = GatedRead::new(node, first, ticket, 0);
+        let mut got = vec![0u8; sent.len()];
+        read.read_exact(&mut got).await.unwrap();
+        assert_eq!(got, sent);
+
+        let (mut peer, mut node) = tokio::io::duplex(64);
+        peer.write_all(&101u64.to_be_bytes()).await.unwrap();
+        let refused = first_frame(&mut node, 100).await.unwrap_err();
+        assert!(refused.contains("announces 101 bytes"), "{refused}");
+        peer.write_all(&[1, 2]).await.unwrap();
+        let (mut peer, mut node) = tokio::io::duplex(64);
+        peer.write_all(&frame(10, 1)[..12]).await.unwrap();
+        drop(peer);
+        assert!(first_frame(&mut node, 100).await.is_err());
+    }
+
+    /// Length-prefix bytes read before the authentication are passed on after it.
+    #[tokio::test]
+    async fn a_prefix_split_by_the_authentication_arrives_whole() {
+        let handshakes = Handshakes::new(8, 100);
+        let (mut peer, node) = tokio::io::duplex(1 << 16);
+        let ticket = handshakes.admit(addr(9));
+        let handshake = Arc::clone(ticket.handshake());
+        let mut read = GatedRead::new(node, Vec::new(), ticket, 16);
+        let sent = frame(300, 5);
+        peer.write_all(&sent[..3]).await.unwrap();
+        let mut byte = [0u8; 1];
+        let held = tokio::time::timeout(Duration::from_millis(50), read.read(&mut byte)).await;
+        assert!(held.is_err(), "part of a prefix passed");
+        handshakes.authenticated(&handshake);
+        peer.write_all(&sent[3..]).await.unwrap();
+        let mut got = vec![0u8; sent.len()];
+        read.read_exact(&mut got).await.unwrap();
+        assert_eq!(got, sent);
+    }
+
+    /// Without a read buffer, the authenticated reader passes reads straight through.
+    #[tokio::test]
+    async fn no_buffer_once_authenticated_without_one() {
+        let handshakes = Handshakes::new(8, 100);
+        let (mut peer, node) = tokio::io::duplex(1 << 16);
+        let ticket = handshakes.admit(addr(9));
+        let handshake = Arc::clone(ticket.handshake());
+        let mut read = GatedRead::new(node, Vec::new(), ticket, 0);
+        handshakes.authenticated(&handshake);
+        let big = frame(5_000, 7);
+        peer.write_all(&big).await.unwrap();
+        let mut got = vec![0u8; big.len()];
+        read.read_exact(&mut got).await.unwrap();
+        assert_eq!(got, big);
+    }
+
+    #[tokio::test]
+    async fn a_peer_hanging_up_is_noted() {
+        let handshakes = Handshakes::new(8, 100);
+        let (peer, node) = tokio::io::duplex(64);
+        let ticket = handshakes.admit(addr(9));
+        let handshake = Arc::clone(ticket.handshake());
+        let mut read = GatedRead::new(node, Vec::new(), ticket, 0);
+        drop(peer);
+        assert_eq!(read.read(&mut [0u8; 8]).await.unwrap(), 0);
+        assert!(handshake.peer_closed());
+        assert_eq!(
+            handshake.outcome().as_deref(),
+            Some("the peer closed the connection")
+        );
+    }
+}
