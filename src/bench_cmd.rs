@@ -300,12 +300,6 @@ impl Phase {
         self.totals[index].absorb(report);
     }
 
-    fn finish(&mut self) {
-        for total in &mut self.totals {
-            total.finish();
-        }
-    }
-
     fn errors(&self) -> u64 {
         let warmup: u64 = self
             .warmup
@@ -372,7 +366,7 @@ impl Phase {
                 r.percentile_us(50.0),
                 r.percentile_us(90.0),
                 r.percentile_us(99.0),
-                r.latencies_us.last().copied().unwrap_or(0),
+                r.latency.max_us(),
                 r.calls_per_sec(),
                 r.error_count()
             );
@@ -487,7 +481,6 @@ async fn bench_size(
             bar.inc(1);
         }
     }
-    sequential.finish();
     let mut throughput = Phase::new();
     if !plan.warmup_window.is_zero() {
         for (i, case) in Case::ALL.into_iter().enumerate() {
@@ -511,7 +504,6 @@ async fn bench_size(
             bar.inc(1);
         }
     }
-    throughput.finish();
     SizeResult {
         bytes,
         sequential,
@@ -633,7 +625,7 @@ async fn measure_on(
             names[1]
         );
     }
-    let bar = load::progress_bar(plan.steps(), "bench");
+    let bar = load::progress_bar(plan.steps(), false, "bench");
     let mut results = Vec::new();
     for &bytes in &plan.sizes {
         results.push(bench_size(&targets, &plan, bytes, &bar).await);
