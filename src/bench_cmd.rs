@@ -36,6 +36,7 @@ use serde_json::{json, Map, Value};
 use crate::cli::{BenchArgs, RuntimeFlavor, RuntimeSettings};
 use crate::functions::BytesEcho;
 use crate::harness::Cluster;
+use crate::interrupt::Interrupt;
 use crate::load::{self, Amount, Failure, LoadReport, Outcome};
 use crate::raw_floor::{self, RawFloorMsg};
 use crate::CmdResult;
@@ -709,19 +710,6 @@ async fn measure_on(
     Ok(errors == 0)
 }
 
-/// Resolves on Ctrl-C or SIGTERM (immediately never otherwise).
-async fn interrupted() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let Ok(mut term) = signal(SignalKind::terminate()) else {
-        let _ = tokio::signal::ctrl_c().await;
-        return;
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
-}
-
 /// How a report names a runtime: "current-thread" or "multi-thread, N worker(s)".
 fn describe(flavor: RuntimeFlavor, worker_threads: u16) -> String {
     match flavor {
@@ -766,22 +754,21 @@ pub async fn run(args: BenchArgs, runtime: RuntimeSettings) -> CmdResult<i32> {
     let child = child_args(&args, runtime);
     let child: Vec<&str> = child.iter().map(String::as_str).collect();
     let nodes = [child.as_slice(); 3];
-    let interrupt = interrupted();
-    tokio::pin!(interrupt);
+    let interrupt = Interrupt::listen()?;
     if !args.shape.json {
         eprintln!("starting 3 nodes on 127.0.0.1 ...");
     }
     // A partly started cluster is dropped on interruption, which kills its children.
     let cluster = tokio::select! {
         cluster = Cluster::start_each(&bin, &nodes) => cluster?,
-        () = &mut interrupt => {
+        () = interrupt.wait() => {
             eprintln!("interrupted");
             return Ok(130);
         }
     };
     let outcome = tokio::select! {
         outcome = measure(&cluster, &args, runtime) => Some(outcome),
-        () = &mut interrupt => None,
+        () = interrupt.wait() => None,
     };
     cluster.shutdown().await;
     match outcome {
