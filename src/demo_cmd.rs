@@ -16,7 +16,7 @@ use serde_json::json;
 use crate::cli::DemoArgs;
 use crate::harness::Cluster;
 use crate::interrupt::Interrupt;
-use crate::load::{self, Amount, DemoCall};
+use crate::load::{self, Amount, DemoCall, LoadReport};
 use crate::CmdResult;
 
 /// The balancer the demo's nodes serve.
@@ -203,23 +203,32 @@ pub async fn run(args: DemoArgs) -> CmdResult<i32> {
         let balancer = Balancer::start(config).await?;
         let least_cpu = name == "least_cpu";
         let prepared = tokio::select! {
-            prepared = prepare(&balancer, count, least_cpu, &names) => prepared,
-            () = interrupt.wait() => {
-                balancer.stop().await;
-                break;
-            }
+            prepared = prepare(&balancer, count, least_cpu, &names) => Some(prepared),
+            () = interrupt.wait() => None,
         };
-        prepared?;
-        let (mut report, cut) = load::run_until(
-            &balancer,
-            &DemoCall::Whoami,
-            Amount::Calls(args.calls),
-            args.shape.concurrency,
-            timeout,
-            !args.shape.json,
-            interrupt.wait(),
-        )
-        .await;
+        // Interrupted before its first call: reported as a run cut at 0 calls.
+        let (mut report, cut) = match prepared {
+            Some(prepared) => {
+                prepared?;
+                load::run_until(
+                    &balancer,
+                    &DemoCall::Whoami,
+                    Amount::Calls(args.calls),
+                    args.shape.concurrency,
+                    timeout,
+                    !args.shape.json,
+                    interrupt.wait(),
+                )
+                .await
+            }
+            None => (
+                LoadReport {
+                    algorithm: balancer.algorithm_name().to_string(),
+                    ..LoadReport::default()
+                },
+                true,
+            ),
+        };
         // Every child is listed, with 0 when it got no call (LeastCpu avoiding a burning
         // node, CallDirect serving every call here).
         report.list_nodes(&names);
