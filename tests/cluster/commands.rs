@@ -361,6 +361,15 @@ async fn call_and_load_work_against_a_running_cluster() {
     for node in &names {
         assert_eq!(report["per_node"][node], 250, "{report}");
     }
+    // The percentiles of the latency histogram, µs, in order and up to the exact max.
+    let latency = |p: &str| report["latency_us"][p].as_u64().unwrap();
+    assert!(latency("p50") > 0, "{report}");
+    assert!(
+        latency("p50") <= latency("p90")
+            && latency("p90") <= latency("p99")
+            && latency("p99") <= latency("max"),
+        "{report}"
+    );
 }
 
 /// Parses `stdout` as exactly one JSON document.
