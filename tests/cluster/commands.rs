@@ -260,11 +260,72 @@ async fn demo_on_ctrl_c_prints_what_ran_exits_130_and_stops_its_nodes() {
     );
     assert!(err.contains("interrupted"), "{err}");
     // No node outlives the demo.
+    let left = survivors(&nodes).await;
+    assert!(left.is_empty(), "still running: {left:?}");
+}
+
+/// Waits (≤ 5 s) until none of `nodes` runs; those still running then.
+async fn survivors(nodes: &[(u32, String)]) -> Vec<&(u32, String)> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     while nodes.iter().any(|(pid, _)| alive(*pid)) && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let left: Vec<_> = nodes.iter().filter(|(pid, _)| alive(*pid)).collect();
+    nodes.iter().filter(|(pid, _)| alive(*pid)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_json_on_ctrl_c_is_one_document_of_what_ran() {
+    let calls = 10_000_000u64;
+    let demo = Command::new(BIN)
+        .args(["demo", "--algorithm", "round_robin", "--json"])
+        .args(["--calls", &calls.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = demo.id().unwrap();
+    // Its 3 nodes are up; then let it call for a while (whenever the signal comes, the
+    // document says what ran: the assertions below hold at any point).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let nodes = loop {
+        let nodes: Vec<(u32, String)> = children_of(pid)
+            .into_iter()
+            .filter(|(_, cmd)| cmd.contains(" node "))
+            .collect();
+        if nodes.len() == 3 {
+            break nodes;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{nodes:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // SAFETY: kill(2) has no memory effects; the pid is our own running child's.
+    unsafe {
+        libc::kill(pid as libc::pid_t, libc::SIGINT);
+    }
+    let output = tokio::time::timeout(Duration::from_secs(30), demo.wait_with_output())
+        .await
+        .expect("the demo exited within 30 s of Ctrl-C")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(130), "{stdout}");
+    let report = one_document(&stdout);
+    assert_eq!(report["interrupted"], true, "{report}");
+    let names = report["nodes"].as_array().unwrap();
+    let runs = report["algorithms"].as_array().unwrap();
+    assert!(runs.len() <= 1, "{report}");
+    if let Some(run) = runs.first() {
+        assert_eq!(names.len(), 3, "{report}");
+        assert_eq!(run["algorithm"], "round_robin", "{run}");
+        assert_eq!(run["interrupted"], true, "{run}");
+        assert!(run["calls"].as_u64().unwrap() < calls, "{run}");
+        for node in names {
+            assert!(run["per_node"][node.as_str().unwrap()].is_u64(), "{run}");
+        }
+    }
+    let left = survivors(&nodes).await;
     assert!(left.is_empty(), "still running: {left:?}");
 }
 
