@@ -13,6 +13,7 @@ use rpc_load_balancer::{
     Balancer, BalancerConfig, Error, Explanation, FunctionError, Member, Node, NodeConfig,
     RemoteFunction, SelectionAlgorithm, SelectionRequest,
 };
+use tracing_subscriber::EnvFilter;
 
 /// Picks the member with the shortest node name; ties go to the first in node-name order.
 #[derive(Default)]
@@ -73,6 +74,15 @@ impl RemoteFunction for Hello {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The library's warnings (an unreachable peer, a refused connection) on stderr.
+    // RUST_LOG sets the level: RUST_LOG=error quiets them, RUST_LOG=debug shows more.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| EnvFilter::new("warn,ractor_cluster=error")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let node = Node::start(NodeConfig::new("custom", "127.0.0.1:0").cookie("example")).await?;
     node.register(Hello)?;
     let algorithm = Arc::new(ShortestName::default());

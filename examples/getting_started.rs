@@ -18,6 +18,7 @@ use rpc_load_balancer::{
     Balancer, BalancerConfig, Error, FunctionError, Node, NodeConfig, RemoteFunction, RoundRobin,
 };
 use serde::{Deserialize, Serialize};
+use tracing_subscriber::EnvFilter;
 
 /// Every node of the cluster uses this cookie; a node with another cookie is refused.
 const COOKIE: &str = "getting-started";
@@ -74,6 +75,15 @@ impl RemoteFunction for Whisper {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The library's warnings (an unreachable peer, a refused connection) on stderr.
+    // RUST_LOG sets the level: RUST_LOG=error quiets them, RUST_LOG=debug shows more.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| EnvFilter::new("warn,ractor_cluster=error")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     // serve|call NAME PORT [PEER_ADDRESS]
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (mode, name, port, peer) = match args.as_slice() {

@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use rpc_load_balancer::{Error, FunctionError, Node, NodeConfig, RemoteFunction};
+use tracing_subscriber::EnvFilter;
 
 /// Greets whoever asks, naming the node that answered.
 struct Greet {
@@ -25,6 +26,15 @@ impl RemoteFunction for Greet {
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
+    // The library's warnings (an unreachable peer, a refused connection) on stderr.
+    // RUST_LOG sets the level: RUST_LOG=error quiets them, RUST_LOG=debug shows more.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| EnvFilter::new("warn,ractor_cluster=error")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let peer = std::env::args().nth(1);
     let name = format!("hello-{}", std::process::id());
     let node = Node::start(NodeConfig::new(name, "127.0.0.1:0").cookie("hello-cookie")).await?;

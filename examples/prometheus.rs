@@ -18,6 +18,7 @@ use rpc_load_balancer::telemetry::{describe, register_descriptions};
 use rpc_load_balancer::{
     Balancer, BalancerConfig, FunctionError, Node, NodeConfig, RemoteFunction, RoundRobin,
 };
+use tracing_subscriber::EnvFilter;
 
 struct Echo;
 impl RemoteFunction for Echo {
@@ -40,6 +41,15 @@ fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The library's warnings (an unreachable peer, a refused connection) on stderr.
+    // RUST_LOG sets the level: RUST_LOG=error quiets them, RUST_LOG=debug shows more.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| EnvFilter::new("warn,ractor_cluster=error")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let listen: SocketAddr = arg("--listen", "127.0.0.1:9898".parse()?);
     let calls: u32 = arg("--calls", 2000);
     let serve = Duration::from_secs(arg("--serve-secs", 60));

@@ -474,6 +474,11 @@ pub struct DemoArgs {
     /// field.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=32))]
     pub burn: Option<u32>,
+    /// How the burning node samples its CPU instead of `process` (`rpclb node
+    /// --cpu-sampler`), e.g. `const:100` to pin its reading: a test flag that makes
+    /// LeastCpu's choice independent of how busy the machine is. Needs --burn.
+    #[arg(long, value_name = "SPEC", requires = "burn")]
+    pub burn_sampler: Option<CpuSampler>,
     #[command(flatten)]
     pub shape: LoadShape,
 }

@@ -15,7 +15,8 @@ use serde_json::json;
 
 use crate::cli::DemoArgs;
 use crate::harness::Cluster;
-use crate::load::{self, Amount, DemoCall};
+use crate::interrupt::Interrupt;
+use crate::load::{self, Amount, DemoCall, LoadReport};
 use crate::CmdResult;
 
 /// The balancer the demo's nodes serve.
@@ -35,16 +36,12 @@ fn install_recorder() -> CmdResult<metrics_exporter_prometheus::PrometheusHandle
     Ok(handle)
 }
 
-/// How every demo node samples its CPU (`rpclb node` flags): this process's CPU, 5 times a
-/// second, so LeastCpu sees a burning node within a fraction of a second.
-const DEMO_SAMPLER: [&str; 4] = [
-    "--cpu-sampler",
-    "process",
-    "--cpu-sample-interval-ms",
-    "200",
-];
+/// How every demo node samples its CPU (`rpclb node --cpu-sampler`, every
+/// [`DEMO_SAMPLE_INTERVAL`]): this process's CPU, 5 times a second, so LeastCpu sees a burning
+/// node within a fraction of a second.
+const DEMO_SAMPLER: &str = "process";
 
-/// The demo nodes' `cpu_sample_interval` (as in [`DEMO_SAMPLER`]).
+/// The demo nodes' `cpu_sample_interval`.
 const DEMO_SAMPLE_INTERVAL: Duration = Duration::from_millis(200);
 
 /// The demo's LeastCpu: polls every 200 ms from the start, trusts readings up to 1 s old.
@@ -95,7 +92,12 @@ fn readings_of(nodes: &[String]) -> serde_json::Map<String, serde_json::Value> {
         .collect()
 }
 
-/// Runs the demo; exit status 0 when every call succeeded, 2 on a usage error.
+/// The demo's exit status when Ctrl-C (SIGINT) or SIGTERM cut it short.
+pub const INTERRUPTED: i32 = 130;
+
+/// Runs the demo; exit status 0 when every call succeeded, 1 when a call failed, 2 on a usage
+/// error, [`INTERRUPTED`] (130) on Ctrl-C or SIGTERM: the report then covers what ran so far
+/// (the cut run with the calls that had ended), and the nodes are stopped all the same.
 pub async fn run(args: DemoArgs) -> CmdResult<i32> {
     let algorithms: Vec<&str> = if args.algorithm == "all" {
         BUILT_IN.to_vec()
@@ -120,6 +122,7 @@ pub async fn run(args: DemoArgs) -> CmdResult<i32> {
             return Ok(2);
         }
     }
+    let interrupt = Interrupt::listen()?;
     let bin = std::env::current_exe()?;
     let count = args.nodes as usize;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -134,9 +137,22 @@ pub async fn run(args: DemoArgs) -> CmdResult<i32> {
     };
     let node_args: Vec<Vec<String>> = (1..=args.nodes)
         .map(|i| {
-            let mut node = vec!["--balancer".to_string(), DEMO_BALANCER.to_string()];
-            node.extend(DEMO_SAMPLER.iter().map(|a| a.to_string()));
-            if args.burn == Some(i) {
+            let burning = args.burn == Some(i);
+            let sampler = match &args.burn_sampler {
+                Some(sampler) if burning => sampler.to_string(),
+                _ => DEMO_SAMPLER.to_string(),
+            };
+            let mut node: Vec<String> = [
+                "--balancer",
+                DEMO_BALANCER,
+                "--cpu-sampler",
+                &sampler,
+                "--cpu-sample-interval-ms",
+                &DEMO_SAMPLE_INTERVAL.as_millis().to_string(),
+            ]
+            .map(String::from)
+            .to_vec();
+            if burning {
                 node.extend(["--burn-threads".to_string(), cores.to_string()]);
             }
             node
@@ -147,7 +163,11 @@ pub async fn run(args: DemoArgs) -> CmdResult<i32> {
         .map(|a| a.iter().map(String::as_str).collect())
         .collect();
     let node_args: Vec<&[&str]> = node_args.iter().map(Vec::as_slice).collect();
-    let cluster = Cluster::start_each(&bin, &node_args).await?;
+    // Interrupted while they start: the children started so far are killed when dropped.
+    let cluster = tokio::select! {
+        cluster = Cluster::start_each(&bin, &node_args) => cluster?,
+        () = interrupt.wait() => return Ok(interrupted_early(&args, &[])),
+    };
     let burning = args
         .burn
         .and_then(|i| cluster.names().get(i as usize - 1).cloned());
@@ -161,12 +181,18 @@ pub async fn run(args: DemoArgs) -> CmdResult<i32> {
     let demo_node = NodeConfig::new("rpclb-demo", "127.0.0.1:0")
         .cpu_sampler(CpuSampler::Process)
         .cpu_sample_interval(DEMO_SAMPLE_INTERVAL);
-    let node = cluster
-        .join_with(demo_node, Duration::from_secs(10))
-        .await?;
+    let node = tokio::select! {
+        node = cluster.join_with(demo_node, Duration::from_secs(10)) => node?,
+        () = interrupt.wait() => {
+            let names = cluster.names();
+            cluster.shutdown().await;
+            return Ok(interrupted_early(&args, &names));
+        }
+    };
     // CallDirect runs calls on this node: it serves the demo functions too.
     crate::functions::register_all(&node, Duration::ZERO)?;
     let timeout = Duration::from_millis(args.shape.timeout_ms);
+    let names = cluster.names();
     let mut reports = Vec::new();
     let mut failed = false;
     for name in algorithms {
@@ -175,24 +201,47 @@ pub async fn run(args: DemoArgs) -> CmdResult<i32> {
             .algorithm_arc(demo_algorithm(name)?)
             .node_match_list(Vec::<String>::new());
         let balancer = Balancer::start(config).await?;
-        load::wait_for_members(&balancer, count, Duration::from_secs(10)).await?;
         let least_cpu = name == "least_cpu";
-        if least_cpu && !wait_for_readings(&cluster.names(), Duration::from_secs(10)).await {
-            eprintln!("warning: not every node's CPU reading arrived within 10 s; missing ones count as 50 %");
-        }
-        let report = load::run(
-            &balancer,
-            &DemoCall::Whoami,
-            Amount::Calls(args.calls),
-            args.shape.concurrency,
-            timeout,
-            !args.shape.json,
-        )
-        .await;
-        let readings = least_cpu.then(|| readings_of(&cluster.names()));
+        let prepared = tokio::select! {
+            prepared = prepare(&balancer, count, least_cpu, &names) => Some(prepared),
+            () = interrupt.wait() => None,
+        };
+        // Interrupted before its first call: reported as a run cut at 0 calls.
+        let (mut report, cut) = match prepared {
+            Some(prepared) => {
+                prepared?;
+                load::run_until(
+                    &balancer,
+                    &DemoCall::Whoami,
+                    Amount::Calls(args.calls),
+                    args.shape.concurrency,
+                    timeout,
+                    !args.shape.json,
+                    interrupt.wait(),
+                )
+                .await
+            }
+            None => (
+                LoadReport {
+                    algorithm: balancer.algorithm_name().to_string(),
+                    ..LoadReport::default()
+                },
+                true,
+            ),
+        };
+        // Every child is listed, with 0 when it got no call (LeastCpu avoiding a burning
+        // node, CallDirect serving every call here).
+        report.list_nodes(&names);
+        let readings = least_cpu.then(|| readings_of(&names));
         balancer.stop().await;
         failed |= report.error_count() > 0;
         if !args.shape.json {
+            if cut {
+                println!(
+                    "{name}: interrupted after {} of {} calls",
+                    report.calls, args.calls
+                );
+            }
             println!("{}", report.to_table());
             if let Some(readings) = &readings {
                 let lines: Vec<String> = readings
@@ -206,21 +255,27 @@ pub async fn run(args: DemoArgs) -> CmdResult<i32> {
             }
         }
         let mut value = report.to_json();
+        value["interrupted"] = json!(cut);
         if let Some(readings) = readings {
             value["cpu_readings"] = json!(readings);
         }
         reports.push(value);
+        if cut {
+            break;
+        }
     }
     let metrics = recorder.map(|handle| {
         handle.run_upkeep();
         handle.render()
     });
+    let interrupted = interrupt.raised();
     if args.shape.json {
         let mut value = json!({
-            "nodes": cluster.names(),
+            "nodes": names,
             "calls": args.calls,
             "concurrency": args.shape.concurrency,
             "algorithms": reports,
+            "interrupted": interrupted,
         });
         if let Some(burning) = &burning {
             value["burning"] = json!(burning);
@@ -234,5 +289,48 @@ pub async fn run(args: DemoArgs) -> CmdResult<i32> {
     }
     node.shutdown().await;
     cluster.shutdown().await;
-    Ok(if failed { 1 } else { 0 })
+    Ok(if interrupted {
+        eprintln!("interrupted: the nodes are stopped");
+        INTERRUPTED
+    } else if failed {
+        1
+    } else {
+        0
+    })
+}
+
+/// Waits (≤ 10 s) for `count` members of `balancer`, and for LeastCpu for a fresh reading of
+/// every node of `names` (a warning if some do not come).
+///
+/// Errors: [`rpc_load_balancer::Error::NoMembers`] when the members do not come.
+async fn prepare(
+    balancer: &Balancer,
+    count: usize,
+    least_cpu: bool,
+    names: &[String],
+) -> Result<(), rpc_load_balancer::Error> {
+    load::wait_for_members(balancer, count, Duration::from_secs(10)).await?;
+    if least_cpu && !wait_for_readings(names, Duration::from_secs(10)).await {
+        eprintln!(
+            "warning: not every node's CPU reading arrived within 10 s; missing ones count as 50 %"
+        );
+    }
+    Ok(())
+}
+
+/// Reports an interruption before any run (the nodes `names` started, if any, are stopped):
+/// with `--json` the document with no algorithm run; [`INTERRUPTED`].
+fn interrupted_early(args: &DemoArgs, names: &[String]) -> i32 {
+    if args.shape.json {
+        let value = json!({
+            "nodes": names,
+            "calls": args.calls,
+            "concurrency": args.shape.concurrency,
+            "algorithms": [],
+            "interrupted": true,
+        });
+        println!("{value}");
+    }
+    eprintln!("interrupted before the first run: the nodes are stopped");
+    INTERRUPTED
 }

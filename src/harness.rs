@@ -7,6 +7,8 @@
 //! * A child is SIGKILLed when its [`NodeProcess`] is dropped, and it exits by itself when the
 //!   process that started it dies (`--exit-with-stdin`: the harness holds the child's stdin,
 //!   and the kernel closes it when the harness dies), so a crashed test leaves no orphans.
+//! * A child runs in its own process group: a Ctrl-C at the terminal signals the process that
+//!   started it (e.g. `rpclb demo`, which then stops its children), not the children.
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -177,6 +179,9 @@ impl NodeSpec {
             } else {
                 Stdio::inherit()
             })
+            // Its own process group: a Ctrl-C at the terminal reaches the process that
+            // started it (which stops it), not the child directly.
+            .process_group(0)
             .kill_on_drop(true);
         if std::env::var_os("RUST_LOG").is_none() {
             command.env("RUST_LOG", crate::DEFAULT_LOG_FILTER);

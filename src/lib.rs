@@ -9,6 +9,8 @@ pub mod client_cmd;
 pub mod demo_cmd;
 pub mod functions;
 pub mod harness;
+pub mod interrupt;
+pub mod latency;
 pub mod load;
 pub mod node_cmd;
 pub mod raw_floor;

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use rpc_load_balancer::WIRE_VERSION;
 use rpclb::harness::{Cluster, NodeSpec};
-use serde_json::Value;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::Command;
 
 use crate::BIN;
@@ -39,6 +40,7 @@ async fn demo_runs_every_algorithm_across_every_node() {
     .await;
     assert_eq!(code, 0, "{stdout}");
     let report: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(report["interrupted"], false, "{report}");
     let nodes: Vec<&str> = report["nodes"]
         .as_array()
         .unwrap()
@@ -52,11 +54,20 @@ async fn demo_runs_every_algorithm_across_every_node() {
         let name = run["algorithm"].as_str().unwrap();
         assert_eq!(run["calls"], 3000, "{name}");
         assert_eq!(run["ok"], 3000, "{name}: {run}");
+        assert_eq!(run["interrupted"], false, "{name}: {run}");
         if name == "call_direct" {
-            // Runs on the calling node: reported as that node, no child gets calls.
-            let served: Vec<&String> = run["per_node"].as_object().unwrap().keys().collect();
-            assert_eq!(served.len(), 1, "{run}");
-            assert!(served[0].starts_with("rpclb-demo@"), "{run}");
+            // Runs on the calling node: reported as that node; every child is listed with 0.
+            let per_node = run["per_node"].as_object().unwrap();
+            let (here, n) = per_node
+                .iter()
+                .find(|(node, _)| node.starts_with("rpclb-demo@"))
+                .unwrap_or_else(|| panic!("the demo node is missing: {run}"));
+            assert_eq!(n, 3000, "{here}: {run}");
+            assert_eq!(per_node.len(), nodes.len() + 1, "{run}");
+            for node in &nodes {
+                assert_eq!(per_node.get(*node), Some(&json!(0)), "{node}: {run}");
+                assert_eq!(run["share"][node], 0.0, "{node}: {run}");
+            }
             continue;
         }
         for node in &nodes {
@@ -72,9 +83,11 @@ async fn demo_runs_every_algorithm_across_every_node() {
     }
 }
 
-/// Real load, in its own nextest group (`burning`: it runs alone).
+/// Real load, in its own nextest group (`burning`: it runs alone). The burning node's reading
+/// is pinned at 100 % (`--burn-sampler`), so the routing does not depend on how busy the
+/// machine is (the others sample their process: together at most 100 % of the cores).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn demo_sends_a_burning_node_the_fewest_least_cpu_calls() {
+async fn demo_sends_a_burning_node_no_least_cpu_calls_and_lists_it_with_zero() {
     let (code, stdout) = rpclb(
         &[
             "demo",
@@ -82,6 +95,8 @@ async fn demo_sends_a_burning_node_the_fewest_least_cpu_calls() {
             "least_cpu",
             "--burn",
             "2",
+            "--burn-sampler",
+            "const:100",
             "--calls",
             "2000",
             "--json",
@@ -106,14 +121,11 @@ async fn demo_sends_a_burning_node_the_fewest_least_cpu_calls() {
     let run = &runs[0];
     assert_eq!(run["algorithm"], "least_cpu", "{run}");
     assert_eq!(run["ok"], 2000, "{run}");
+    // Listed, with no call: 100 is never within LeastCpu's 5 points of the coolest node.
+    assert_eq!(run["per_node"][burning], 0, "{run}");
     let calls = |node: &str| run["per_node"][node].as_u64().unwrap_or(0);
     for node in nodes.iter().filter(|n| **n != burning) {
-        assert!(
-            calls(burning) < calls(node),
-            "{burning} (burning) got {} calls, {node} {}: {run}",
-            calls(burning),
-            calls(node)
-        );
+        assert!(calls(node) > 0, "{node}: {run}");
     }
     // The readings LeastCpu chose by: every node's, the burning one's the highest.
     let readings = run["cpu_readings"].as_object().unwrap();
@@ -124,6 +136,197 @@ async fn demo_sends_a_burning_node_the_fewest_least_cpu_calls() {
             assert!(cpu(burning) > cpu(node), "{node}: {run}");
         }
     }
+}
+
+/// The processes whose parent is `pid` (from /proc), with their command lines.
+fn children_of(pid: u32) -> Vec<(u32, String)> {
+    let mut children = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid ...`: comm may hold spaces, so split after its `)`.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|ppid| ppid.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            let cmdline = std::fs::read(format!("/proc/{child}/cmdline")).unwrap_or_default();
+            children.push((child, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
+        }
+    }
+    children
+}
+
+/// Whether process `pid` exists (a zombie counts as gone).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next().map(|s| s != "Z"))
+        })
+        .unwrap_or(false)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_on_ctrl_c_prints_what_ran_exits_130_and_stops_its_nodes() {
+    let calls = 30_000;
+    let mut demo = Command::new(BIN)
+        .args(["demo", "--calls", &calls.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = demo.id().unwrap();
+    let mut stdout = BufReader::new(demo.stdout.take().unwrap()).lines();
+    let mut stderr = demo.stderr.take().unwrap();
+    // The first run's table (random) is its first result; round_robin runs next.
+    let mut seen = Vec::new();
+    tokio::time::timeout(Duration::from_secs(120), async {
+        while let Some(line) = stdout.next_line().await.unwrap() {
+            let first = line.starts_with("random: ");
+            seen.push(line);
+            if first {
+                break;
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no first result within 120 s: {seen:#?}"));
+    assert!(
+        seen.last()
+            .unwrap()
+            .starts_with(&format!("random: {calls} calls in ")),
+        "{seen:#?}"
+    );
+    let nodes = children_of(pid);
+    assert_eq!(
+        nodes
+            .iter()
+            .filter(|(_, cmd)| cmd.contains(" node "))
+            .count(),
+        3,
+        "{nodes:?}"
+    );
+    // SAFETY: kill(2) has no memory effects; the pid is our own running child's.
+    unsafe {
+        libc::kill(pid as libc::pid_t, libc::SIGINT);
+    }
+    let rest = async {
+        let mut rest = Vec::new();
+        while let Some(line) = stdout.next_line().await.unwrap() {
+            rest.push(line);
+        }
+        let mut err = String::new();
+        stderr.read_to_string(&mut err).await.unwrap();
+        (rest, err, demo.wait().await.unwrap())
+    };
+    let (rest, err, status) = tokio::time::timeout(Duration::from_secs(30), rest)
+        .await
+        .expect("the demo exited within 30 s of Ctrl-C");
+    assert_eq!(status.code(), Some(130), "{rest:#?}\n{err}");
+    // The cut run's report: the calls that ended, on every node.
+    let cut = rest
+        .iter()
+        .position(|l| l.starts_with("round_robin: interrupted after "))
+        .unwrap_or_else(|| panic!("no partial report: {rest:#?}\n{err}"));
+    let made: u64 = rest[cut]
+        .trim_start_matches("round_robin: interrupted after ")
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{}", rest[cut]));
+    assert!(made < calls, "{rest:#?}");
+    assert!(
+        rest[cut + 1].starts_with(&format!("round_robin: {made} calls in ")),
+        "{rest:#?}"
+    );
+    for node in ["n0@127.0.0.1", "n1@127.0.0.1", "n2@127.0.0.1"] {
+        assert!(
+            rest[cut..].iter().any(|l| l.trim_start().starts_with(node)),
+            "{node} is not in the partial report: {rest:#?}"
+        );
+    }
+    assert!(
+        rest.iter()
+            .all(|l| !l.starts_with("weighted_round_robin: ")),
+        "the next algorithm did not run: {rest:#?}"
+    );
+    assert!(err.contains("interrupted"), "{err}");
+    // No node outlives the demo.
+    let left = survivors(&nodes).await;
+    assert!(left.is_empty(), "still running: {left:?}");
+}
+
+/// Waits (≤ 5 s) until none of `nodes` runs; those still running then.
+async fn survivors(nodes: &[(u32, String)]) -> Vec<&(u32, String)> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while nodes.iter().any(|(pid, _)| alive(*pid)) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    nodes.iter().filter(|(pid, _)| alive(*pid)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_json_on_ctrl_c_is_one_document_of_what_ran() {
+    let calls = 10_000_000u64;
+    let demo = Command::new(BIN)
+        .args(["demo", "--algorithm", "round_robin", "--json"])
+        .args(["--calls", &calls.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = demo.id().unwrap();
+    // Its 3 nodes are up; then let it call for a while (whenever the signal comes, the
+    // document says what ran: the assertions below hold at any point).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let nodes = loop {
+        let nodes: Vec<(u32, String)> = children_of(pid)
+            .into_iter()
+            .filter(|(_, cmd)| cmd.contains(" node "))
+            .collect();
+        if nodes.len() == 3 {
+            break nodes;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{nodes:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // SAFETY: kill(2) has no memory effects; the pid is our own running child's.
+    unsafe {
+        libc::kill(pid as libc::pid_t, libc::SIGINT);
+    }
+    let output = tokio::time::timeout(Duration::from_secs(30), demo.wait_with_output())
+        .await
+        .expect("the demo exited within 30 s of Ctrl-C")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(130), "{stdout}");
+    let report = one_document(&stdout);
+    assert_eq!(report["interrupted"], true, "{report}");
+    let names = report["nodes"].as_array().unwrap();
+    let runs = report["algorithms"].as_array().unwrap();
+    assert!(runs.len() <= 1, "{report}");
+    if let Some(run) = runs.first() {
+        assert_eq!(names.len(), 3, "{report}");
+        assert_eq!(run["algorithm"], "round_robin", "{run}");
+        assert_eq!(run["interrupted"], true, "{run}");
+        assert!(run["calls"].as_u64().unwrap() < calls, "{run}");
+        for node in names {
+            assert!(run["per_node"][node.as_str().unwrap()].is_u64(), "{run}");
+        }
+    }
+    let left = survivors(&nodes).await;
+    assert!(left.is_empty(), "still running: {left:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -219,6 +422,15 @@ async fn call_and_load_work_against_a_running_cluster() {
     for node in &names {
         assert_eq!(report["per_node"][node], 250, "{report}");
     }
+    // The percentiles of the latency histogram, µs, in order and up to the exact max.
+    let latency = |p: &str| report["latency_us"][p].as_u64().unwrap();
+    assert!(latency("p50") > 0, "{report}");
+    assert!(
+        latency("p50") <= latency("p90")
+            && latency("p90") <= latency("p99")
+            && latency("p99") <= latency("max"),
+        "{report}"
+    );
 }
 
 /// Parses `stdout` as exactly one JSON document.

@@ -261,3 +261,64 @@ async fn the_tutorial_runs_as_written() {
         );
     }
 }
+
+/// A peer that cannot be reached shows on stderr as the library's warning, through the
+/// subscriber the program installs (without one, the caller only stops with `NoMembers`
+/// after 10 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_peer_shows_as_a_warning() {
+    let binary = example_binary();
+    // A port nothing listens on: bound, then released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let peer = format!("127.0.0.1:{port}");
+    let mut caller = Command::new(&binary)
+        .args(["call", "c", "0", &peer])
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(caller.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    let warning = tokio::time::timeout(LINE_TIMEOUT, async {
+        while let Ok(Some(line)) = stderr.next_line().await {
+            seen.push(line.clone());
+            if line.contains("configured peer not reachable") {
+                return Some(line);
+            }
+        }
+        None
+    })
+    .await;
+    let _ = caller.kill().await;
+    let line = match warning {
+        Ok(Some(line)) => without_colours(&line),
+        _ => panic!("no warning about {peer} on stderr: {seen:#?}"),
+    };
+    assert!(line.contains("WARN"), "{line}");
+    assert!(line.contains(&format!("addr={peer}")), "{line}");
+}
+
+/// `line` without its ANSI colour sequences (`ESC [ ... m`).
+fn without_colours(line: &str) -> String {
+    let mut plain = String::new();
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            plain.push(c);
+        }
+    }
+    plain
+}
