@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use rpc_load_balancer::cpu::CpuReading;
 use rpc_load_balancer::{
-    Balancer, BalancerConfig, ControlReply, ControlRequest, Error, Node, NodeConfig, Payload,
-    RemoteFunction, SelectionAlgorithm,
+    Balancer, BalancerConfig, ControlReply, ControlRequest, DrainOutcome, DrainReport, Error, Node,
+    NodeConfig, Payload, RemoteFunction, SelectionAlgorithm,
 };
 use serde_json::{json, Value};
 
@@ -348,8 +348,8 @@ fn text_of(value: &Value) -> String {
 }
 
 /// The control requests `rpclb control` sends, for messages.
-const CONTROL_REQUESTS: &str =
-    "ping, nodes, functions, stats, cpu_reading, cpu_readings, crash_poller BALANCER";
+const CONTROL_REQUESTS: &str = "ping, nodes, functions, stats, cpu_reading, cpu_readings, \
+     crash_poller BALANCER, stop_balancer BALANCER";
 
 /// The request `rpclb control REQUEST [ARG]` names; `Err` is a usage error.
 fn control_request(request: &str, arg: Option<&str>) -> Result<ControlRequest, String> {
@@ -367,9 +367,54 @@ fn control_request(request: &str, arg: Option<&str>) -> Result<ControlRequest, S
         "crash_poller" => arg
             .map(|balancer| ControlRequest::CrashPoller(balancer.to_string()))
             .ok_or_else(|| "crash_poller needs the balancer's name: crash_poller BALANCER".into()),
+        "stop_balancer" => arg
+            .map(|balancer| ControlRequest::StopBalancerReport(balancer.to_string()))
+            .ok_or_else(|| {
+                "stop_balancer needs the balancer's name: stop_balancer BALANCER".into()
+            }),
         other => Err(format!(
             "unknown control request {other:?} ({CONTROL_REQUESTS})"
         )),
+    }
+}
+
+/// A balancer's [`DrainReport`] as JSON: `{"balancer", "outcome", "still_running",
+/// "took_ms"}`, `outcome` being `"drained"`, `"timed_out"` or `"killed"`.
+pub fn drain_json(report: &DrainReport) -> Value {
+    json!({
+        "balancer": report.balancer,
+        "outcome": outcome_name(report.outcome),
+        "still_running": report.still_running,
+        "took_ms": report.took.as_millis() as u64,
+    })
+}
+
+/// The `outcome` of [`drain_json`].
+fn outcome_name(outcome: DrainOutcome) -> &'static str {
+    match outcome {
+        DrainOutcome::Drained => "drained",
+        DrainOutcome::TimedOut => "timed_out",
+        DrainOutcome::Killed => "killed",
+        _ => "unknown",
+    }
+}
+
+/// Plain text of a [`DrainReport`]: one line.
+fn drain_text(report: &DrainReport) -> String {
+    let took = report.took.as_millis();
+    match report.outcome {
+        DrainOutcome::Drained => format!(
+            "balancer {} drained and stopped in {took} ms",
+            report.balancer
+        ),
+        DrainOutcome::TimedOut => format!(
+            "balancer {} stopped after {took} ms: the drain timed out with {} calls still running",
+            report.balancer, report.still_running
+        ),
+        _ => format!(
+            "balancer {} had been killed: nothing was drained",
+            report.balancer
+        ),
     }
 }
 
@@ -434,7 +479,16 @@ pub async fn control(args: ControlArgs) -> CmdResult<i32> {
             Err(error) => Err(error.into()),
             Ok(node) => {
                 wait_for_node(&node, &args.node).await;
-                let outcome = node.control(&args.node, request).await;
+                let first = node.control(&args.node, request.clone()).await;
+                let outcome = match (first, request) {
+                    // A node older than the request stopped nothing: ask it the old way (it
+                    // answers `Done`, without a report).
+                    (Err(Error::BadRequest { .. }), ControlRequest::StopBalancerReport(name)) => {
+                        node.control(&args.node, ControlRequest::StopBalancer(name))
+                            .await
+                    }
+                    (first, _) => first,
+                };
                 // Beside the raw readings, what the node's LeastCpu balancers route by (`None`
                 // from a node too old to answer it).
                 let selection = match &outcome {
@@ -465,6 +519,7 @@ pub async fn control(args: ControlArgs) -> CmdResult<i32> {
                         + &selection_text(selection.as_deref().unwrap_or_default()),
                 ),
                 ControlReply::Done => Some("done".to_string()),
+                ControlReply::Stopped(report) => Some(drain_text(report)),
                 _ => None,
             };
             let value = match reply {
@@ -488,6 +543,7 @@ pub async fn control(args: ControlArgs) -> CmdResult<i32> {
                     json!({ "readings": readings, "selection": selection.as_deref().map(selection_json) })
                 }
                 ControlReply::Done => json!({"done": true}),
+                ControlReply::Stopped(report) => drain_json(&report),
                 other => json!({"reply": format!("{other:?}")}),
             };
             if args.json {

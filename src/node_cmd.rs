@@ -216,13 +216,14 @@ pub async fn run(args: NodeArgs) -> CmdResult {
     // running are lost, as with SIGKILL, but the exit is reported.
     let shutdown = node.shutdown();
     tokio::pin!(shutdown);
-    tokio::select! {
-        _ = &mut shutdown => {}
+    let drains = tokio::select! {
+        drains = &mut shutdown => drains,
         _ = term.recv() => abandon_drain(&node),
         _ = hangup.recv() => abandon_drain(&node),
         _ = tokio::signal::ctrl_c() => abandon_drain(&node),
-    }
-    emit(json!({"event": "stopped", "node": node.name()}));
+    };
+    let drains: Vec<Value> = drains.iter().map(crate::client_cmd::drain_json).collect();
+    emit(json!({"event": "stopped", "node": node.name(), "drains": drains}));
     Ok(())
 }
 

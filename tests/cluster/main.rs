@@ -30,6 +30,7 @@ mod payload_calls;
 mod prometheus;
 mod random_node;
 mod reconnect;
+mod restart;
 mod retry;
 #[cfg(feature = "telemetry")]
 mod telemetry;

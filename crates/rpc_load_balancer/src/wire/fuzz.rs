@@ -475,6 +475,10 @@ fn corpus_seeds() -> Vec<(String, Vec<u8>)> {
             ControlRequest::StopBalancer("reports".into()),
         ),
         (
+            "stop-balancer-report",
+            ControlRequest::StopBalancerReport("reports".into()),
+        ),
+        (
             "kill-load-balancer",
             ControlRequest::KillLoadBalancer("reports".into()),
         ),
@@ -599,6 +603,15 @@ fn corpus_seeds() -> Vec<(String, Vec<u8>)> {
         (
             "cpu-selection",
             ControlReply::CpuSelection(vec![("work".into(), vec![("a@h".into(), 50.0)])]),
+        ),
+        (
+            "stopped",
+            ControlReply::Stopped(crate::DrainReport {
+                balancer: "work".into(),
+                outcome: crate::DrainOutcome::TimedOut,
+                still_running: 2,
+                took: std::time::Duration::from_millis(1500),
+            }),
         ),
     ];
     for (name, value) in &replies {
