@@ -378,13 +378,14 @@ fn control_request(request: &str, arg: Option<&str>) -> Result<ControlRequest, S
     }
 }
 
-/// A balancer's [`DrainReport`] as JSON: `{"balancer", "outcome", "still_running",
-/// "took_ms"}`, `outcome` being `"drained"`, `"timed_out"` or `"killed"`.
+/// A balancer's [`DrainReport`] as JSON: `{"balancer", "outcome", "routed_in_flight",
+/// "served_in_flight", "took_ms"}`, `outcome` being `"drained"`, `"timed_out"` or `"killed"`.
 pub fn drain_json(report: &DrainReport) -> Value {
     json!({
         "balancer": report.balancer,
         "outcome": outcome_name(report.outcome),
-        "still_running": report.still_running,
+        "routed_in_flight": report.routed_in_flight,
+        "served_in_flight": report.served_in_flight,
         "took_ms": report.took.as_millis() as u64,
     })
 }
@@ -408,8 +409,9 @@ fn drain_text(report: &DrainReport) -> String {
             report.balancer
         ),
         DrainOutcome::TimedOut => format!(
-            "balancer {} stopped after {took} ms: the drain timed out with {} calls still running",
-            report.balancer, report.still_running
+            "balancer {} stopped after {took} ms: the drain timed out with {} routed and {} served \
+             calls still running",
+            report.balancer, report.routed_in_flight, report.served_in_flight
         ),
         _ => format!(
             "balancer {} had been killed: nothing was drained",

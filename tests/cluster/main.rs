@@ -10,6 +10,7 @@ mod cpu_poller;
 mod cpu_sampling;
 mod direct;
 mod drain;
+mod drain_report;
 mod drain_timeout;
 mod errors;
 mod filters;

@@ -13,8 +13,8 @@ use super::{member_name, Balancer, DRAIN_POLL, MIN_REFUSING, PEERS_SAW_LEAVE};
 pub enum DrainOutcome {
     /// Every call it routed and served had finished before `drain_timeout`.
     Drained,
-    /// `drain_timeout` ran out with calls still running
-    /// ([`DrainReport::still_running`]); it stopped anyway. Their callers may get
+    /// `drain_timeout` ran out with calls still running ([`DrainReport::routed_in_flight`],
+    /// [`DrainReport::served_in_flight`]); it stopped anyway. Their callers may get
     /// [`Error::ServiceUnavailable`](crate::Error::ServiceUnavailable) (`ConnectionLost`).
     TimedOut,
     /// Its actors had ended without a drain — killed (`actor().kill()`, or with a parent that
@@ -35,10 +35,15 @@ pub struct DrainReport {
     pub balancer: String,
     /// Drained, timed out, or killed before any stop.
     pub outcome: DrainOutcome,
-    /// Calls still running when the stop gave up waiting: those this node routed through the
-    /// balancer plus those it served as a member. 0 when drained; for
+    /// Calls and casts this node had routed through the balancer (and live
+    /// [`SelectionGuard`](crate::SelectionGuard)s) still running when the stop gave up
+    /// waiting, as [`Balancer::in_flight`] counts them. 0 when drained; for
     /// [`DrainOutcome::Killed`], those counted when the kill was noticed.
-    pub still_running: u64,
+    pub routed_in_flight: u64,
+    /// Calls this node was still serving as a member of the balancer then (routed to it by
+    /// any node), as [`Balancer::served`] counts them. A call this node routed to itself
+    /// counts in both fields.
+    pub served_in_flight: u64,
     /// From the start of the stop to its end: the leave grace, the wait for the calls, and
     /// the wait for the peers to see this member leave (at least 250 ms for a member). Zero
     /// for [`DrainOutcome::Killed`].
@@ -51,12 +56,14 @@ impl DrainReport {
         self.outcome == DrainOutcome::Drained
     }
 
-    /// The report of a balancer whose actors ended without a drain.
-    pub(crate) fn killed(balancer: &str, still_running: usize) -> Self {
+    /// The report of a balancer whose actors ended without a drain, with the calls counted
+    /// then.
+    pub(crate) fn killed(balancer: &str, routed: usize, served: usize) -> Self {
         DrainReport {
             balancer: balancer.to_string(),
             outcome: DrainOutcome::Killed,
-            still_running: still_running as u64,
+            routed_in_flight: routed as u64,
+            served_in_flight: served as u64,
             took: Duration::ZERO,
         }
     }
@@ -83,14 +90,14 @@ impl Balancer {
                 .await;
         }
         shared.accepting.store(false, Ordering::Release);
-        let still_running = loop {
-            let running = shared.in_flight.get() + shared.served.get();
-            if running == 0 || tokio::time::Instant::now() >= deadline {
-                break running;
+        let (routed, served) = loop {
+            let (routed, served) = (shared.in_flight.get(), shared.served.get());
+            if routed + served == 0 || tokio::time::Instant::now() >= deadline {
+                break (routed, served);
             }
             tokio::time::sleep(DRAIN_POLL).await;
         };
-        let drained = still_running == 0;
+        let drained = routed + served == 0;
         if shared.member {
             // Refuse (not drop) calls until every peer has seen the leave, so nothing is
             // selected for this member any more, and at least MIN_REFUSING after it: a call
@@ -124,13 +131,15 @@ impl Balancer {
             } else {
                 DrainOutcome::TimedOut
             },
-            still_running: still_running as u64,
+            routed_in_flight: routed as u64,
+            served_in_flight: served as u64,
             took: started.elapsed(),
         };
         tracing::info!(
             balancer = %shared.name,
             drained,
-            still_running,
+            routed,
+            served,
             took_ms = report.took.as_millis() as u64,
             "balancer stopped"
         );

@@ -414,7 +414,8 @@ impl Balancer {
     /// 4. it waits until the calls this node routed through the balancer and the calls it
     ///    serves as a member have finished ([`DrainOutcome::Drained`]), or `drain_timeout`
     ///    (15 s, grace included) is up ([`DrainOutcome::TimedOut`], with the calls still
-    ///    running in [`DrainReport::still_running`]) — then it stops anyway: callers of calls
+    ///    running in [`DrainReport::routed_in_flight`] and [`DrainReport::served_in_flight`])
+    ///    — then it stops anyway: callers of calls
     ///    still running here may get [`Error::ServiceUnavailable`] (`ConnectionLost`: the call
     ///    may have run);
     /// 5. a member keeps refusing (not dropping) calls for at least 250 ms after leaving,
@@ -449,7 +450,7 @@ impl Balancer {
         match report.as_deref() {
             Ok(Some(report)) => report.clone(),
             // The sender lives in `shared`, which this handle holds: not reached.
-            _ => DrainReport::killed(&shared.name, 0),
+            _ => DrainReport::killed(&shared.name, 0, 0),
         }
     }
 

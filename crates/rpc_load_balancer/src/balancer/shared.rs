@@ -127,10 +127,10 @@ impl BalancerShared {
         if self.stopping.swap(true, Ordering::AcqRel) {
             return;
         }
-        let still_running = self.in_flight.get() + self.served.get();
-        tracing::warn!(balancer = %self.name, still_running, "balancer actors ended without a drain");
+        let (routed, served) = (self.in_flight.get(), self.served.get());
+        tracing::warn!(balancer = %self.name, routed, served, "balancer actors ended without a drain");
         self.stopped
-            .send_replace(Some(DrainReport::killed(&self.name, still_running)));
+            .send_replace(Some(DrainReport::killed(&self.name, routed, served)));
         self.clear();
         self.node.release_balancer(&self.name, self);
     }

@@ -609,7 +609,8 @@ fn corpus_seeds() -> Vec<(String, Vec<u8>)> {
             ControlReply::Stopped(crate::DrainReport {
                 balancer: "work".into(),
                 outcome: crate::DrainOutcome::TimedOut,
-                still_running: 2,
+                routed_in_flight: 2,
+                served_in_flight: 1,
                 took: std::time::Duration::from_millis(1500),
             }),
         ),
