@@ -681,6 +681,35 @@ mod tests {
     }
 
     #[test]
+    fn a_drain_report_reads_as_json_and_as_text() {
+        let report = |outcome, routed, served, ms| {
+            let mut report: DrainReport = serde_json::from_value(json!({
+                "balancer": "work", "outcome": "Drained", "routed_in_flight": routed,
+                "served_in_flight": served, "took": {"secs": 0, "nanos": 0},
+            }))
+            .unwrap();
+            report.outcome = outcome;
+            report.took = Duration::from_millis(ms);
+            report
+        };
+        let timed_out = report(DrainOutcome::TimedOut, 1, 2, 1_500);
+        assert_eq!(
+            drain_json(&timed_out),
+            json!({"balancer": "work", "outcome": "timed_out", "routed_in_flight": 1,
+                   "served_in_flight": 2, "took_ms": 1500})
+        );
+        assert!(drain_text(&timed_out).contains("timed out with 1 routed and 2 served"));
+        let drained = report(DrainOutcome::Drained, 0, 0, 512);
+        assert_eq!(drain_json(&drained)["outcome"], "drained");
+        assert_eq!(
+            drain_text(&drained),
+            "balancer work drained and stopped in 512 ms"
+        );
+        let killed = report(DrainOutcome::Killed, 0, 0, 0);
+        assert_eq!(drain_json(&killed)["outcome"], "killed");
+    }
+
+    #[test]
     fn control_requests_parse_with_their_arguments() {
         assert_eq!(
             control_request("cpu_reading", None),
@@ -695,6 +724,13 @@ mod tests {
             Ok(ControlRequest::CrashPoller("work".into()))
         );
         assert!(control_request("crash_poller", None)
+            .unwrap_err()
+            .contains("BALANCER"));
+        assert_eq!(
+            control_request("stop_balancer", Some("work")),
+            Ok(ControlRequest::StopBalancerReport("work".into()))
+        );
+        assert!(control_request("stop_balancer", None)
             .unwrap_err()
             .contains("BALANCER"));
         assert!(control_request("ping", Some("x"))
