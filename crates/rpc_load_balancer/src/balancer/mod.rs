@@ -44,6 +44,8 @@ mod load_balancer;
 mod members;
 mod shared;
 pub(crate) mod supervisor;
+#[cfg(test)]
+mod tests;
 
 /// The least time a leaving member refuses calls (rather than dropping them) before its
 /// actor stops, whatever `leave_grace` and the drain took.
