@@ -86,6 +86,12 @@ impl SelectionAlgorithm for RoundRobin {
         members: &[Member],
         request: &SelectionRequest<'_>,
     ) -> Result<usize, Error> {
+        if members.is_empty() {
+            // A balancer never asks with no members; a direct caller gets an error, not a panic.
+            return Err(Error::NoMembers {
+                balancer: request.balancer.to_string(),
+            });
+        }
         // In turn across the counter's wrap too (see `rotation`).
         Ok(self.positions.with(request.version, |cached| {
             next_position(cached.unwrap_or(&self.next), members.len())

@@ -41,6 +41,10 @@ async fn round_robin_cycles_members_in_order() {
     assert_eq!(picks, ["a", "b", "c", "a", "b", "c", "a"]);
     let one = &list[..1];
     assert_eq!(rr.choose_from_nodes(one, &REQUEST).unwrap(), 0);
+    assert!(matches!(
+        rr.choose_from_nodes(&[], &REQUEST),
+        Err(Error::NoMembers { .. })
+    ));
 }
 
 #[tokio::test]
