@@ -417,9 +417,8 @@ impl Balancer {
     ///    serves as a member have finished ([`DrainOutcome::Drained`]), or `drain_timeout`
     ///    (15 s, grace included) is up ([`DrainOutcome::TimedOut`], with the calls still
     ///    running in [`DrainReport::routed_in_flight`] and [`DrainReport::served_in_flight`])
-    ///    — then it stops anyway: callers of calls
-    ///    still running here may get [`Error::ServiceUnavailable`] (`ConnectionLost`: the call
-    ///    may have run);
+    ///    — then it stops anyway: callers of calls still running here may get
+    ///    [`Error::ServiceUnavailable`] (`ConnectionLost`: the call may have run);
     /// 5. a member keeps refusing (not dropping) calls for at least 250 ms after leaving,
     ///    whatever the grace, then it stops its actors and frees the name (a new start under
     ///    it may follow). [`DrainReport::took`] is the time from 1 to here.
