@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use rpc_load_balancer::cpu::CpuReading;
 use rpc_load_balancer::{
-    Balancer, BalancerConfig, ControlReply, ControlRequest, Error, Node, NodeConfig, Payload,
-    RemoteFunction, SelectionAlgorithm,
+    Balancer, BalancerConfig, ControlReply, ControlRequest, DrainOutcome, DrainReport, Error, Node,
+    NodeConfig, Payload, RemoteFunction, SelectionAlgorithm,
 };
 use serde_json::{json, Value};
 
@@ -348,8 +348,8 @@ fn text_of(value: &Value) -> String {
 }
 
 /// The control requests `rpclb control` sends, for messages.
-const CONTROL_REQUESTS: &str =
-    "ping, nodes, functions, stats, cpu_reading, cpu_readings, crash_poller BALANCER";
+const CONTROL_REQUESTS: &str = "ping, nodes, functions, stats, cpu_reading, cpu_readings, \
+     crash_poller BALANCER, stop_balancer BALANCER";
 
 /// The request `rpclb control REQUEST [ARG]` names; `Err` is a usage error.
 fn control_request(request: &str, arg: Option<&str>) -> Result<ControlRequest, String> {
@@ -367,9 +367,56 @@ fn control_request(request: &str, arg: Option<&str>) -> Result<ControlRequest, S
         "crash_poller" => arg
             .map(|balancer| ControlRequest::CrashPoller(balancer.to_string()))
             .ok_or_else(|| "crash_poller needs the balancer's name: crash_poller BALANCER".into()),
+        "stop_balancer" => arg
+            .map(|balancer| ControlRequest::StopBalancerReport(balancer.to_string()))
+            .ok_or_else(|| {
+                "stop_balancer needs the balancer's name: stop_balancer BALANCER".into()
+            }),
         other => Err(format!(
             "unknown control request {other:?} ({CONTROL_REQUESTS})"
         )),
+    }
+}
+
+/// A balancer's [`DrainReport`] as JSON: `{"balancer", "outcome", "routed_in_flight",
+/// "served_in_flight", "took_ms"}`, `outcome` being `"drained"`, `"timed_out"` or `"killed"`.
+pub fn drain_json(report: &DrainReport) -> Value {
+    json!({
+        "balancer": report.balancer,
+        "outcome": outcome_name(report.outcome),
+        "routed_in_flight": report.routed_in_flight,
+        "served_in_flight": report.served_in_flight,
+        "took_ms": report.took.as_millis() as u64,
+    })
+}
+
+/// The `outcome` of [`drain_json`].
+fn outcome_name(outcome: DrainOutcome) -> &'static str {
+    match outcome {
+        DrainOutcome::Drained => "drained",
+        DrainOutcome::TimedOut => "timed_out",
+        DrainOutcome::Killed => "killed",
+        _ => "unknown",
+    }
+}
+
+/// Plain text of a [`DrainReport`]: one line.
+fn drain_text(report: &DrainReport) -> String {
+    let took = report.took.as_millis();
+    match report.outcome {
+        DrainOutcome::Drained => format!(
+            "balancer {} drained and stopped in {took} ms",
+            report.balancer
+        ),
+        DrainOutcome::TimedOut => format!(
+            "balancer {} stopped after {took} ms: the drain timed out with {} routed and {} served \
+             calls still running",
+            report.balancer, report.routed_in_flight, report.served_in_flight
+        ),
+        _ => format!(
+            "balancer {} had been killed: nothing was drained",
+            report.balancer
+        ),
     }
 }
 
@@ -434,7 +481,16 @@ pub async fn control(args: ControlArgs) -> CmdResult<i32> {
             Err(error) => Err(error.into()),
             Ok(node) => {
                 wait_for_node(&node, &args.node).await;
-                let outcome = node.control(&args.node, request).await;
+                let first = node.control(&args.node, request.clone()).await;
+                let outcome = match (first, request) {
+                    // A node older than the request stopped nothing: ask it the old way (it
+                    // answers `Done`, without a report).
+                    (Err(Error::BadRequest { .. }), ControlRequest::StopBalancerReport(name)) => {
+                        node.control(&args.node, ControlRequest::StopBalancer(name))
+                            .await
+                    }
+                    (first, _) => first,
+                };
                 // Beside the raw readings, what the node's LeastCpu balancers route by (`None`
                 // from a node too old to answer it).
                 let selection = match &outcome {
@@ -465,6 +521,7 @@ pub async fn control(args: ControlArgs) -> CmdResult<i32> {
                         + &selection_text(selection.as_deref().unwrap_or_default()),
                 ),
                 ControlReply::Done => Some("done".to_string()),
+                ControlReply::Stopped(report) => Some(drain_text(report)),
                 _ => None,
             };
             let value = match reply {
@@ -488,6 +545,7 @@ pub async fn control(args: ControlArgs) -> CmdResult<i32> {
                     json!({ "readings": readings, "selection": selection.as_deref().map(selection_json) })
                 }
                 ControlReply::Done => json!({"done": true}),
+                ControlReply::Stopped(report) => drain_json(&report),
                 other => json!({"reply": format!("{other:?}")}),
             };
             if args.json {
@@ -623,6 +681,35 @@ mod tests {
     }
 
     #[test]
+    fn a_drain_report_reads_as_json_and_as_text() {
+        let report = |outcome, routed, served, ms| {
+            let mut report: DrainReport = serde_json::from_value(json!({
+                "balancer": "work", "outcome": "Drained", "routed_in_flight": routed,
+                "served_in_flight": served, "took": {"secs": 0, "nanos": 0},
+            }))
+            .unwrap();
+            report.outcome = outcome;
+            report.took = Duration::from_millis(ms);
+            report
+        };
+        let timed_out = report(DrainOutcome::TimedOut, 1, 2, 1_500);
+        assert_eq!(
+            drain_json(&timed_out),
+            json!({"balancer": "work", "outcome": "timed_out", "routed_in_flight": 1,
+                   "served_in_flight": 2, "took_ms": 1500})
+        );
+        assert!(drain_text(&timed_out).contains("timed out with 1 routed and 2 served"));
+        let drained = report(DrainOutcome::Drained, 0, 0, 512);
+        assert_eq!(drain_json(&drained)["outcome"], "drained");
+        assert_eq!(
+            drain_text(&drained),
+            "balancer work drained and stopped in 512 ms"
+        );
+        let killed = report(DrainOutcome::Killed, 0, 0, 0);
+        assert_eq!(drain_json(&killed)["outcome"], "killed");
+    }
+
+    #[test]
     fn control_requests_parse_with_their_arguments() {
         assert_eq!(
             control_request("cpu_reading", None),
@@ -637,6 +724,13 @@ mod tests {
             Ok(ControlRequest::CrashPoller("work".into()))
         );
         assert!(control_request("crash_poller", None)
+            .unwrap_err()
+            .contains("BALANCER"));
+        assert_eq!(
+            control_request("stop_balancer", Some("work")),
+            Ok(ControlRequest::StopBalancerReport("work".into()))
+        );
+        assert!(control_request("stop_balancer", None)
             .unwrap_err()
             .contains("BALANCER"));
         assert!(control_request("ping", Some("x"))

@@ -218,11 +218,12 @@ pub async fn run(args: NodeArgs) -> CmdResult {
     // within `REPEAT_WINDOW` is the first request repeated (e.g. by `timeout`), not a second.
     let shutdown = node.shutdown();
     tokio::pin!(shutdown);
-    tokio::select! {
-        _ = &mut shutdown => {}
+    let drains = tokio::select! {
+        drains = &mut shutdown => drains,
         _ = signals.request() => abandon_drain(&node),
-    }
-    emit(json!({"event": "stopped", "node": node.name()}));
+    };
+    let drains: Vec<Value> = drains.iter().map(crate::client_cmd::drain_json).collect();
+    emit(json!({"event": "stopped", "node": node.name(), "drains": drains}));
     Ok(())
 }
 

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use rpc_load_balancer::{Balancer, BalancerConfig, Node, NodeConfig};
+use rpc_load_balancer::{Balancer, BalancerConfig, DrainOutcome, Node, NodeConfig};
 use rpclb::functions::{register_all, Sleep};
 
 async fn node(name: &str) -> Node {
@@ -48,14 +48,26 @@ async fn drain_timeout_bounds_a_stop() {
     serving(&balancer, 1).await;
     assert_eq!(balancer.in_flight(), 1);
     let started = Instant::now();
-    balancer.stop().await;
+    let report = balancer.stop().await;
     let took = started.elapsed();
     assert!(
         (Duration::from_secs(1)..Duration::from_secs(3)).contains(&took),
         "stop took {took:?} with a 1 s drain_timeout"
     );
+    // The report says it gave up, on which call (routed here and served here), and when.
+    assert_eq!(report.outcome, DrainOutcome::TimedOut, "{report:?}");
+    assert!(!report.drained());
+    assert_eq!(report.balancer, "slow");
+    assert_eq!((report.routed_in_flight, report.served_in_flight), (1, 1));
+    assert!(
+        report.took >= Duration::from_secs(1) && report.took <= took,
+        "{report:?} (stop returned after {took:?})"
+    );
+    // A second stop returns the same report at once.
+    assert_eq!(balancer.stop().await, report);
     call.abort();
-    node.shutdown().await;
+    // Nothing left for the node's shutdown to stop.
+    assert_eq!(node.shutdown().await, vec![]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -66,11 +78,18 @@ async fn a_stop_with_nothing_in_flight_waits_only_the_grace() {
             .await
             .unwrap();
     let started = Instant::now();
-    balancer.stop().await;
+    let report = balancer.stop().await;
     let took = started.elapsed();
     assert!(
         (Duration::from_millis(200)..Duration::from_millis(1_500)).contains(&took),
         "{took:?}"
+    );
+    assert_eq!(report.outcome, DrainOutcome::Drained, "{report:?}");
+    assert!(report.drained());
+    assert_eq!((report.routed_in_flight, report.served_in_flight), (0, 0));
+    assert!(
+        report.took >= Duration::from_millis(200) && report.took <= took,
+        "{report:?} (stop returned after {took:?})"
     );
     node.shutdown().await;
 }
@@ -149,14 +168,16 @@ async fn a_second_stop_and_a_shutdown_wait_for_the_drain_under_way() {
     };
     tokio::time::sleep(Duration::from_millis(20)).await;
     let started = Instant::now();
-    balancer.stop().await;
+    let second = balancer.stop().await;
     assert!(
         call.is_finished(),
         "the second stop returned before the drain"
     );
     assert_eq!(balancer.served(), 0);
     assert!(started.elapsed() >= Duration::from_millis(300));
-    first.await.unwrap();
+    // Both get the report of the one drain.
+    assert_eq!(first.await.unwrap(), second);
+    assert_eq!(second.outcome, DrainOutcome::Drained);
     call.await.unwrap().unwrap();
     let waited = tokio::time::timeout(Duration::from_secs(2), waiting)
         .await
@@ -190,11 +211,13 @@ async fn a_second_stop_and_a_shutdown_wait_for_the_drain_under_way() {
         tokio::spawn(async move { node.shutdown().await })
     };
     tokio::time::sleep(Duration::from_millis(20)).await;
-    node.shutdown().await;
+    let drains = node.shutdown().await;
     assert!(call.is_finished(), "shutdown returned before the drain");
     call.await.unwrap().unwrap();
-    stopping.await.unwrap();
-    other.await.unwrap();
+    // The shutdown reports the drain it waited for, as the stop does; so does the other one.
+    assert_eq!(drains, vec![stopping.await.unwrap()]);
+    assert_eq!(drains[0].balancer, "again");
+    assert_eq!(other.await.unwrap(), drains);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -80,7 +80,13 @@ async fn a_signal_drains_at_most_the_drain_timeout(signal: i32) {
     let stopped = cluster.nodes[0]
         .wait_event("stopped", Duration::from_millis(500))
         .await;
-    assert!(stopped.is_ok(), "no stopped line: {stopped:?}");
+    let stopped = stopped.unwrap_or_else(|e| panic!("no stopped line: {e:?}"));
+    // It says which balancer gave up, with the call it was still serving.
+    let drains = stopped["drains"].as_array().expect("a drains list");
+    assert_eq!(drains.len(), 1, "{stopped}");
+    assert_eq!(drains[0]["balancer"], "work", "{stopped}");
+    assert_eq!(drains[0]["outcome"], "timed_out", "{stopped}");
+    assert_eq!(drains[0]["served_in_flight"], 1, "{stopped}");
     let (outcome, ended) = tokio::time::timeout(Duration::from_secs(5), call)
         .await
         .expect("the call hung after its node exited")

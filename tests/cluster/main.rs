@@ -11,6 +11,7 @@ mod cpu_poller;
 mod cpu_sampling;
 mod direct;
 mod drain;
+mod drain_report;
 mod drain_timeout;
 #[cfg(feature = "telemetry")]
 mod dropped_calls;
@@ -34,6 +35,7 @@ mod payload_pick;
 mod prometheus;
 mod random_node;
 mod reconnect;
+mod restart;
 mod retry;
 mod stop_signal;
 #[cfg(feature = "telemetry")]

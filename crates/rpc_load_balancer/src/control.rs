@@ -41,7 +41,9 @@ pub enum ControlRequest {
         /// `node_match_list` substrings; `None` = every node is a member.
         node_match_list: Option<Vec<String>>,
     },
-    /// Stop the named balancer on the target: [`ControlReply::Done`].
+    /// Stop the named balancer on the target (draining, as
+    /// [`Balancer::stop`](crate::Balancer::stop)): [`ControlReply::Done`] once stopped. Kept
+    /// for older callers: [`ControlRequest::StopBalancerReport`] also says how the drain went.
     StopBalancer(String),
     /// Kill the named balancer's LoadBalancer actor on the target, as a crash would (for tests
     /// of supervision): [`ControlReply::Done`].
@@ -88,6 +90,13 @@ pub enum ControlRequest {
         /// The `host:port` it advertises.
         addr: String,
     },
+    /// Stop the named balancer on the target, as [`ControlRequest::StopBalancer`], and answer
+    /// with its [`DrainReport`](crate::DrainReport): [`ControlReply::Stopped`]. Admin-gated; a
+    /// remote error ([`Error::UnknownBalancer`](crate::Error::UnknownBalancer)) if no such
+    /// balancer runs on the target. A node older than this request answers
+    /// [`Error::BadRequest`](crate::Error::BadRequest) and stops nothing: send it
+    /// [`ControlRequest::StopBalancer`] then (as `rpclb control stop_balancer` does).
+    StopBalancerReport(String),
 }
 
 /// The answer to a [`ControlRequest`]. (Only `PartialEq`: CPU readings carry an `f64`.)
@@ -142,4 +151,6 @@ pub enum ControlReply {
     /// [`NEUTRAL_CPU`](crate::cpu::NEUTRAL_CPU) (50.0: missing or stale). Empty when no
     /// LeastCpu balancer runs there.
     CpuSelection(Vec<(String, Vec<(String, f64)>)>),
+    /// How the stop of a balancer went ([`ControlRequest::StopBalancerReport`]).
+    Stopped(crate::DrainReport),
 }

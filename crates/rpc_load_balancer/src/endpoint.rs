@@ -299,6 +299,7 @@ async fn admin(
         }
         ControlRequest::StartBalancer { .. }
         | ControlRequest::StopBalancer(_)
+        | ControlRequest::StopBalancerReport(_)
         | ControlRequest::KillLoadBalancer(_)
         | ControlRequest::CrashPoller(_)
             if !shared.remote_admin =>
@@ -324,6 +325,9 @@ async fn admin(
         ControlRequest::StopBalancer(name) => {
             shared.balancer(&name)?.stop().await;
             ControlReply::Done
+        }
+        ControlRequest::StopBalancerReport(name) => {
+            ControlReply::Stopped(shared.balancer(&name)?.stop().await)
         }
         ControlRequest::KillLoadBalancer(name) => {
             shared.balancer(&name)?;

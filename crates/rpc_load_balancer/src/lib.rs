@@ -87,7 +87,8 @@ pub use algorithm::{
     SelectionAlgorithm, SelectionRequest, WeightedRoundRobin,
 };
 pub use balancer::{
-    BalancedCall, BalancedCast, Balancer, BalancerConfig, Member, Members, SelectionGuard,
+    BalancedCall, BalancedCast, Balancer, BalancerConfig, DrainOutcome, DrainReport, Member,
+    Members, SelectionGuard,
 };
 pub use call::Call;
 pub use control::{ControlReply, ControlRequest};

@@ -110,15 +110,13 @@ pub trait NamedBalancer {
         Balancer::lookup(Self::NAME)
     }
 
-    /// Stops the balancer on this node gracefully, as [`Balancer::stop`] (draining).
+    /// Stops the balancer on this node gracefully, as [`Balancer::stop`] (draining), and
+    /// returns its [`DrainReport`](crate::DrainReport).
     ///
     /// Errors: [`Error::UnknownBalancer`] if it was not running here (nothing is stopped);
     /// [`Error::NodeNotRunning`].
-    fn stop() -> impl Future<Output = Result<(), Error>> + Send {
-        async {
-            Self::handle()?.stop().await;
-            Ok(())
-        }
+    fn stop() -> impl Future<Output = Result<crate::DrainReport, Error>> + Send {
+        async { Ok(Self::handle()?.stop().await) }
     }
 
     /// A call of `F` with `args` on a member, as [`Balancer::call`]: the returned

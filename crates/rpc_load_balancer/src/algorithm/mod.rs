@@ -35,6 +35,7 @@ mod least_cpu;
 mod power_of_two;
 mod random;
 mod rng;
+mod rotation;
 mod round_robin;
 mod snapshot_cache;
 mod weighted_round_robin;

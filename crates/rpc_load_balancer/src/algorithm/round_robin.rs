@@ -2,6 +2,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::rotation::next_position;
 use super::snapshot_cache::SnapshotCache;
 use super::{Explanation, NodeChange, SelectionAlgorithm, SelectionRequest};
 use crate::balancer::Member;
@@ -15,7 +16,8 @@ use crate::Error;
 /// Each selector starts at a random offset (the trick of the cratis_chronicle client), so a
 /// fleet of callers does not all hit the first member together. Because members are sorted by
 /// node name, the rotation is the same list on every node; a membership change shifts the
-/// position once, as in the original.
+/// position once, as in the original. Any `len` consecutive picks over `len` members hold each
+/// member once, also across the position counter's wrap.
 ///
 /// One instance may serve several balancers: each has its own position, so every balancer
 /// cycles all its members however the calls interleave (up to 8 balancers at once; beyond
@@ -84,9 +86,15 @@ impl SelectionAlgorithm for RoundRobin {
         members: &[Member],
         request: &SelectionRequest<'_>,
     ) -> Result<usize, Error> {
-        // Wrapping at usize::MAX skews one cycle by at most one position.
+        if members.is_empty() {
+            // A balancer never asks with no members; a direct caller gets an error, not a panic.
+            return Err(Error::NoMembers {
+                balancer: request.balancer.to_string(),
+            });
+        }
+        // In turn across the counter's wrap too (see `rotation`).
         Ok(self.positions.with(request.version, |cached| {
-            cached.unwrap_or(&self.next).fetch_add(1, Ordering::Relaxed) % members.len()
+            next_position(cached.unwrap_or(&self.next), members.len())
         }))
     }
 }

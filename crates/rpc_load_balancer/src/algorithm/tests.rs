@@ -41,6 +41,10 @@ async fn round_robin_cycles_members_in_order() {
     assert_eq!(picks, ["a", "b", "c", "a", "b", "c", "a"]);
     let one = &list[..1];
     assert_eq!(rr.choose_from_nodes(one, &REQUEST).unwrap(), 0);
+    assert!(matches!(
+        rr.choose_from_nodes(&[], &REQUEST),
+        Err(Error::NoMembers { .. })
+    ));
 }
 
 #[tokio::test]
@@ -675,8 +679,93 @@ mod properties {
         runtime.block_on(members(&names))
     }
 
+    /// `request` for `list` as the snapshot `algorithm` was told of (its cached position), or
+    /// as a list that is no snapshot (the algorithm's own position).
+    fn told_of<'a>(
+        algorithm: &dyn SelectionAlgorithm,
+        list: &[Member],
+        snapshot: bool,
+    ) -> SelectionRequest<'a> {
+        if !snapshot {
+            return REQUEST;
+        }
+        algorithm.on_node_change(&NodeChange {
+            balancer: "b",
+            joined: &[],
+            left: &[],
+            members: list,
+            version: 1,
+        });
+        SelectionRequest {
+            version: 1,
+            ..REQUEST
+        }
+    }
+
+    /// Every `window` consecutive picks hold member `i` exactly `times[i]` times.
+    fn each_window_holds(
+        picks: &[usize],
+        window: usize,
+        times: &[usize],
+    ) -> Result<(), TestCaseError> {
+        for (start, slice) in picks.windows(window).enumerate() {
+            for (i, want) in times.iter().enumerate() {
+                let seen = slice.iter().filter(|p| **p == i).count();
+                prop_assert_eq!(
+                    seen,
+                    *want,
+                    "member {} in picks {}.. of {:?}",
+                    i,
+                    start,
+                    picks
+                );
+            }
+        }
+        Ok(())
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn round_robin_stays_in_turn_across_the_counter_wrap(
+            len in 1usize..12,
+            before_wrap in 0usize..40,
+            snapshot in any::<bool>(),
+        ) {
+            let names: Vec<String> = (0..len).map(|i| format!("n{i:02}@h")).collect();
+            let list = members_blocking(&names);
+            let rr = RoundRobin::starting_at(usize::MAX - before_wrap);
+            let request = told_of(&rr, &list, snapshot);
+            let picks: Vec<usize> = (0..before_wrap + 3 * len)
+                .map(|_| rr.choose_from_nodes(&list, &request).unwrap())
+                .collect();
+            each_window_holds(&picks, len, &vec![1; len])?;
+        }
+
+        #[test]
+        fn weighted_round_robin_stays_in_turn_across_the_counter_wrap(
+            weights in proptest::collection::vec(0usize..6, 1..6),
+            before_wrap in 0usize..40,
+            snapshot in any::<bool>(),
+        ) {
+            let total: usize = weights.iter().sum();
+            prop_assume!(total > 0);
+            let names: Vec<String> = (0..weights.len()).map(|i| format!("n{i}@h")).collect();
+            let list = members_blocking(&names);
+            let mut wrr = WeightedRoundRobin::new()
+                .default_weight(0)
+                .starting_at(usize::MAX - before_wrap);
+            for (name, weight) in names.iter().zip(&weights) {
+                wrr = wrr.weight(name.clone(), *weight as u32);
+            }
+            let request = told_of(&wrr, &list, snapshot);
+            let picks: Vec<usize> = (0..before_wrap + 3 * total)
+                .map(|_| wrr.choose_from_nodes(&list, &request).unwrap())
+                .collect();
+            // Every member its weight times in any `total` consecutive picks.
+            each_window_holds(&picks, total, &weights)?;
+        }
 
         #[test]
         fn ring_answers_do_not_depend_on_member_order(

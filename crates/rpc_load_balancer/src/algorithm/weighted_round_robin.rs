@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::rotation::next_position;
 use super::snapshot_cache::SnapshotCache;
 use super::{Explanation, NodeChange, SelectionAlgorithm, SelectionRequest};
 use crate::balancer::Member;
@@ -11,7 +12,9 @@ use crate::Error;
 /// Picks members in a fixed cycle in which each appears as often as its weight: with weights
 /// a = 3, b = 1, every 4 consecutive picks are 3 × a and 1 × b, interleaved (a, a, b, a — the
 /// smooth weighted round robin of nginx, so a heavy member is not hit in a burst). One
-/// `fetch_add` per pick over a cycle built once per membership change.
+/// `fetch_add` per pick over a cycle built once per membership change; any window of
+/// `sum of weights` consecutive picks holds each member its weight times, also across the
+/// position counter's wrap.
 ///
 /// Weights are by node full name (`u32`, at most [`WeightedRoundRobin::MAX_WEIGHT`]); nodes
 /// without one weigh [`default_weight`](Self::default_weight) (1); weight 0 removes a node from
@@ -145,8 +148,7 @@ fn pick(slots: &[u32], next: &AtomicUsize, request: &SelectionRequest<'_>) -> Re
             reason: "every member weighs 0".into(),
         });
     }
-    let position = next.fetch_add(1, Ordering::Relaxed) % slots.len();
-    Ok(slots[position] as usize)
+    Ok(slots[next_position(next, slots.len())] as usize)
 }
 
 fn gcd(a: u64, b: u64) -> u64 {

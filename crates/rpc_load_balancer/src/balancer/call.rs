@@ -131,7 +131,7 @@ impl<F: RemoteFunction> BalancedCall<F> {
     ///
     /// Errors: as awaiting the call.
     pub async fn with_node(self) -> Result<(F::Reply, Arc<str>), Error> {
-        let shared = Arc::clone(self.balancer.shared());
+        let shared = self.balancer.current_shared();
         let mut telemetry = RpcTelemetry::start("call", F::NAME, Some(shared.metrics.balancer()));
         let span = telemetry.span().clone();
         let outcome = self.route(&shared, &mut telemetry).instrument(span).await;
@@ -419,7 +419,7 @@ impl<F: RemoteFunction> IntoFuture for BalancedCast<F> {
 
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
-            let shared = Arc::clone(self.balancer.shared());
+            let shared = self.balancer.current_shared();
             let mut telemetry =
                 RpcTelemetry::start("cast", F::NAME, Some(shared.metrics.balancer()));
             let span = telemetry.span().clone();

@@ -38,11 +38,14 @@
 
 mod call;
 mod config;
+mod drain;
 mod in_flight;
 mod load_balancer;
 mod members;
 mod shared;
 pub(crate) mod supervisor;
+#[cfg(test)]
+mod tests;
 
 /// The least time a leaving member refuses calls (rather than dropping them) before its
 /// actor stops, whatever `leave_grace` and the drain took.
@@ -63,11 +66,12 @@ use tokio::sync::watch;
 
 pub use call::{BalancedCall, BalancedCast};
 pub use config::{BalancerConfig, DEFAULT_DRAIN_TIMEOUT, DEFAULT_LEAVE_GRACE};
+pub use drain::{DrainOutcome, DrainReport};
 pub use members::{Member, Members};
 pub use supervisor::SupervisorMsg;
 
 pub(crate) use members::member_name;
-use shared::BalancerShared;
+pub(crate) use shared::BalancerShared;
 use supervisor::BalancerSupervisor;
 
 use crate::function::RemoteFunction;
@@ -75,6 +79,26 @@ use crate::node::shared::NodeShared;
 use crate::{Error, Node};
 
 /// A handle to a balancer started on this node. Cheap to clone.
+///
+/// # Restarts: a handle follows its name
+///
+/// A handle stands for the balancer of its name on this node. While the balancer it was
+/// started with (or looked up as) runs, it is that one. Once that balancer's actors have
+/// ended — stopped with [`Balancer::stop`], killed (`actor().kill()`, or with a parent that
+/// stopped without stopping it), or given up after too many restarts — and a new balancer has
+/// been started under the same name on this node (by your supervisor, say), every operation of
+/// the old handle goes to the new one: calls, casts and selections route on its live members
+/// and count in its in-flight total (so its [`stop`](Balancer::stop) drains them), and
+/// [`members`](Balancer::members), [`is_running`](Balancer::is_running),
+/// [`in_flight`](Balancer::in_flight) and [`stop`](Balancer::stop) report on it. Until one is
+/// started, the old handle's calls fail with [`Error::UnknownBalancer`], as
+/// [`Balancer::lookup`] does. Only [`actor`](Balancer::actor) stays the handle's own
+/// supervisor actor (to match supervision events against). Following costs the call path
+/// nothing while the handle's own balancer runs (one atomic read of its actor's status).
+///
+/// A killed balancer does not drain: calls it had routed or was serving when it was killed are
+/// not waited for by anyone. Its members' snapshot is dropped, its pg membership ends with its
+/// actors (peers stop selecting it within milliseconds), and its name is freed on the node.
 #[derive(Clone)]
 pub struct Balancer {
     shared: Arc<BalancerShared>,
@@ -145,7 +169,7 @@ impl Balancer {
                 Ok(balancer)
             }
             Err(error) => {
-                node.release_balancer(&name);
+                node.release_reservation(&name);
                 Err(Error::Startup {
                     reason: format!("balancer {name}: {error}"),
                 })
@@ -166,44 +190,97 @@ impl Balancer {
         &self.shared.name
     }
 
-    /// The name of the balancer's selection algorithm.
+    /// The name of the balancer's selection algorithm (of the balancer this handle stands for
+    /// now: see [Restarts](Balancer#restarts-a-handle-follows-its-name)).
     pub fn algorithm_name(&self) -> &'static str {
-        self.shared.config.algorithm.name()
+        self.current().shared.config.algorithm.name()
     }
 
     /// Whether this node is a member (matches `node_match_list`).
     pub fn is_member(&self) -> bool {
-        self.shared.member
+        self.current().shared.member
     }
 
-    /// The balancer's supervisor actor, for linking and monitoring.
+    /// The supervisor actor of the balancer this handle was started with (or looked up as),
+    /// for linking and monitoring. Unlike the other methods it does not follow a restart:
+    /// [`Balancer::lookup`] gives a handle whose actor is the running balancer's.
     pub fn actor(&self) -> &ActorRef<SupervisorMsg> {
         &self.supervisor
     }
 
-    /// Whether the balancer's actors are still running.
+    /// Whether the balancer this handle stands for runs: its own (its actors still run,
+    /// draining included), or one started under its name on this node since.
     pub fn is_running(&self) -> bool {
+        self.current().is_own_running()
+    }
+
+    /// Whether this handle's own balancer's actors still run (draining included).
+    #[inline]
+    pub(crate) fn is_own_running(&self) -> bool {
         matches!(
             self.supervisor.get_status(),
             ractor::ActorStatus::Running | ractor::ActorStatus::Starting
         )
     }
 
+    /// The balancer this handle stands for now: itself while its actors run, else the one
+    /// started under its name on this node since, if one runs, else itself (stopped: its
+    /// operations fail with [`Error::UnknownBalancer`]).
+    #[inline]
+    pub(crate) fn current(&self) -> Current<'_> {
+        if self.is_own_running() {
+            return Current::Own(self);
+        }
+        self.successor()
+            .map_or(Current::Own(self), Current::Followed)
+    }
+
+    /// The state of the balancer this handle stands for now (see [`Balancer::current`]).
+    #[inline]
+    pub(crate) fn current_shared(&self) -> Arc<BalancerShared> {
+        Arc::clone(&self.current().shared)
+    }
+
+    /// Once this handle's own actors have ended: the balancer running under its name on this
+    /// node, if any — the one found last time while it runs (no lock), else looked up again.
+    #[cold]
+    fn successor(&self) -> Option<Arc<Balancer>> {
+        let shared = &self.shared;
+        // A dead balancer routes nothing (a kill skips every cleanup: do it now).
+        shared.end_without_drain();
+        if let Some(found) = shared.successor.load().as_ref() {
+            if found.is_own_running() {
+                return Some(Arc::clone(found));
+            }
+        }
+        let found = shared
+            .node
+            .balancer(&shared.name)
+            .ok()
+            .filter(|b| !Arc::ptr_eq(&b.shared, shared))
+            .map(Arc::new);
+        shared.successor.store(found.clone());
+        found
+    }
+
     /// The current members (sorted by node name, one per node).
     pub fn members(&self) -> Arc<Members> {
-        self.shared.members()
+        self.current().shared.members()
     }
 
     /// Selections of this balancer in flight on this node: routed calls and casts not yet
     /// finished plus live [`SelectionGuard`]s (all algorithms; per member see
     /// [`Member::in_flight`]).
     pub fn in_flight(&self) -> usize {
-        self.shared.in_flight.get()
+        self.current().shared.in_flight.get()
     }
 
-    /// A watch of the members snapshot: changes on every join and leave.
+    /// A watch of the members snapshot: changes on every join and leave. It watches the
+    /// balancer this handle stands for when it is called (see
+    /// [Restarts](Balancer#restarts-a-handle-follows-its-name)): after a restart, take a new
+    /// watch.
     pub fn watch_members(&self) -> watch::Receiver<Arc<Members>> {
-        self.shared.watch()
+        self.current().shared.watch()
     }
 
     /// Waits until the balancer has at least `count` members, at most `timeout`, and returns
@@ -217,9 +294,10 @@ impl Balancer {
         count: usize,
         timeout: Duration,
     ) -> Result<Arc<Members>, Error> {
-        self.shared.check_running()?;
-        let mut members = self.watch_members();
-        let shared = &self.shared;
+        let current = self.current();
+        let shared = &current.shared;
+        shared.check_running()?;
+        let mut members = shared.watch();
         let reached = tokio::time::timeout(
             timeout,
             members.wait_for(|m| m.len() >= count || shared.stopping.load(Ordering::Acquire)),
@@ -229,7 +307,7 @@ impl Balancer {
         match reached {
             Ok(Ok(members)) => Ok(Arc::clone(&members)),
             _ => Err(Error::NoMembers {
-                balancer: self.shared.name.clone(),
+                balancer: shared.name.clone(),
             }),
         }
     }
@@ -243,8 +321,20 @@ impl Balancer {
     /// [`Error::InvalidConfig`] (`algorithm`) when a custom algorithm returns an index out of
     /// range.
     pub fn select_node(&self, key: Option<&[u8]>) -> Result<SelectionGuard<'_>, Error> {
-        let (members, index) = self.shared.choose(key, &[])?;
-        Ok(SelectionGuard::new(&self.shared, members, index))
+        match self.current() {
+            Current::Own(own) => {
+                let (members, index) = own.shared.choose(key, &[])?;
+                Ok(SelectionGuard::new(&own.shared, members, index))
+            }
+            Current::Followed(successor) => {
+                let (members, index) = successor.shared.choose(key, &[])?;
+                Ok(SelectionGuard::followed(
+                    Arc::clone(&successor.shared),
+                    members,
+                    index,
+                ))
+            }
+        }
     }
 
     /// Replica selection: `min(count, members)` distinct member nodes (full names) for `key`,
@@ -256,20 +346,22 @@ impl Balancer {
     /// [`choose_nodes`](crate::SelectionAlgorithm::choose_nodes) breaks its contract (an index
     /// out of range, a repeat, or other than `min(count, members)` indices).
     pub fn select_nodes(&self, count: usize, key: Option<&[u8]>) -> Result<Vec<String>, Error> {
-        self.shared.check_running()?;
-        let members = self.members();
+        let current = self.current();
+        let shared = &current.shared;
+        shared.check_running()?;
+        let members = shared.members();
         if members.is_empty() {
-            self.shared.metrics.empty();
+            shared.metrics.empty();
             return Err(Error::NoMembers {
-                balancer: self.shared.name.clone(),
+                balancer: shared.name.clone(),
             });
         }
         let request = crate::SelectionRequest {
-            balancer: &self.shared.name,
+            balancer: &shared.name,
             key,
             version: members.version(),
         };
-        let algorithm = &self.shared.config.algorithm;
+        let algorithm = &shared.config.algorithm;
         let picked = algorithm.choose_nodes(members.as_slice(), count, &request)?;
         let broken = || Error::InvalidConfig {
             option: "algorithm",
@@ -314,108 +406,70 @@ impl Balancer {
         BalancedCast::new(self.clone(), args)
     }
 
-    /// Stops the balancer on this node gracefully (draining), and returns when it is stopped:
+    /// Stops the balancer on this node gracefully (draining), and returns when it is stopped,
+    /// with a [`DrainReport`] of what happened:
     ///
     /// 1. new calls through this balancer on this node fail with [`Error::UnknownBalancer`];
     /// 2. this node leaves the group, so other nodes stop selecting it;
     /// 3. for `leave_grace` (500 ms) it still serves calls other nodes selected before they saw
     ///    it leave; later ones are refused unrun and their callers send them to another member;
     /// 4. it waits until the calls this node routed through the balancer and the calls it
-    ///    serves as a member have finished, or `drain_timeout` (15 s, grace included) is up —
-    ///    then it stops anyway: callers of calls still running here may get
+    ///    serves as a member have finished ([`DrainOutcome::Drained`]), or `drain_timeout`
+    ///    (15 s, grace included) is up ([`DrainOutcome::TimedOut`], with the calls still
+    ///    running in [`DrainReport::routed_in_flight`] and [`DrainReport::served_in_flight`])
+    ///    — then it stops anyway: callers of calls still running here may get
     ///    [`Error::ServiceUnavailable`] (`ConnectionLost`: the call may have run);
     /// 5. a member keeps refusing (not dropping) calls for at least 250 ms after leaving,
     ///    whatever the grace, then it stops its actors and frees the name (a new start under
-    ///    it may follow).
+    ///    it may follow). [`DrainReport::took`] is the time from 1 to here.
     ///
-    /// A second call (or [`Node::shutdown`]) while one drains returns when that one is done.
-    /// Killing the balancer's supervisor (or its parent, see [`Balancer::spawn_linked`]) skips
-    /// the drain: call this from the parent's `post_stop`.
-    pub async fn stop(&self) {
-        let shared = &self.shared;
+    /// A second call (or [`Node::shutdown`]) while one drains returns when that one is done,
+    /// with the same report; so does a call on a balancer already stopped — unless a new
+    /// balancer has been started under the name since: the handle follows it (see
+    /// [Restarts](Balancer#restarts-a-handle-follows-its-name)) and stops that one. On a
+    /// balancer whose actors were killed (or gave up after too many restarts) and not
+    /// replaced, it returns at once with [`DrainOutcome::Killed`]. Killing the balancer's
+    /// supervisor (or its parent, see [`Balancer::spawn_linked`]) skips the drain: call this
+    /// from the parent's `post_stop`.
+    pub async fn stop(&self) -> DrainReport {
+        let current = self.current();
+        let shared = &current.shared;
         let mut stopped = shared.stopped.subscribe();
-        if !shared.stopping.swap(true, Ordering::AcqRel) {
+        if !current.is_own_running() {
+            // Its actors are gone: a stop reported already, or they were killed (reported
+            // by `end_without_drain`, which `current` ran).
+            shared.end_without_drain();
+        } else if !shared.stopping.swap(true, Ordering::AcqRel) {
             // Waits on this balancer (an empty pool, wait_for_members, random-node calls
             // tracked by it) end now, not when the drain is over.
             shared.notify_stopping();
             // The drain runs on its own task: dropping this future does not abandon it.
-            let balancer = self.clone();
+            let balancer = Balancer::clone(&current);
             tokio::spawn(async move { balancer.drain_and_stop().await });
         }
-        let _ = stopped.wait_for(|done| *done).await;
-    }
-
-    /// The work of [`Balancer::stop`], once.
-    async fn drain_and_stop(&self) {
-        let shared = &self.shared;
-        let config = &shared.config;
-        let started = tokio::time::Instant::now();
-        let deadline = crate::deadline::after(config.drain_timeout);
-        if shared.member {
-            if let Some(cell) =
-                ractor::registry::where_is(member_name(&shared.name, &shared.node.name))
-            {
-                ractor::pg::leave_scoped(
-                    crate::wire::SCOPE.to_string(),
-                    shared.name.clone(),
-                    vec![cell],
-                );
-            }
-            tokio::time::sleep_until(deadline.min(crate::deadline::after(config.leave_grace)))
-                .await;
+        let report = stopped.wait_for(|report| report.is_some()).await;
+        match report.as_deref() {
+            Ok(Some(report)) => report.clone(),
+            // The sender lives in `shared`, which this handle holds: not reached.
+            _ => DrainReport::killed(&shared.name, 0, 0),
         }
-        shared.accepting.store(false, Ordering::Release);
-        let drained = loop {
-            if shared.in_flight.get() == 0 && shared.served.get() == 0 {
-                break true;
-            }
-            if tokio::time::Instant::now() >= deadline {
-                break false;
-            }
-            tokio::time::sleep(DRAIN_POLL).await;
-        };
-        if shared.member {
-            // Refuse (not drop) calls until every peer has seen the leave, so nothing is
-            // selected for this member any more, and at least MIN_REFUSING after it: a call
-            // reaching a stopped actor fails (it may have run, for all its caller knows); a
-            // refused one goes to another member.
-            shared.wait_until_peers_saw_leave(PEERS_SAW_LEAVE).await;
-            tokio::time::sleep_until(started + MIN_REFUSING).await;
-        }
-        if !drained {
-            tracing::warn!(
-                balancer = %shared.name,
-                routed = shared.in_flight.get(),
-                served = shared.served.get(),
-                drain_timeout_ms = config.drain_timeout.as_millis() as u64,
-                "drain timed out; stopping with calls in flight"
-            );
-        }
-        let _ = self
-            .supervisor
-            .stop_and_wait(
-                Some("balancer stopped".into()),
-                Some(Duration::from_secs(5)),
-            )
-            .await;
-        shared.clear();
-        shared.node.release_balancer(&shared.name);
-        shared.stopped.send_replace(true);
-        tracing::info!(balancer = %shared.name, drained, "balancer stopped");
     }
 
     /// Calls of this balancer this node is serving as a member now (routed to it by any node,
     /// itself included). [`Balancer::stop`] waits for them.
     pub fn served(&self) -> usize {
-        self.shared.served.get()
+        self.current().shared.served.get()
     }
 
-    /// Counts work (e.g. a random-node call tracked by this balancer) in the balancer's
-    /// in-flight total, which [`Balancer::stop`] drains, until the token drops.
+    /// Counts work (e.g. a random-node call tracked by this balancer) in this handle's own
+    /// balancer's in-flight total, which [`Balancer::stop`] drains, until the token drops (for
+    /// handles fresh from the node's registry).
     pub(crate) fn track(&self) -> in_flight::InFlightToken<'_> {
         in_flight::InFlightToken::new(&self.shared)
     }
 
+    /// This handle's own balancer's state (for handles fresh from the node's registry; callers
+    /// that may hold an older handle use [`Balancer::current_shared`]).
     pub(crate) fn shared(&self) -> &Arc<BalancerShared> {
         &self.shared
     }
@@ -425,13 +479,52 @@ impl Balancer {
 /// once, whatever happened to the call (success, error, timeout, panic, cancellation). It
 /// borrows the balancer and holds the members snapshot it was chosen from.
 pub struct SelectionGuard<'a> {
-    shared: &'a BalancerShared,
+    shared: SharedRef<'a>,
     /// The snapshot the member was picked from: an arc-swap guard, which keeps it alive
     /// without writing its shared reference count (for short-lived selections).
     members: arc_swap::Guard<Arc<Members>>,
     index: usize,
-    /// Counts the selection in the balancer's in-flight total and gauge.
-    _counted: in_flight::InFlightToken<'a>,
+    /// The stripe of the balancer's in-flight total this selection counts on.
+    stripe: usize,
+}
+
+/// The balancer state a [`SelectionGuard`] counts in: borrowed from the handle, or owned when
+/// the handle followed a restarted balancer.
+enum SharedRef<'a> {
+    Borrowed(&'a BalancerShared),
+    Owned(Arc<BalancerShared>),
+}
+
+impl std::ops::Deref for SharedRef<'_> {
+    type Target = BalancerShared;
+
+    #[inline]
+    fn deref(&self) -> &BalancerShared {
+        match self {
+            SharedRef::Borrowed(shared) => shared,
+            SharedRef::Owned(shared) => shared,
+        }
+    }
+}
+
+/// The balancer a handle stands for now (see [`Balancer::current`]).
+pub(crate) enum Current<'a> {
+    /// The handle's own.
+    Own(&'a Balancer),
+    /// One started under its name since its own ended.
+    Followed(Arc<Balancer>),
+}
+
+impl std::ops::Deref for Current<'_> {
+    type Target = Balancer;
+
+    #[inline]
+    fn deref(&self) -> &Balancer {
+        match self {
+            Current::Own(own) => own,
+            Current::Followed(successor) => successor,
+        }
+    }
 }
 
 impl<'a> SelectionGuard<'a> {
@@ -446,6 +539,18 @@ impl<'a> SelectionGuard<'a> {
         Self::acquired(shared, members, index)
     }
 
+    /// A guard for a selection of a balancer the handle followed (see [`Current`]).
+    fn followed(
+        shared: Arc<BalancerShared>,
+        members: arc_swap::Guard<Arc<Members>>,
+        index: usize,
+    ) -> SelectionGuard<'static> {
+        if shared.counts_members {
+            members.as_slice()[index].acquire();
+        }
+        SelectionGuard::counted(SharedRef::Owned(shared), members, index)
+    }
+
     /// A guard for a selection whose member count is already taken (by
     /// [`Member::try_acquire`]), or not kept.
     pub(crate) fn acquired(
@@ -453,12 +558,23 @@ impl<'a> SelectionGuard<'a> {
         members: arc_swap::Guard<Arc<Members>>,
         index: usize,
     ) -> Self {
-        let counted = in_flight::InFlightToken::new(shared);
+        Self::counted(SharedRef::Borrowed(shared), members, index)
+    }
+
+    /// Counts the selection in the balancer's in-flight total and gauge (until dropped).
+    #[inline]
+    fn counted(
+        shared: SharedRef<'a>,
+        members: arc_swap::Guard<Arc<Members>>,
+        index: usize,
+    ) -> Self {
+        shared.metrics.enter();
+        let stripe = shared.in_flight.acquire();
         Self {
             shared,
             members,
             index,
-            _counted: counted,
+            stripe,
         }
     }
 
@@ -487,6 +603,7 @@ impl Drop for SelectionGuard<'_> {
             self.member().release();
         }
         self.shared.config.algorithm.release_node(self.member());
-        // The token releases the total and the gauge after this.
+        self.shared.in_flight.release(self.stripe);
+        self.shared.metrics.exit();
     }
 }

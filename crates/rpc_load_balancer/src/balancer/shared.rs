@@ -5,12 +5,13 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use arc_swap::{ArcSwap, Guard};
+use arc_swap::{ArcSwap, ArcSwapOption, Guard};
 use tokio::sync::watch;
 
+use super::drain::DrainReport;
 use super::in_flight::InFlightTotal;
 use super::members::{Member, Members};
-use super::BalancerConfig;
+use super::{Balancer, BalancerConfig};
 use crate::algorithm::{NodeChange, SelectionRequest};
 use crate::node::shared::NodeShared;
 use crate::telemetry::SelectionMetrics;
@@ -29,10 +30,16 @@ pub(crate) struct BalancerShared {
     members: ArcSwap<Members>,
     members_watch: watch::Sender<Arc<Members>>,
     version: AtomicU64,
+    /// Set when a stop begins, or when the actors are found gone without one: from then on
+    /// the balancer routes nothing.
     pub(crate) stopping: AtomicBool,
-    /// Set once [`Balancer::stop`](super::Balancer::stop) has finished (a second stop waits
-    /// for it).
-    pub(crate) stopped: watch::Sender<bool>,
+    /// The report of the stop, once it has finished (a second stop waits for it and returns
+    /// it too); a [`DrainOutcome::Killed`](super::DrainOutcome::Killed) report when the actors
+    /// ended without a stop.
+    pub(crate) stopped: watch::Sender<Option<DrainReport>>,
+    /// Once this balancer's actors have ended: the balancer started under its name on this
+    /// node since, as last looked up (handles follow it; see [`Balancer`]'s docs).
+    pub(crate) successor: ArcSwapOption<Balancer>,
     pub(crate) metrics: SelectionMetrics,
     /// Selections in flight on this node (every guard).
     pub(crate) in_flight: InFlightTotal,
@@ -65,7 +72,8 @@ impl BalancerShared {
             members_watch: watch::channel(Arc::new(Members::default())).0,
             version: AtomicU64::new(0),
             stopping: AtomicBool::new(false),
-            stopped: watch::channel(false).0,
+            stopped: watch::channel(None).0,
+            successor: ArcSwapOption::empty(),
         }
     }
 
@@ -108,6 +116,23 @@ impl BalancerShared {
             }
         });
         let _ = tokio::time::timeout(bound, futures_util::future::join_all(checks)).await;
+    }
+
+    /// The balancer's actors are gone without a drain (killed, or stopped after too many
+    /// restarts): it routes nothing more, forgets its members (waits on them end now), gets a
+    /// [`DrainOutcome::Killed`](super::DrainOutcome::Killed) report and frees its name on the
+    /// node (unless a new balancer holds it already). Nothing when a stop has begun: that stop
+    /// does all this and reports.
+    pub(crate) fn end_without_drain(self: &Arc<Self>) {
+        if self.stopping.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (routed, served) = (self.in_flight.get(), self.served.get());
+        tracing::warn!(balancer = %self.name, routed, served, "balancer actors ended without a drain");
+        self.stopped
+            .send_replace(Some(DrainReport::killed(&self.name, routed, served)));
+        self.clear();
+        self.node.release_balancer(&self.name, self);
     }
 
     /// Forgets the members (at stop).

@@ -249,6 +249,15 @@ impl Actor for BalancerSupervisor {
     }
 }
 
+/// The supervisor's state is dropped however it ends — also when it is killed, which skips
+/// `post_stop`: the balancer's shared state learns then that its actors are gone (unless a
+/// stop is under way, which reports itself).
+impl Drop for SupervisorState {
+    fn drop(&mut self) {
+        self.shared.end_without_drain();
+    }
+}
+
 impl SupervisorState {
     async fn restart_load_balancer(&mut self, myself: &ActorRef<SupervisorMsg>) {
         if self.load_balancer.is_some() {

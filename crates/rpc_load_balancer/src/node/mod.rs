@@ -116,6 +116,8 @@ struct NodeInner {
     /// The CPU sampling task (`cpu::sampler`), aborted at shutdown.
     sampler: Mutex<Option<JoinHandle<()>>>,
     shut_down: AtomicBool,
+    /// What the shutdown's stop of each balancer reported, sorted by balancer.
+    drains: Mutex<Vec<crate::DrainReport>>,
 }
 
 impl NodeInner {
@@ -319,6 +321,7 @@ impl Node {
                 endpoint,
                 manager,
                 dialers: Mutex::new(dialers),
+                drains: Mutex::new(Vec::new()),
                 sampler: Mutex::new(Some(sampler)),
                 shut_down: AtomicBool::new(false),
             }),
@@ -474,7 +477,10 @@ impl Node {
     /// with `NodeStopped`. Calls made afterwards fail with [`Error::ServiceUnavailable`]; a new
     /// node may then be started in this process. A second call while one runs returns when it
     /// is done.
-    pub async fn shutdown(&self) {
+    ///
+    /// Returns the [`DrainReport`](crate::DrainReport) of each balancer it stopped, sorted by
+    /// balancer name (empty when none ran); a second call returns the same.
+    pub async fn shutdown(&self) -> Vec<crate::DrainReport> {
         let inner = &self.inner;
         let mut lifecycle = inner.shared.lifecycle.subscribe();
         if !inner.shut_down.swap(true, Ordering::AcqRel) {
@@ -484,6 +490,11 @@ impl Node {
             tokio::spawn(async move { node.shut_down().await });
         }
         let _ = lifecycle.wait_for(|l| *l == Lifecycle::Stopped).await;
+        self.inner
+            .drains
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The work of [`Node::shutdown`], once.
@@ -491,7 +502,9 @@ impl Node {
         let inner = &self.inner;
         // Every balancer drains at once (each bounded by its drain_timeout).
         let balancers = inner.shared.all_balancers();
-        futures_util::future::join_all(balancers.iter().map(|b| b.stop())).await;
+        let mut drains = futures_util::future::join_all(balancers.iter().map(|b| b.stop())).await;
+        drains.sort_by(|a, b| a.balancer.cmp(&b.balancer));
+        *inner.drains.lock().unwrap_or_else(|p| p.into_inner()) = drains;
         // Drained: tell the peers this node is leaving (bounded; a peer that does not answer
         // learns it when the session closes).
         let leaving = ControlRequest::Leaving(inner.shared.name.clone());

@@ -459,7 +459,7 @@ impl NodeShared {
     pub(crate) fn reserve_balancer(&self, name: &str) -> Result<(), Error> {
         let mut balancers = self.balancers();
         match balancers.get(name) {
-            Some(Some(running)) if running.is_running() => {}
+            Some(Some(running)) if running.is_own_running() => {}
             Some(None) => {}
             _ => {
                 balancers.insert(name.to_string(), None);
@@ -476,8 +476,27 @@ impl NodeShared {
             .insert(balancer.name().to_string(), Some(balancer));
     }
 
-    pub(crate) fn release_balancer(&self, name: &str) {
-        self.balancers().remove(name);
+    /// Frees `name` after a start under it failed (only while it is still reserved).
+    pub(crate) fn release_reservation(&self, name: &str) {
+        let mut balancers = self.balancers();
+        if matches!(balancers.get(name), Some(None)) {
+            balancers.remove(name);
+        }
+    }
+
+    /// Forgets the balancer whose state is `shared` when it has stopped: only its own entry
+    /// (a balancer started under the name since, or reserving it, stays).
+    pub(crate) fn release_balancer(
+        &self,
+        name: &str,
+        shared: &Arc<crate::balancer::BalancerShared>,
+    ) {
+        let mut balancers = self.balancers();
+        if let Some(Some(balancer)) = balancers.get(name) {
+            if Arc::ptr_eq(balancer.shared(), shared) {
+                balancers.remove(name);
+            }
+        }
     }
 
     /// The running balancer called `name`.
@@ -485,7 +504,7 @@ impl NodeShared {
     /// Errors: [`Error::UnknownBalancer`].
     pub(crate) fn balancer(&self, name: &str) -> Result<Balancer, Error> {
         match self.balancers().get(name) {
-            Some(Some(balancer)) if balancer.is_running() => Ok(balancer.clone()),
+            Some(Some(balancer)) if balancer.is_own_running() => Ok(balancer.clone()),
             _ => Err(Error::UnknownBalancer {
                 balancer: name.to_string(),
             }),
@@ -494,7 +513,12 @@ impl NodeShared {
 
     /// Every running balancer (to stop them at shutdown).
     pub(crate) fn all_balancers(&self) -> Vec<Balancer> {
-        self.balancers().values().flatten().cloned().collect()
+        self.balancers()
+            .values()
+            .flatten()
+            .filter(|b| b.is_own_running())
+            .cloned()
+            .collect()
     }
 
     /// A call id for the header: random (callers on different nodes share no counter, and a

@@ -475,6 +475,10 @@ fn corpus_seeds() -> Vec<(String, Vec<u8>)> {
             ControlRequest::StopBalancer("reports".into()),
         ),
         (
+            "stop-balancer-report",
+            ControlRequest::StopBalancerReport("reports".into()),
+        ),
+        (
             "kill-load-balancer",
             ControlRequest::KillLoadBalancer("reports".into()),
         ),
@@ -606,6 +610,16 @@ fn corpus_seeds() -> Vec<(String, Vec<u8>)> {
         (
             "cpu-selection",
             ControlReply::CpuSelection(vec![("work".into(), vec![("a@h".into(), 50.0)])]),
+        ),
+        (
+            "stopped",
+            ControlReply::Stopped(crate::DrainReport {
+                balancer: "work".into(),
+                outcome: crate::DrainOutcome::TimedOut,
+                routed_in_flight: 2,
+                served_in_flight: 1,
+                took: std::time::Duration::from_millis(1500),
+            }),
         ),
     ];
     for (name, value) in &replies {
