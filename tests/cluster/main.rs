@@ -13,6 +13,7 @@ mod drain;
 mod drain_timeout;
 mod errors;
 mod filters;
+mod function_limits;
 mod handshake;
 mod heartbeat;
 mod hostile;

@@ -323,7 +323,10 @@ impl Balancer {
     /// 4. it waits until the calls this node routed through the balancer and the calls it
     ///    serves as a member have finished, or `drain_timeout` (15 s, grace included) is up —
     ///    then it stops anyway: callers of calls still running here may get
-    ///    [`Error::ServiceUnavailable`] (`ConnectionLost`: the call may have run);
+    ///    [`Error::ServiceUnavailable`] (`ConnectionLost`: the call may have run), and those
+    ///    calls' [`CallContext`](crate::CallContext)s are cancelled. A call run in-process (a
+    ///    local member, `CallDirect`, `call_directly`) counts until its function has ended,
+    ///    even when its caller stopped waiting first;
     /// 5. a member keeps refusing (not dropping) calls for at least 250 ms after leaving,
     ///    whatever the grace, then it stops its actors and frees the name (a new start under
     ///    it may follow).
@@ -374,6 +377,10 @@ impl Balancer {
             }
             tokio::time::sleep(DRAIN_POLL).await;
         };
+        if !drained {
+            // Given up: calls of this balancer still running here see their cancellation.
+            shared.abandoned.fire();
+        }
         if shared.member {
             // Refuse (not drop) calls until every peer has seen the leave, so nothing is
             // selected for this member any more, and at least MIN_REFUSING after it: a call
