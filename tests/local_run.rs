@@ -1,5 +1,5 @@
 //! A call run on this node — a local member, `CallDirect`, `call_directly`, [`Node::call`] to
-//! itself — ends with its caller, as a remote call is cancelled: dropping the caller's future
+//! itself, a random-node call tracked by a balancer — ends with its caller, as a remote call is cancelled: dropping the caller's future
 //! drops the function's future (and cancels its `CallContext`), and a balancer's drain waits
 //! for the run until it has really ended, not only until its caller stopped waiting.
 //!
@@ -94,6 +94,23 @@ fn spawn_call(balancer: &Balancer, directly: bool, block_ms: u64) -> tokio::task
     })
 }
 
+/// Starts a random-node call of `Hold` blocking `block_ms` that matches this node only and is
+/// tracked by `balancer` (`load_balancer`), on a task of its own.
+fn spawn_tracked_call(
+    node: &Node,
+    balancer: &Balancer,
+    block_ms: u64,
+) -> tokio::task::JoinHandle<()> {
+    let (node, name) = (node.clone(), balancer.name().to_string());
+    tokio::spawn(async move {
+        let _ = node
+            .call_on_random_node::<Hold>(node.name(), block_ms)
+            .load_balancer(name)
+            .timeout(Duration::from_secs(60))
+            .await;
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_the_caller_drops_a_local_run() {
     let node = node("dropped").await;
@@ -136,6 +153,17 @@ async fn dropping_the_caller_drops_a_local_run() {
         }
         balancer.stop().await;
     }
+    // A random-node call that runs here.
+    let tracking = Balancer::start(BalancerConfig::new("tracking"))
+        .await
+        .unwrap();
+    let call = spawn_tracked_call(&node, &tracking, 0);
+    runs += 1;
+    reaches("the random-node call started", &STARTED, runs).await;
+    call.abort();
+    reaches("the random-node call's run dropped", &ENDED, runs).await;
+    tracking.stop().await;
+
     let contexts = CONTEXTS.lock().unwrap().clone();
     assert_eq!(contexts.len(), runs);
     for context in contexts {
@@ -152,7 +180,9 @@ async fn dropping_the_caller_drops_a_local_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_balancers_stop_waits_for_a_local_run_whose_caller_was_dropped() {
     let node = node("draining").await;
-    for (runs, (balancer, directly)) in (1..).zip(local_balancers().await) {
+    let mut runs = 0;
+    for (balancer, directly) in local_balancers().await {
+        runs += 1;
         // The run blocks its thread for 1.5 s: dropping its caller cannot end it sooner.
         let call = spawn_call(&balancer, directly, 1_500);
         reaches(balancer.name(), &STARTED, runs).await;
@@ -165,5 +195,19 @@ async fn a_balancers_stop_waits_for_a_local_run_whose_caller_was_dropped() {
             balancer.name()
         );
     }
+    // A random-node call tracked by a balancer, run here.
+    let tracking = Balancer::start(BalancerConfig::new("tracking"))
+        .await
+        .unwrap();
+    let call = spawn_tracked_call(&node, &tracking, 1_500);
+    runs += 1;
+    reaches("the random-node call started", &STARTED, runs).await;
+    call.abort();
+    tracking.stop().await;
+    assert_eq!(
+        ENDED.load(Ordering::SeqCst),
+        runs,
+        "tracking: stop returned while the run was still going"
+    );
     node.shutdown().await;
 }

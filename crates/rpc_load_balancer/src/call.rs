@@ -11,6 +11,7 @@ use ractor::rpc::CallResult;
 use ractor::{ActorRef, MessagingErr, RpcReplyPort};
 use tracing::Instrument;
 
+use crate::balancer::OwnedInFlightToken;
 use crate::control::{ControlReply, ControlRequest};
 use crate::error::{PayloadDirection, RemoteFailure};
 use crate::function::{CallContext, RemoteFunction, Signal};
@@ -31,6 +32,9 @@ pub struct Call<F: RemoteFunction> {
     node: String,
     args: F::Args,
     timeout: Option<Duration>,
+    /// The balancer count that tracks this call (a random-node call's `load_balancer`), if
+    /// one does.
+    counted: Option<OwnedInFlightToken>,
     function: PhantomData<fn() -> F>,
 }
 
@@ -41,8 +45,16 @@ impl<F: RemoteFunction> Call<F> {
             node,
             args,
             timeout: None,
+            counted: None,
             function: PhantomData,
         }
+    }
+
+    /// Counts the call with `token` until it has ended (in the run itself when it runs on this
+    /// node), and cancels it when that balancer's drain gives up.
+    pub(crate) fn counted_by(mut self, token: OwnedInFlightToken) -> Self {
+        self.counted = Some(token);
+        self
     }
 
     /// How long to wait for the reply; default `NodeConfig::call_timeout` (10 s). Past it the
@@ -64,11 +76,14 @@ impl<F: RemoteFunction> IntoFuture for Call<F> {
             let mut telemetry = RpcTelemetry::start("call", F::NAME, None);
             telemetry.target(&Arc::from(self.node.as_str()));
             let span = telemetry.span().clone();
-            let abandoned = &self.shared.abandoned;
-            let outcome =
-                call::<F, ()>(&self.shared, &self.node, self.args, timeout, (), abandoned)
-                    .instrument(span)
-                    .await;
+            let abandoned = match &self.counted {
+                Some(token) => Arc::clone(token.abandoned()),
+                None => Arc::clone(&self.shared.abandoned),
+            };
+            let (shared, node, counted) = (&self.shared, &self.node, self.counted);
+            let outcome = call::<F, _>(shared, node, self.args, timeout, counted, &abandoned)
+                .instrument(span)
+                .await;
             telemetry.finish(&outcome);
             outcome
         })

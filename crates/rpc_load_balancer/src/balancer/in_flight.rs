@@ -65,6 +65,13 @@ impl OwnedInFlightToken {
     }
 }
 
+impl OwnedInFlightToken {
+    /// What cancels the calls counted by this token when their balancer's drain gives up.
+    pub(crate) fn abandoned(&self) -> &std::sync::Arc<crate::function::Signal> {
+        &self.shared.abandoned
+    }
+}
+
 impl Drop for OwnedInFlightToken {
     fn drop(&mut self) {
         self.shared.in_flight.release(self.stripe);

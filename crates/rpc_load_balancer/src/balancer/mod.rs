@@ -66,6 +66,7 @@ pub use config::{BalancerConfig, DEFAULT_DRAIN_TIMEOUT, DEFAULT_LEAVE_GRACE};
 pub use members::{Member, Members};
 pub use supervisor::SupervisorMsg;
 
+pub(crate) use in_flight::OwnedInFlightToken;
 pub(crate) use members::member_name;
 use shared::BalancerShared;
 use supervisor::BalancerSupervisor;
@@ -418,9 +419,10 @@ impl Balancer {
     }
 
     /// Counts work (e.g. a random-node call tracked by this balancer) in the balancer's
-    /// in-flight total, which [`Balancer::stop`] drains, until the token drops.
-    pub(crate) fn track(&self) -> in_flight::InFlightToken<'_> {
-        in_flight::InFlightToken::new(&self.shared)
+    /// in-flight total, which [`Balancer::stop`] drains, until the token drops (owned, so it
+    /// can move into a run on this node).
+    pub(crate) fn track(&self) -> in_flight::OwnedInFlightToken {
+        in_flight::OwnedInFlightToken::new(&self.shared)
     }
 
     pub(crate) fn shared(&self) -> &Arc<BalancerShared> {
