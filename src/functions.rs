@@ -4,7 +4,7 @@
 //! | name | args | reply | does |
 //! |---|---|---|---|
 //! | `echo` | `String` | `String` | returns its argument |
-//! | `sleep` | `u64` ms | `()` | sleeps that long, or until the call is cancelled |
+//! | `sleep` | `u64` ms | `()` | sleeps that long, or until the call's deadline |
 //! | `burn` | `u64` ms | `u64` loops | keeps one core busy that long (on tokio's blocking pool), or until the call is cancelled |
 //! | `whoami` | `()` | `String` | the serving node's full name |
 //! | `fail` | `String` | `()` | returns an error with that message |
@@ -20,9 +20,10 @@
 //!
 //! * `blob` refuses a length over the node's `max_payload_bytes` (its reply could not be sent
 //!   anyway), before allocating anything;
-//! * `sleep` and `burn` end at the call's deadline or when it is cancelled, whatever their
-//!   argument (they read the [`CallContext`]); a cast has no deadline, so there they refuse
-//!   more than [`MAX_CAST_MS`] (60 s).
+//! * `sleep` and `burn` end at the call's deadline or when its caller gives up, whatever their
+//!   argument (`sleep` is dropped then; `burn`, on the blocking pool, polls its
+//!   [`CallContext`]); a cast has no deadline, so there they refuse more than [`MAX_CAST_MS`]
+//!   (60 s).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -85,22 +86,19 @@ demo_function!(
     Echo, "echo", String => String, |_s, text| Ok(text)
 );
 demo_function!(
-    /// `sleep`: sleeps the given ms, or until the call is cancelled (at its deadline at the
-    /// latest); a cast over [`MAX_CAST_MS`] is refused.
+    /// `sleep`: sleeps the given ms; a call ends at its deadline at the latest (the library
+    /// drops the sleep then, or when the caller gives up). A cast over [`MAX_CAST_MS`] is
+    /// refused.
     Sleep, "sleep", u64 => (), |_s, ms| {
-        let context = CallContext::current();
-        check_bounded("sleep", ms, &context)?;
-        tokio::select! {
-            () = tokio::time::sleep(Duration::from_millis(ms)) => {}
-            () = context.cancelled() => {}
-        }
+        check_bounded("sleep", ms, &CallContext::current())?;
+        tokio::time::sleep(Duration::from_millis(ms)).await;
         Ok(())
     }
 );
 demo_function!(
     /// `burn`: busy-loops one core for the given ms, or until the call is cancelled (at its
-    /// deadline at the latest); replies the loop count. A cast over [`MAX_CAST_MS`] is
-    /// refused.
+    /// deadline at the latest); replies the loop count, or an error when cut short. A cast
+    /// over [`MAX_CAST_MS`] is refused.
     Burn, "burn", u64 => u64, |_s, ms| {
         let context = CallContext::current();
         check_bounded("burn", ms, &context)?;
@@ -109,12 +107,19 @@ demo_function!(
             let until = Instant::now().checked_add(Duration::from_millis(ms));
             let mut loops = 0u64;
             // The blocking pool is not aborted with the call: the loop polls the context.
-            while until.is_none_or(|until| Instant::now() < until) && !context.is_cancelled() {
+            while until.is_none_or(|until| Instant::now() < until) {
+                if context.is_cancelled() {
+                    return Err(loops);
+                }
                 loops = std::hint::black_box(loops.wrapping_add(1));
             }
-            loops
+            Ok(loops)
         });
-        spin.await.map_err(|e| FunctionError::new(format!("burn task failed: {e}")))
+        match spin.await {
+            Ok(Ok(loops)) => Ok(loops),
+            Ok(Err(loops)) => Err(FunctionError::new(format!("burn cancelled after {loops} loops"))),
+            Err(e) => Err(FunctionError::new(format!("burn task failed: {e}"))),
+        }
     }
 );
 demo_function!(

@@ -211,3 +211,43 @@ async fn a_balancers_stop_waits_for_a_local_run_whose_caller_was_dropped() {
     );
     node.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_that_gives_up_cancels_the_runs_it_abandons() {
+    let node = node("abandoning").await;
+    let last_context = || CONTEXTS.lock().unwrap().last().cloned().unwrap();
+    // A balancer whose drain gives up after 300 ms on a run that never ends by itself.
+    let balancer = Balancer::start(
+        BalancerConfig::new("abandoning")
+            .leave_grace(Duration::from_millis(10))
+            .drain_timeout(Duration::from_millis(300)),
+    )
+    .await
+    .unwrap();
+    let call = spawn_call(&balancer, false, 0);
+    reaches("the routed call started", &STARTED, 1).await;
+    assert!(!last_context().is_cancelled());
+    balancer.stop().await;
+    assert!(
+        last_context().is_cancelled(),
+        "the run the drain gave up on is cancelled"
+    );
+    call.abort();
+
+    // A direct call to this node at its shutdown (direct calls are not drained).
+    let direct = {
+        let node = node.clone();
+        tokio::spawn(async move {
+            let _ = node
+                .call::<Hold>(node.name(), 0)
+                .timeout(Duration::from_secs(60))
+                .await;
+        })
+    };
+    reaches("the direct call started", &STARTED, 2).await;
+    let context = last_context();
+    assert!(!context.is_cancelled());
+    node.shutdown().await;
+    assert!(context.is_cancelled(), "the node's shutdown gave up on it");
+    direct.abort();
+}

@@ -167,7 +167,7 @@ pub(crate) async fn call_local<F: RemoteFunction, G: Send + 'static>(
 ) -> Result<F::Reply, Error> {
     let node_counted = Arc::clone(shared);
     let deadline = crate::deadline::after_std(timeout);
-    let context = CallContext::serving(Some(deadline), abandoned);
+    let context = CallContext::serving(Some(deadline), Arc::clone(abandoned));
     let task = AbortOnDrop(tokio::spawn(async move {
         let _counted = counted;
         let _serving = node_counted.served.enter();

@@ -83,7 +83,7 @@ pub(crate) fn dispatch_with<G: Send + 'static>(
     match message {
         RpcMessage::Call(bytes, reply_port) => {
             tokio::spawn(async move {
-                let reply = serve_call_in(&shared, bytes, &abandoned).await;
+                let reply = serve_call_in(&shared, bytes, abandoned).await;
                 // The caller may have timed out and dropped its port; nothing to do then.
                 let _ = reply_port.send(reply);
                 drop(guard);
@@ -91,7 +91,7 @@ pub(crate) fn dispatch_with<G: Send + 'static>(
         }
         RpcMessage::Cast(bytes) => {
             tokio::spawn(async move {
-                let reply = serve_call_in(&shared, bytes, &abandoned).await;
+                let reply = serve_call_in(&shared, bytes, abandoned).await;
                 drop(guard);
                 if let Ok((status, _)) = reply::decode(&reply) {
                     if !status.is_ok() {
@@ -113,7 +113,7 @@ pub(crate) fn dispatch_with<G: Send + 'static>(
 /// Takes the message: a [`Payload`](crate::Payload) argument is the message itself.
 #[cfg_attr(not(any(test, feature = "fuzzing")), allow(dead_code))]
 pub(crate) async fn serve_call(shared: &NodeShared, bytes: Vec<u8>) -> Vec<u8> {
-    serve_call_in(shared, bytes, &shared.abandoned).await
+    serve_call_in(shared, bytes, Arc::clone(&shared.abandoned)).await
 }
 
 /// [`serve_call`] for a call that is also cancelled when `abandoned` fires (the drain of its
@@ -121,7 +121,7 @@ pub(crate) async fn serve_call(shared: &NodeShared, bytes: Vec<u8>) -> Vec<u8> {
 pub(crate) async fn serve_call_in(
     shared: &NodeShared,
     bytes: Vec<u8>,
-    abandoned: &Arc<Signal>,
+    abandoned: Arc<Signal>,
 ) -> Vec<u8> {
     let _serving = shared.served.enter();
     // A caller with a larger cap may send more than this node accepts: refused unrun.

@@ -473,7 +473,7 @@ async fn a_served_calls_context_is_cancelled_by_its_caller_its_deadline_and_an_a
         let shared = std::sync::Arc::clone(&shared);
         let abandoned = std::sync::Arc::clone(&abandoned);
         tokio::spawn(
-            async move { serve_call_in(&shared, call("watch", 0, &true), &abandoned).await },
+            async move { serve_call_in(&shared, call("watch", 0, &true), abandoned).await },
         )
     };
     let context = started(&slot).await;

@@ -49,6 +49,12 @@ tokio::task_local! {
 ///   for calls made to this node directly;
 /// * its future was dropped or panicked for any other reason.
 ///
+/// What a function returns once its call is cancelled matters little, but is defined: past
+/// the deadline the caller gets [`Error::RequestTimeout`](crate::Error::RequestTimeout)
+/// whatever the function returned; a caller that gave up gets nothing more; after a drain gave
+/// up, the reply is sent if the caller can still be reached, so return an error rather than a
+/// partial result that looks complete.
+///
 /// A call that returned is not cancelled afterwards. Casts have no deadline
 /// ([`deadline`](Self::deadline) is `None`) and are cancelled only by a drain that gives up.
 /// Outside a call (a function called directly, e.g. in a unit test), `current()` is a context
@@ -58,7 +64,7 @@ tokio::task_local! {
 /// use std::time::Duration;
 /// use rpc_load_balancer::{CallContext, FunctionError, RemoteFunction};
 ///
-/// /// Counts up for `ms` ms on the blocking pool, or until the call is cancelled.
+/// /// Counts up for `ms` ms on the blocking pool, unless the call is cancelled first.
 /// struct Spin;
 /// impl RemoteFunction for Spin {
 ///     const NAME: &'static str = "spin";
@@ -67,15 +73,17 @@ tokio::task_local! {
 ///     async fn call(&self, ms: u64) -> Result<u64, FunctionError> {
 ///         let context = CallContext::current();
 ///         let until = std::time::Instant::now() + Duration::from_millis(ms);
-///         tokio::task::spawn_blocking(move || {
+///         let spin = tokio::task::spawn_blocking(move || {
 ///             let mut loops = 0u64;
-///             while std::time::Instant::now() < until && !context.is_cancelled() {
+///             while std::time::Instant::now() < until {
+///                 if context.is_cancelled() {
+///                     return Err(FunctionError::new("cancelled"));
+///                 }
 ///                 loops += 1;
 ///             }
-///             loops
-///         })
-///         .await
-///         .map_err(|e| FunctionError::new(e.to_string()))
+///             Ok(loops)
+///         });
+///         spin.await.map_err(|e| FunctionError::new(e.to_string()))?
 ///     }
 /// }
 ///
@@ -87,9 +95,9 @@ tokio::task_local! {
 /// // A context of its own, with a deadline 50 ms away, set around a future:
 /// let deadline = std::time::Instant::now() + Duration::from_millis(50);
 /// let context = CallContext::new(Some(deadline));
-/// let loops = context.clone().scope(Spin.call(60_000)).await.unwrap();
+/// let cut_short = context.clone().scope(Spin.call(60_000)).await;
+/// assert_eq!(cut_short.unwrap_err().message(), "cancelled");
 /// assert!(context.is_cancelled(), "the deadline passed");
-/// # let _ = loops;
 /// # }
 /// ```
 #[derive(Clone, Debug, Default)]
@@ -114,11 +122,11 @@ impl CallContext {
     }
 
     /// A call's context: `deadline`, cancelled also when `abandoned` fires.
-    pub(crate) fn serving(deadline: Option<Instant>, abandoned: &Arc<Signal>) -> Self {
+    pub(crate) fn serving(deadline: Option<Instant>, abandoned: Arc<Signal>) -> Self {
         Self {
             deadline,
             own: Arc::default(),
-            abandoned: Some(Arc::clone(abandoned)),
+            abandoned: Some(abandoned),
         }
     }
 
@@ -316,7 +324,7 @@ mod tests {
     #[tokio::test]
     async fn an_abandoned_drain_cancels_its_calls() {
         let drain = Arc::new(Signal::default());
-        let context = CallContext::serving(None, &drain);
+        let context = CallContext::serving(None, Arc::clone(&drain));
         assert!(!context.is_cancelled());
         drain.fire();
         assert!(context.is_cancelled());
