@@ -7,7 +7,8 @@
 //! ractor_cluster drops messages it cannot decode and says nothing.
 //!
 //! Each call runs on its own tokio task, so a slow function never holds up the mailbox; the
-//! task ends at the caller's deadline, when nobody waits for the answer any more.
+//! task ends at the caller's deadline, when nobody waits for the answer any more. The function
+//! sees that deadline and its cancellation through its [`CallContext`] (a task-local).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;

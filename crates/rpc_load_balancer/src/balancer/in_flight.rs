@@ -63,9 +63,7 @@ impl OwnedInFlightToken {
             stripe,
         }
     }
-}
 
-impl OwnedInFlightToken {
     /// What cancels the calls counted by this token when their balancer's drain gives up.
     pub(crate) fn abandoned(&self) -> &std::sync::Arc<crate::function::Signal> {
         &self.shared.abandoned
