@@ -4,21 +4,46 @@
 //! | name | args | reply | does |
 //! |---|---|---|---|
 //! | `echo` | `String` | `String` | returns its argument |
-//! | `sleep` | `u64` ms | `()` | sleeps that long |
-//! | `burn` | `u64` ms | `u64` loops | keeps one core busy that long (on tokio's blocking pool) |
+//! | `sleep` | `u64` ms | `()` | sleeps that long, or until the call's deadline |
+//! | `burn` | `u64` ms | `u64` loops | keeps one core busy that long (on tokio's blocking pool), or until the call is cancelled |
 //! | `whoami` | `()` | `String` | the serving node's full name |
 //! | `fail` | `String` | `()` | returns an error with that message |
 //! | `panic` | `String` | `()` | panics with that message |
-//! | `blob` | `u64` bytes | `String` | a string of that many `x` (for payload-cap tests) |
+//! | `blob` | `u64` bytes | `String` | a string of that many `x` (for payload-cap tests); at most the node's `max_payload_bytes` |
 //! | `call_whoami` | `String` node | `String` | calls `whoami` on that node from this one |
 //! | `bytes_echo` | [`Payload`] | [`Payload`] | returns its argument (`rpclb bench`'s payload; no copies in the library) |
 //!
 //! With `rpclb node --delay-ms N`, every function first sleeps N ms.
+//!
+//! No argument makes a function allocate or work beyond the node's caps; what is over them is
+//! refused unrun with [`FunctionError::bad_request`] (the caller gets `Error::BadRequest`):
+//!
+//! * `blob` refuses a length over the node's `max_payload_bytes` (its reply could not be sent
+//!   anyway), before allocating anything;
+//! * `sleep` and `burn` end at the call's deadline or when its caller gives up, whatever their
+//!   argument (`sleep` is dropped then; `burn`, on the blocking pool, polls its
+//!   [`CallContext`]); a cast has no deadline, so there they refuse more than [`MAX_CAST_MS`]
+//!   (60 s).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rpc_load_balancer::{Error, FunctionError, Node, Payload, RemoteFunction};
+use rpc_load_balancer::{CallContext, Error, FunctionError, Node, Payload, RemoteFunction};
+
+/// The longest `sleep` or `burn` runs without a deadline (a cast), in ms; more is refused
+/// with [`FunctionError::bad_request`]. Calls have a deadline and end by it.
+pub const MAX_CAST_MS: u64 = 60_000;
+
+/// `Err(bad_request)` when `ms` is over [`MAX_CAST_MS`] and the call has no deadline.
+fn check_bounded(function: &str, ms: u64, context: &CallContext) -> Result<(), FunctionError> {
+    if context.deadline().is_none() && ms > MAX_CAST_MS {
+        return Err(FunctionError::bad_request(format!(
+            "{function} of {ms} ms without a deadline (a cast) is over the cap of {MAX_CAST_MS} ms; \
+             call it with a timeout instead"
+        )));
+    }
+    Ok(())
+}
 
 /// What the demo functions know of the node serving them.
 #[derive(Debug, Clone)]
@@ -61,24 +86,40 @@ demo_function!(
     Echo, "echo", String => String, |_s, text| Ok(text)
 );
 demo_function!(
-    /// `sleep`: sleeps the given ms.
+    /// `sleep`: sleeps the given ms; a call ends at its deadline at the latest (the library
+    /// drops the sleep then, or when the caller gives up). A cast over [`MAX_CAST_MS`] is
+    /// refused.
     Sleep, "sleep", u64 => (), |_s, ms| {
+        check_bounded("sleep", ms, &CallContext::current())?;
         tokio::time::sleep(Duration::from_millis(ms)).await;
         Ok(())
     }
 );
 demo_function!(
-    /// `burn`: busy-loops one core for the given ms; replies the loop count.
+    /// `burn`: busy-loops one core for the given ms, or until the call is cancelled (at its
+    /// deadline at the latest); replies the loop count, or an error when cut short. A cast
+    /// over [`MAX_CAST_MS`] is refused.
     Burn, "burn", u64 => u64, |_s, ms| {
+        let context = CallContext::current();
+        check_bounded("burn", ms, &context)?;
         let spin = tokio::task::spawn_blocking(move || {
-            let until = Instant::now() + Duration::from_millis(ms);
+            // (No end of its own past the clock's range: the deadline or a cancel ends it.)
+            let until = Instant::now().checked_add(Duration::from_millis(ms));
             let mut loops = 0u64;
-            while Instant::now() < until {
+            // The blocking pool is not aborted with the call: the loop polls the context.
+            while until.is_none_or(|until| Instant::now() < until) {
+                if context.is_cancelled() {
+                    return Err(loops);
+                }
                 loops = std::hint::black_box(loops.wrapping_add(1));
             }
-            loops
+            Ok(loops)
         });
-        spin.await.map_err(|e| FunctionError::new(format!("burn task failed: {e}")))
+        match spin.await {
+            Ok(Ok(loops)) => Ok(loops),
+            Ok(Err(loops)) => Err(FunctionError::new(format!("burn cancelled after {loops} loops"))),
+            Err(e) => Err(FunctionError::new(format!("burn task failed: {e}"))),
+        }
     }
 );
 demo_function!(
@@ -94,10 +135,16 @@ demo_function!(
     Panic, "panic", String => (), |_s, message| panic!("{message}")
 );
 demo_function!(
-    /// `blob`: a string of the given number of `x` bytes.
-    Blob, "blob", u64 => String, |_s, len| {
-        let len = usize::try_from(len).map_err(|_| FunctionError::new("length too large"))?;
-        Ok("x".repeat(len))
+    /// `blob`: a string of the given number of `x` bytes; a length over the node's
+    /// `max_payload_bytes` is refused before anything is allocated.
+    Blob, "blob", u64 => String, |s, len| {
+        let cap = s.node.max_payload_bytes();
+        match usize::try_from(len) {
+            Ok(len) if len <= cap => Ok("x".repeat(len)),
+            _ => Err(FunctionError::bad_request(format!(
+                "blob of {len} bytes is over this node's max_payload_bytes of {cap}"
+            ))),
+        }
     }
 );
 

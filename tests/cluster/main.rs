@@ -17,6 +17,7 @@ mod drain_timeout;
 mod dropped_calls;
 mod errors;
 mod filters;
+mod function_limits;
 mod handshake;
 mod heartbeat;
 mod hostile;

@@ -11,9 +11,10 @@ use ractor::rpc::CallResult;
 use ractor::{ActorRef, MessagingErr, RpcReplyPort};
 use tracing::Instrument;
 
+use crate::balancer::OwnedInFlightToken;
 use crate::control::{ControlReply, ControlRequest};
 use crate::error::{PayloadDirection, RemoteFailure};
-use crate::function::RemoteFunction;
+use crate::function::{CallContext, RemoteFunction, Signal};
 use crate::node::shared::NodeShared;
 use crate::telemetry::RpcTelemetry;
 use crate::wire::header::{
@@ -35,6 +36,9 @@ pub struct Call<F: RemoteFunction> {
     node: String,
     args: F::Args,
     timeout: Option<Duration>,
+    /// The balancer count that tracks this call (a random-node call's `load_balancer`), if
+    /// one does.
+    counted: Option<OwnedInFlightToken>,
     function: PhantomData<fn() -> F>,
 }
 
@@ -45,8 +49,16 @@ impl<F: RemoteFunction> Call<F> {
             node,
             args,
             timeout: None,
+            counted: None,
             function: PhantomData,
         }
+    }
+
+    /// Counts the call with `token` until it has ended (in the run itself when it runs on this
+    /// node), and cancels it when that balancer's drain gives up.
+    pub(crate) fn counted_by(mut self, token: OwnedInFlightToken) -> Self {
+        self.counted = Some(token);
+        self
     }
 
     /// How long to wait for the reply; default `NodeConfig::call_timeout` (10 s). Past it the
@@ -68,7 +80,12 @@ impl<F: RemoteFunction> IntoFuture for Call<F> {
             let mut telemetry = RpcTelemetry::start("call", F::NAME, None);
             telemetry.target(&Arc::from(self.node.as_str()));
             let span = telemetry.span().clone();
-            let outcome = call::<F>(&self.shared, &self.node, self.args, timeout)
+            let abandoned = match &self.counted {
+                Some(token) => Arc::clone(token.abandoned()),
+                None => Arc::clone(&self.shared.abandoned),
+            };
+            let (shared, node, counted) = (&self.shared, &self.node, self.counted);
+            let outcome = call::<F, _>(shared, node, self.args, timeout, counted, &abandoned)
                 .instrument(span)
                 .await;
             telemetry.finish(&outcome);
@@ -78,20 +95,26 @@ impl<F: RemoteFunction> IntoFuture for Call<F> {
 }
 
 /// Sends one call to `node` and waits at most `timeout` for its reply. A call to this node
-/// itself runs in-process when `F` is the registered type.
-pub(crate) async fn call<F: RemoteFunction>(
+/// itself runs in-process when `F` is the registered type, holding `counted` until the run
+/// has ended and cancelled if `abandoned` fires (see [`call_local`]); otherwise `counted` is
+/// held until the reply.
+pub(crate) async fn call<F: RemoteFunction, G: Send + 'static>(
     shared: &Arc<NodeShared>,
     node: &str,
     args: F::Args,
     timeout: Duration,
+    counted: G,
+    abandoned: &Arc<Signal>,
 ) -> Result<F::Reply, Error> {
     check_timeout(timeout)?;
     if node == shared.name {
         shared.check_running(node)?;
         if let Some(function) = shared.registry.get_typed::<F>() {
-            return call_local_capped(shared, None, function, args, timeout).await;
+            return call_local_capped(shared, None, function, args, timeout, counted, abandoned)
+                .await;
         }
     }
+    let _counted = counted;
     let endpoint = shared.endpoint_of(node)?;
     call_endpoint::<F>(shared, &endpoint, node, None, args, timeout).await
 }
@@ -131,20 +154,30 @@ pub(crate) async fn control(
 }
 
 /// Runs `function` in this process on its own task, with the remote call's error contract and
-/// timeout: a returned error or a panic becomes [`Error::Remote`], the deadline
-/// [`Error::RequestTimeout`] (and the task is aborted).
-pub(crate) async fn call_local<F: RemoteFunction>(
+/// timeout: a returned error or a panic becomes [`Error::Remote`] (or [`Error::BadRequest`]
+/// for [`FunctionError::bad_request`](crate::FunctionError::bad_request)), the deadline
+/// [`Error::RequestTimeout`].
+///
+/// The run ends with its caller: at the deadline, or when the caller's future is dropped, the
+/// task is aborted. `counted` (a drain count) lives in the task, so it is released only when
+/// the run has really ended; the function's [`CallContext`] has the deadline and is cancelled
+/// on abort or when `abandoned` fires.
+pub(crate) async fn call_local<F: RemoteFunction, G: Send + 'static>(
     shared: &Arc<NodeShared>,
     function: Arc<F>,
     args: F::Args,
     timeout: Duration,
+    counted: G,
+    abandoned: &Arc<Signal>,
 ) -> Result<F::Reply, Error> {
-    let counted = Arc::clone(shared);
-    let task = tokio::spawn(async move {
-        let _serving = counted.served.enter();
-        function.call(args).await
-    });
-    let abort = task.abort_handle();
+    let node_counted = Arc::clone(shared);
+    let deadline = crate::deadline::after_std(timeout);
+    let context = CallContext::serving(Some(deadline), Arc::clone(abandoned));
+    let task = AbortOnDrop(tokio::spawn(async move {
+        let _counted = counted;
+        let _serving = node_counted.served.enter();
+        context.run(function.call(args)).await
+    }));
     let node = || shared.name.clone();
     let remote = |failure, message: String| Error::Remote {
         node: node(),
@@ -152,14 +185,17 @@ pub(crate) async fn call_local<F: RemoteFunction>(
         failure,
         message,
     };
+    // On the deadline the task is dropped here, which aborts it.
     match tokio::time::timeout(timeout, task).await {
-        Err(_elapsed) => {
-            abort.abort();
-            Err(Error::RequestTimeout {
-                node: node(),
-                timeout,
-            })
-        }
+        // (Ended at its deadline, a hair before the timer, e.g. work polling its context.)
+        Ok(Ok(_)) if std::time::Instant::now() >= deadline => Err(Error::RequestTimeout {
+            node: node(),
+            timeout,
+        }),
+        Err(_elapsed) => Err(Error::RequestTimeout {
+            node: node(),
+            timeout,
+        }),
         Ok(Err(join_error)) if join_error.is_panic() => {
             let message = crate::endpoint::panic_message(join_error.into_panic().as_ref());
             Err(remote(RemoteFailure::Panicked, message))
@@ -168,8 +204,33 @@ pub(crate) async fn call_local<F: RemoteFunction>(
             node: node(),
             reason: Unavailable::NodeStopped,
         }),
+        Ok(Ok(Err(error))) if error.is_bad_request() => Err(Error::BadRequest {
+            node: node(),
+            message: error.message().to_string(),
+        }),
         Ok(Ok(Err(error))) => Err(remote(RemoteFailure::Failed, error.message().to_string())),
         Ok(Ok(Ok(reply))) => Ok(reply),
+    }
+}
+
+/// A local run's task: aborted when dropped, i.e. when its caller stops waiting for it (its
+/// deadline, or its future dropped). Aborting a finished task does nothing.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Future for AbortOnDrop<T> {
+    type Output = Result<T, tokio::task::JoinError>;
+
+    fn poll(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        Pin::new(&mut self.0).poll(cx)
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -14,6 +14,13 @@ pub(crate) fn after(after: Duration) -> Instant {
     now.checked_add(after.min(FAR)).unwrap_or(now)
 }
 
+/// `std::time::Instant::now() + after`, or about 30 years ahead when that would overflow (a
+/// call's deadline as its function sees it, in [`CallContext`](crate::CallContext)).
+pub(crate) fn after_std(after: Duration) -> std::time::Instant {
+    let now = std::time::Instant::now();
+    now.checked_add(after.min(FAR)).unwrap_or(now)
+}
+
 /// `duration` scaled by `factor` (finite, ≥ 0), saturating at 30 years instead of panicking.
 pub(crate) fn scaled(duration: Duration, factor: f64) -> Duration {
     Duration::try_from_secs_f64(duration.min(FAR).as_secs_f64() * factor)

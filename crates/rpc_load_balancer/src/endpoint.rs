@@ -7,7 +7,8 @@
 //! ractor_cluster drops messages it cannot decode and says nothing.
 //!
 //! Each call runs on its own tokio task, so a slow function never holds up the mailbox; the
-//! task ends at the caller's deadline, when nobody waits for the answer any more.
+//! task ends at the caller's deadline, when nobody waits for the answer any more. The function
+//! sees that deadline and its cancellation through its [`CallContext`] (a task-local).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
@@ -19,6 +20,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use crate::balancer::{member_name, Balancer, BalancerConfig};
 use crate::control::{ControlReply, ControlRequest};
+use crate::function::{CallContext, Signal};
 use crate::node::shared::NodeShared;
 use crate::wire::header::decode_call;
 use crate::wire::reply::{self, ReplyStatus};
@@ -66,20 +68,23 @@ impl Actor for RpcEndpoint {
 
 /// Serves one message on its own task: the endpoint and every balancer member do this.
 pub(crate) fn dispatch(shared: &Arc<NodeShared>, message: RpcMessage) {
-    dispatch_with(shared, message, ());
+    let abandoned = Arc::clone(&shared.abandoned);
+    dispatch_with(shared, message, (), abandoned);
 }
 
-/// [`dispatch`], holding `guard` until the call or cast is served (e.g. a served count).
+/// [`dispatch`], holding `guard` until the call or cast is served (e.g. a served count); the
+/// call is cancelled if `abandoned` fires (its drain gave up).
 pub(crate) fn dispatch_with<G: Send + 'static>(
     shared: &Arc<NodeShared>,
     message: RpcMessage,
     guard: G,
+    abandoned: Arc<Signal>,
 ) {
     let shared = Arc::clone(shared);
     match message {
         RpcMessage::Call(bytes, reply_port) => {
             tokio::spawn(async move {
-                let reply = serve_call(&shared, bytes).await;
+                let reply = serve_call_in(&shared, bytes, abandoned).await;
                 // The caller may have timed out and dropped its port; nothing to do then.
                 let _ = reply_port.send(reply);
                 drop(guard);
@@ -87,7 +92,7 @@ pub(crate) fn dispatch_with<G: Send + 'static>(
         }
         RpcMessage::Cast(bytes) => {
             tokio::spawn(async move {
-                let reply = serve_call(&shared, bytes).await;
+                let reply = serve_call_in(&shared, bytes, abandoned).await;
                 drop(guard);
                 if let Ok((status, _)) = reply::decode(&reply) {
                     if !status.is_ok() {
@@ -107,7 +112,18 @@ pub(crate) fn dispatch_with<G: Send + 'static>(
 /// Runs one encoded call and returns the encoded reply. Never panics.
 ///
 /// Takes the message: a [`Payload`](crate::Payload) argument is the message itself.
+#[cfg_attr(not(any(test, feature = "fuzzing")), allow(dead_code))]
 pub(crate) async fn serve_call(shared: &NodeShared, bytes: Vec<u8>) -> Vec<u8> {
+    serve_call_in(shared, bytes, Arc::clone(&shared.abandoned)).await
+}
+
+/// [`serve_call`] for a call that is also cancelled when `abandoned` fires (the drain of its
+/// balancer, or of this node, gave up on it).
+pub(crate) async fn serve_call_in(
+    shared: &NodeShared,
+    bytes: Vec<u8>,
+    abandoned: Arc<Signal>,
+) -> Vec<u8> {
     let _serving = shared.served.enter();
     // A caller with a larger cap may send more than this node accepts: refused unrun.
     if bytes.len() > shared.max_payload {
@@ -139,6 +155,11 @@ pub(crate) async fn serve_call(shared: &NodeShared, bytes: Vec<u8>) -> Vec<u8> {
             return reply::encode_status(&ReplyStatus::BadRequest(&message));
         }
     };
+    // The function sees its deadline and cancellation through this (`CallContext::current`);
+    // it is cancelled if the run is dropped before it ends (the deadline or a cancel below).
+    let deadline =
+        (deadline_ms != 0).then(|| crate::deadline::after_std(Duration::from_millis(deadline_ms)));
+    let running = CallContext::serving(deadline, abandoned).run(running);
     let guarded = AssertUnwindSafe(running).catch_unwind();
     let outcome = if deadline_ms == 0 {
         guarded.await
@@ -156,6 +177,11 @@ pub(crate) async fn serve_call(shared: &NodeShared, bytes: Vec<u8>) -> Vec<u8> {
             return reply::encode_status(&ReplyStatus::DeadlineExceeded);
         };
         match tokio::time::timeout(Duration::from_millis(deadline_ms), guarded).await {
+            // Ended at its deadline (work polling its context stops there), a hair before the
+            // timer: too late for its caller all the same.
+            Ok(Ok(_)) if deadline.is_some_and(|d| std::time::Instant::now() >= d) => {
+                return reply::encode_status(&ReplyStatus::DeadlineExceeded)
+            }
             Ok(Ok(outcome)) => outcome,
             Ok(Err(futures_util::future::Aborted)) | Err(_) => {
                 return reply::encode_status(&ReplyStatus::DeadlineExceeded)
@@ -167,6 +193,9 @@ pub(crate) async fn serve_call(shared: &NodeShared, bytes: Vec<u8>) -> Vec<u8> {
             let message = panic_message(panic.as_ref());
             tracing::warn!(function = name, %message, "remote function panicked");
             reply::encode_status(&ReplyStatus::Panicked(&message))
+        }
+        Ok(Err(error)) if error.is_bad_request() => {
+            reply::encode_status(&ReplyStatus::BadRequest(error.message()))
         }
         Ok(Err(error)) => reply::encode_status(&ReplyStatus::Failed(error.message())),
         Ok(Ok(encoded)) if encoded.len() > shared.max_payload => {

@@ -30,8 +30,11 @@ use std::future::Future;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+mod context;
 mod registry;
 
+pub use context::CallContext;
+pub(crate) use context::Signal;
 pub(crate) use registry::Registry;
 
 /// A function that other nodes can call on this node.
@@ -43,8 +46,51 @@ pub(crate) use registry::Registry;
 ///   sent without a copy (docs/how-to/large-payloads.md).
 /// * `call` runs on its own tokio task per call. Returning `Err` gives the caller
 ///   [`Error::Remote`](crate::Error::Remote) with [`RemoteFailure::Failed`](crate::RemoteFailure)
-///   and the message; a panic is caught, reported as
+///   and the message, or [`Error::BadRequest`](crate::Error::BadRequest) for an error made
+///   with [`FunctionError::bad_request`]; a panic is caught, reported as
 ///   [`RemoteFailure::Panicked`](crate::RemoteFailure), and the node keeps serving.
+/// * [`CallContext::current`] inside `call` gives the call's deadline, the time left and its
+///   cancellation. A call that ends early (deadline, the caller's cancel or timeout, a drain
+///   that gives up) has its future dropped at its next `.await`; work that does not await —
+///   a busy loop, a closure on [`tokio::task::spawn_blocking`] — should poll
+///   [`CallContext::is_cancelled`], or it runs on after its caller got
+///   [`Error::RequestTimeout`](crate::Error::RequestTimeout).
+///
+/// ```
+/// use std::time::Duration;
+/// use rpc_load_balancer::{CallContext, FunctionError, RemoteFunction};
+///
+/// /// Sums 0..n on the blocking pool, stopping when the call is cancelled.
+/// struct SumTo;
+/// impl RemoteFunction for SumTo {
+///     const NAME: &'static str = "math.sum_to";
+///     type Args = u64;
+///     type Reply = u64;
+///     async fn call(&self, n: u64) -> Result<u64, FunctionError> {
+///         if n > 1 << 40 {
+///             // The caller gets Error::BadRequest.
+///             return Err(FunctionError::bad_request("n is over 2^40"));
+///         }
+///         let context = CallContext::current();
+///         let sum = tokio::task::spawn_blocking(move || {
+///             let mut sum = 0u64;
+///             for i in 0..n {
+///                 if i % 65_536 == 0 && context.is_cancelled() {
+///                     return None;
+///                 }
+///                 sum = sum.wrapping_add(i);
+///             }
+///             Some(sum)
+///         });
+///         match sum.await {
+///             Ok(Some(sum)) => Ok(sum),
+///             // Cancelled: nobody reads this reply.
+///             Ok(None) => Err(FunctionError::new("cancelled")),
+///             Err(e) => Err(FunctionError::new(e.to_string())),
+///         }
+///     }
+/// }
+/// ```
 ///
 /// The value registered is shared by all calls (`&self`), so it can hold state such as a
 /// connection pool.
@@ -61,8 +107,11 @@ pub trait RemoteFunction: Send + Sync + 'static {
     ///
     /// Errors: return `Err(FunctionError)` to fail the call; the caller gets
     /// [`Error::Remote`](crate::Error::Remote) with [`RemoteFailure::Failed`](crate::RemoteFailure)
-    /// and the error's message. A call still running at the caller's timeout is stopped, and
-    /// the caller gets [`Error::RequestTimeout`](crate::Error::RequestTimeout).
+    /// and the error's message, or [`Error::BadRequest`](crate::Error::BadRequest) for
+    /// [`FunctionError::bad_request`] (arguments the function refuses). A call still running
+    /// at the caller's timeout is stopped, and the caller gets
+    /// [`Error::RequestTimeout`](crate::Error::RequestTimeout); see [`CallContext`] for work
+    /// that must notice it.
     fn call(
         &self,
         args: Self::Args,
@@ -70,20 +119,40 @@ pub trait RemoteFunction: Send + Sync + 'static {
 }
 
 /// The error a remote function returns; its message reaches the caller in
-/// [`Error::Remote`](crate::Error::Remote).
+/// [`Error::Remote`](crate::Error::Remote) ([`FunctionError::new`]), or in
+/// [`Error::BadRequest`](crate::Error::BadRequest) when the function refuses its arguments
+/// ([`FunctionError::bad_request`]).
 ///
-/// Any `std::error::Error` converts into it, so `?` works in function bodies.
+/// Any `std::error::Error` converts into it (as a failure), so `?` works in function bodies.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FunctionError {
     message: String,
+    bad_request: bool,
 }
 
 impl FunctionError {
-    /// An error with this message.
+    /// A failure with this message: the caller gets [`Error::Remote`](crate::Error::Remote)
+    /// with [`RemoteFailure::Failed`](crate::RemoteFailure) (code `service_unavailable`).
     pub fn new(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
+            bad_request: false,
         }
+    }
+
+    /// A refusal of the call's arguments (out of range, too large for this node's caps, ...):
+    /// the caller gets [`Error::BadRequest`](crate::Error::BadRequest) with this message (code
+    /// `bad_request`), on a remote node and on this one alike. Refuse before doing the work.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            bad_request: true,
+        }
+    }
+
+    /// Whether this error refuses the arguments ([`FunctionError::bad_request`]).
+    pub fn is_bad_request(&self) -> bool {
+        self.bad_request
     }
 
     /// The message given to the caller.
@@ -100,8 +169,6 @@ impl std::fmt::Display for FunctionError {
 
 impl<E: std::error::Error> From<E> for FunctionError {
     fn from(error: E) -> Self {
-        Self {
-            message: error.to_string(),
-        }
+        Self::new(error.to_string())
     }
 }

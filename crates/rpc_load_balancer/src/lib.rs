@@ -6,6 +6,8 @@
 //! [`call`](Node::call) or [`cast`](Node::cast) a function on another node by name, getting a
 //! typed reply or a typed [`Error`] — never a hang: every call has a timeout, and the serving
 //! node always replies, even when the function fails or panics.
+//! Inside a function, [`CallContext::current`] gives the call's deadline and its cancellation,
+//! for work that must stop when its caller gives up.
 //!
 //! A [`Balancer`] routes calls to "some member of balancer X": every node that starts the
 //! balancer (and matches its `node_match_list`) is a member, found through a `ractor::pg` group,
@@ -94,7 +96,7 @@ pub use call::Call;
 pub use control::{ControlReply, ControlRequest};
 pub use error::{Error, ErrorCode, PayloadDirection, RemoteFailure, Unavailable};
 pub use filter::NodeFilter;
-pub use function::{FunctionError, RemoteFunction};
+pub use function::{CallContext, FunctionError, RemoteFunction};
 pub use named::NamedBalancer;
 pub use node::{
     Node, NodeConfig, NodeEvent, TlsConfig, DEFAULT_HANDSHAKE_FRAME_LIMIT, DEFAULT_MAX_HANDSHAKES,

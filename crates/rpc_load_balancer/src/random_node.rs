@@ -29,7 +29,7 @@ use std::time::Duration;
 use rand::Rng as _;
 use tokio::time::Instant;
 
-use crate::balancer::Balancer;
+use crate::balancer::{Balancer, OwnedInFlightToken};
 use crate::filter::{self, NodeFilter};
 use crate::function::RemoteFunction;
 use crate::node::shared::{Lifecycle, NodeShared};
@@ -296,7 +296,7 @@ fn pick(shared: &NodeShared, filter: &NodeFilter) -> Option<Arc<str>> {
 
 /// Counts the call in `balancer`'s in-flight total (which its drain waits for) until the
 /// returned token drops; [`Error::UnknownBalancer`] if the balancer began stopping meanwhile.
-fn track(balancer: Option<&Balancer>) -> Result<Option<impl Send + '_>, Error> {
+fn track(balancer: Option<&Balancer>) -> Result<Option<OwnedInFlightToken>, Error> {
     let Some(balancer) = balancer else {
         return Ok(None);
     };
@@ -379,14 +379,18 @@ impl<F: RemoteFunction> RandomNodeCall<F> {
             Ok(target) => target,
             Err(error) => return Err(choosing.failed(error)),
         };
-        let _tracked = track(target.balancer.as_ref()).map_err(|e| choosing.failed(e))?;
+        let tracked = track(target.balancer.as_ref()).map_err(|e| choosing.failed(e))?;
         choosing.chosen();
-        let reply = self
+        let mut call = self
             .options
             .node
             .call::<F>(&*target.node, self.args)
-            .timeout(target.timeout)
-            .await?;
+            .timeout(target.timeout);
+        if let Some(tracked) = tracked {
+            // Held by the run itself when it runs on this node.
+            call = call.counted_by(tracked);
+        }
+        let reply = call.await?;
         Ok((reply, target.node))
     }
 }

@@ -13,7 +13,7 @@ use tracing::Instrument;
 
 use tokio::time::Instant;
 
-use super::in_flight::{InFlightToken, ServedToken};
+use super::in_flight::{InFlightToken, OwnedInFlightToken, ServedToken};
 use super::shared::BalancerShared;
 use super::{Balancer, Members, SelectionGuard};
 use crate::call::{self, Sent};
@@ -157,8 +157,10 @@ impl<F: RemoteFunction> BalancedCall<F> {
         if directly || shared.config.algorithm.is_local() {
             let here: Arc<str> = Arc::from(node.name.as_str());
             telemetry.target(&here);
-            let _counted = InFlightToken::new(shared);
-            return call::call::<F>(node, &here, self.args, timeout)
+            // Counted until the run has ended, even if this future is dropped first.
+            let counted = OwnedInFlightToken::new(shared);
+            let abandoned = &shared.abandoned;
+            return call::call::<F, _>(node, &here, self.args, timeout, counted, abandoned)
                 .await
                 .map(|r| (r, here));
         }
@@ -226,10 +228,14 @@ impl<F: RemoteFunction> BalancedCall<F> {
                         (None, Some(bytes)) => call::decode_args::<F>(bytes)?,
                         (None, None) => return Err(call::args_gone::<F>()),
                     };
-                    let _serving = ServedToken::new(shared);
+                    // Counted until the run has ended, even if this future is dropped first.
+                    let serving = ServedToken::new(shared);
                     let balancer = Some(shared.name.as_str());
-                    let served =
-                        call::call_local_capped(node, balancer, function, args, timeout).await;
+                    let abandoned = &shared.abandoned;
+                    let served = call::call_local_capped(
+                        node, balancer, function, args, timeout, serving, abandoned,
+                    )
+                    .await;
                     return served.map(|reply| (reply, Arc::clone(member.node_arc())));
                 }
             }

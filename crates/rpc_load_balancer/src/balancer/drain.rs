@@ -98,6 +98,10 @@ impl Balancer {
             tokio::time::sleep(DRAIN_POLL).await;
         };
         let drained = routed + served == 0;
+        if !drained {
+            // Given up: calls of this balancer still running here see their cancellation.
+            shared.abandoned.fire();
+        }
         if shared.member {
             // Refuse (not drop) calls until every peer has seen the leave, so nothing is
             // selected for this member any more, and at least MIN_REFUSING after it: a call

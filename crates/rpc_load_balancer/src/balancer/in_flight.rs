@@ -46,6 +46,37 @@ impl Drop for InFlightToken<'_> {
     }
 }
 
+/// An [`InFlightToken`] that holds its balancer's state, so it can move into the task that
+/// runs a call on this node (released when that run has ended, not when its caller stops
+/// waiting).
+pub(crate) struct OwnedInFlightToken {
+    shared: std::sync::Arc<super::shared::BalancerShared>,
+    stripe: usize,
+}
+
+impl OwnedInFlightToken {
+    pub(crate) fn new(shared: &std::sync::Arc<super::shared::BalancerShared>) -> Self {
+        shared.metrics.enter();
+        let stripe = shared.in_flight.acquire();
+        Self {
+            shared: std::sync::Arc::clone(shared),
+            stripe,
+        }
+    }
+
+    /// What cancels the calls counted by this token when their balancer's drain gives up.
+    pub(crate) fn abandoned(&self) -> &std::sync::Arc<crate::function::Signal> {
+        &self.shared.abandoned
+    }
+}
+
+impl Drop for OwnedInFlightToken {
+    fn drop(&mut self) {
+        self.shared.in_flight.release(self.stripe);
+        self.shared.metrics.exit();
+    }
+}
+
 /// One routed call or cast this node serves as a member, counted in the balancer's served
 /// total until dropped (owned, so it can move into the task that serves the call).
 pub(crate) struct ServedToken {

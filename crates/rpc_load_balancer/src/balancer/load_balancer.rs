@@ -59,7 +59,8 @@ impl Actor for LoadBalancer {
             }
             message @ (RpcMessage::Call(..) | RpcMessage::Cast(..)) => {
                 let serving = ServedToken::new(shared);
-                dispatch_with(&shared.node, message, serving);
+                let abandoned = Arc::clone(&shared.abandoned);
+                dispatch_with(&shared.node, message, serving, abandoned);
             }
             other => dispatch(&shared.node, other),
         }

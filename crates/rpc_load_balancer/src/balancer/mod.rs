@@ -70,6 +70,7 @@ pub use drain::{DrainOutcome, DrainReport};
 pub use members::{Member, Members};
 pub use supervisor::SupervisorMsg;
 
+pub(crate) use in_flight::OwnedInFlightToken;
 pub(crate) use members::member_name;
 pub(crate) use shared::BalancerShared;
 use supervisor::BalancerSupervisor;
@@ -418,7 +419,10 @@ impl Balancer {
     ///    (15 s, grace included) is up ([`DrainOutcome::TimedOut`], with the calls still
     ///    running in [`DrainReport::routed_in_flight`] and [`DrainReport::served_in_flight`])
     ///    — then it stops anyway: callers of calls still running here may get
-    ///    [`Error::ServiceUnavailable`] (`ConnectionLost`: the call may have run);
+    ///    [`Error::ServiceUnavailable`] (`ConnectionLost`: the call may have run), and those
+    ///    calls' [`CallContext`](crate::CallContext)s are cancelled. A call run in-process (a
+    ///    local member, `CallDirect`, `call_directly`) counts until its function has ended,
+    ///    even when its caller stopped waiting first;
     /// 5. a member keeps refusing (not dropping) calls for at least 250 ms after leaving,
     ///    whatever the grace, then it stops its actors and frees the name (a new start under
     ///    it may follow). [`DrainReport::took`] is the time from 1 to here.
@@ -462,10 +466,11 @@ impl Balancer {
     }
 
     /// Counts work (e.g. a random-node call tracked by this balancer) in this handle's own
-    /// balancer's in-flight total, which [`Balancer::stop`] drains, until the token drops (for
-    /// handles fresh from the node's registry).
-    pub(crate) fn track(&self) -> in_flight::InFlightToken<'_> {
-        in_flight::InFlightToken::new(&self.shared)
+    /// balancer's in-flight total, which [`Balancer::stop`] drains, until the token drops
+    /// (owned, so it can move into a run on this node; for handles fresh from the node's
+    /// registry).
+    pub(crate) fn track(&self) -> in_flight::OwnedInFlightToken {
+        in_flight::OwnedInFlightToken::new(&self.shared)
     }
 
     /// This handle's own balancer's state (for handles fresh from the node's registry; callers

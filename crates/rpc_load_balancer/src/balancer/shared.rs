@@ -45,6 +45,10 @@ pub(crate) struct BalancerShared {
     pub(crate) in_flight: InFlightTotal,
     /// Calls and casts routed through this balancer that this node is serving as a member.
     pub(crate) served: InFlightTotal,
+    /// Fired when [`Balancer::stop`](super::Balancer::stop)'s drain gives up: the calls of
+    /// this balancer still running here have their [`CallContext`](crate::CallContext)s
+    /// cancelled.
+    pub(crate) abandoned: Arc<crate::function::Signal>,
     /// Whether this member takes routed calls; false once its leave grace is over.
     pub(crate) accepting: AtomicBool,
     /// Whether guards also count each member's in-flight selections: only when the algorithm
@@ -61,6 +65,7 @@ impl BalancerShared {
         Self {
             in_flight: InFlightTotal::default(),
             served: InFlightTotal::default(),
+            abandoned: Arc::default(),
             accepting: AtomicBool::new(true),
             counts_members,
             metrics: SelectionMetrics::new(config.algorithm.name(), &config.name),

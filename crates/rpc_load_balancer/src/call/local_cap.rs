@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use super::{call_local, check_payload, header};
 use crate::error::{PayloadDirection, RemoteFailure};
-use crate::function::RemoteFunction;
+use crate::function::{RemoteFunction, Signal};
 use crate::node::shared::NodeShared;
 use crate::wire::header::call_len;
 use crate::wire::reply::ok_len;
@@ -28,15 +28,17 @@ use crate::Error;
 /// encoded; then those of [`call_local`]; then [`Error::PayloadTooLarge`] (`Reply`) when the
 /// reply as it would be encoded is over the cap, [`Error::Remote`] (`Failed`) when it cannot
 /// be encoded.
-pub(crate) async fn call_local_capped<F: RemoteFunction>(
+pub(crate) async fn call_local_capped<F: RemoteFunction, G: Send + 'static>(
     shared: &Arc<NodeShared>,
     balancer: Option<&str>,
     function: Arc<F>,
     args: F::Args,
     timeout: Duration,
+    counted: G,
+    abandoned: &Arc<Signal>,
 ) -> Result<F::Reply, Error> {
     check_args::<F>(shared, balancer, &args, timeout)?;
-    let reply = call_local(shared, function, args, timeout).await?;
+    let reply = call_local(shared, function, args, timeout, counted, abandoned).await?;
     check_reply::<F>(shared, &reply)?;
     Ok(reply)
 }

@@ -415,6 +415,14 @@ impl Node {
         &self.inner.shared.excluded_node_patterns
     }
 
+    /// This node's cap in bytes on one encoded call or reply: its
+    /// [`NodeConfig::max_payload_bytes`] (default 8 MiB). A function can refuse arguments that
+    /// would make a reply over it with
+    /// [`FunctionError::bad_request`](crate::FunctionError::bad_request) before doing the work.
+    pub fn max_payload_bytes(&self) -> usize {
+        self.inner.shared.max_payload
+    }
+
     /// How often this node samples its CPU: its
     /// [`NodeConfig::cpu_sample_interval`] (default 1,000 ms).
     pub fn cpu_sample_interval(&self) -> Duration {
@@ -473,10 +481,11 @@ impl Node {
     ///
     /// Only balancers drain: direct calls ([`Node::call`], random-node calls not tracked by a
     /// balancer) that this node makes or serves when the sessions close fail with
-    /// [`Error::ServiceUnavailable`] (`ConnectionLost`). Waiting random-node calls end at once
-    /// with `NodeStopped`. Calls made afterwards fail with [`Error::ServiceUnavailable`]; a new
-    /// node may then be started in this process. A second call while one runs returns when it
-    /// is done.
+    /// [`Error::ServiceUnavailable`] (`ConnectionLost`), and the
+    /// [`CallContext`](crate::CallContext)s of those still running here are cancelled.
+    /// Waiting random-node calls end at once with `NodeStopped`. Calls made afterwards fail
+    /// with [`Error::ServiceUnavailable`]; a new node may then be started in this process. A
+    /// second call while one runs returns when it is done.
     ///
     /// Returns the [`DrainReport`](crate::DrainReport) of each balancer it stopped, sorted by
     /// balancer name (empty when none ran); a second call returns the same.
@@ -514,6 +523,8 @@ impl Node {
         }))
         .await;
         inner.shared.stopped.store(true, Ordering::Release);
+        // Direct calls are not drained: those still running here are given up on now.
+        inner.shared.abandoned.fire();
         let dialers = std::mem::take(&mut *inner.dialers.lock().unwrap_or_else(|p| p.into_inner()));
         for dialer in dialers {
             dialer.abort();

@@ -179,6 +179,9 @@ pub(crate) struct NodeShared {
     /// [`CALL_SHARDS`] shards (ids are random) so concurrent calls rarely share a lock.
     calls: [crossbeam_utils::CachePadded<Mutex<CallTable>>; CALL_SHARDS],
     pub(crate) served: ServedStats,
+    /// Fired when the node's shutdown gives up on the calls made to it directly that are
+    /// still running: their [`CallContext`](crate::CallContext)s are cancelled.
+    pub(crate) abandoned: Arc<crate::function::Signal>,
     pub(crate) stopped: AtomicBool,
     /// Balancers started on this node; `None` while one is starting.
     balancers: Mutex<HashMap<String, Option<Balancer>>>,
@@ -234,6 +237,7 @@ impl NodeShared {
             next_call_id: AtomicU64::new(rand::random::<u32>() as u64),
             calls: std::array::from_fn(|_| Default::default()),
             served: ServedStats::default(),
+            abandoned: Arc::default(),
             stopped: AtomicBool::new(false),
             balancers: Mutex::new(HashMap::new()),
             dialing: Mutex::new(HashSet::new()),
