@@ -124,7 +124,7 @@ pub enum Command {
     /// direct, balanced and local interleaved in rounds for each payload size.
     Bench(BenchArgs),
     /// Join a cluster as a client node and send one control request (ping, nodes, functions,
-    /// stats, cpu_reading, cpu_readings, crash_poller) to a node.
+    /// stats, cpu_reading, cpu_readings, crash_poller, stop_balancer) to a node.
     Control(ControlArgs),
 }
 
@@ -425,15 +425,24 @@ pub struct ControlArgs {
     /// both null without a reading), cpu_readings `{"readings":[{"node","cpu","age_ms"}],
     /// "selection":[{"balancer","members":[{"node","cpu"}]}]}` (`selection`: per LeastCpu
     /// balancer on the node, the value it routes each member by — 50 when missing or older
-    /// than its cpu_cache_ttl; null from a node too old to say), crash_poller `{"done":true}`.
+    /// than its cpu_cache_ttl; null from a node too old to say), crash_poller `{"done":true}`,
+    /// stop_balancer `{"balancer","outcome","routed_in_flight","served_in_flight","took_ms"}`
+    /// (`outcome`: drained, timed_out — calls still running at the drain timeout were cut —
+    /// or killed; from a node too old to report, `{"done":true}`).
     #[arg(long)]
     pub json: bool,
+    /// How long to wait for the answer, in ms (≥ 1). Default: 60,000 for stop_balancer (it
+    /// answers when the drain has ended, up to the node's --drain-timeout-ms, 15,000 by
+    /// default), 10,000 for every other request.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout_ms: Option<u64>,
     /// ping, nodes, functions, stats, cpu_reading (the node's own CPU reading and its age),
     /// cpu_readings (every CPU reading the node holds, and what its LeastCpu balancers route
-    /// each member by) or crash_poller BALANCER (make that
-    /// LeastCpu balancer's Poller fail; needs remote admin on the node).
+    /// each member by), crash_poller BALANCER (make that LeastCpu balancer's Poller fail;
+    /// needs remote admin on the node) or stop_balancer BALANCER (drain and stop the node's
+    /// member of that balancer and report how it went; needs remote admin on the node).
     pub request: String,
-    /// The request's argument: the balancer name of crash_poller.
+    /// The request's argument: the balancer name of crash_poller and stop_balancer.
     pub arg: Option<String>,
 }
 
@@ -829,6 +838,36 @@ mod tests {
         assert!(node_args(&["--cpu-reply", "junk"]).is_err());
         let error_mode = node_args(&["--cpu-reply", "error"]).unwrap();
         assert_eq!(error_mode.cpu_reply, "error");
+    }
+
+    #[test]
+    fn help_lists_stop_balancer_and_control_takes_a_timeout() {
+        use clap::CommandFactory as _;
+        let mut cli = Cli::command();
+        let top = cli.render_help().to_string();
+        assert!(top.contains("stop_balancer"), "{top}");
+        let control = cli.find_subcommand_mut("control").unwrap();
+        let help = control.render_long_help().to_string();
+        assert!(help.contains("stop_balancer BALANCER"), "{help}");
+        assert!(
+            help.contains(r#"stop_balancer `{"balancer","outcome""#),
+            "{help}"
+        );
+        assert!(help.contains("--timeout-ms"), "{help}");
+        let parsed = |extra: &[&str]| {
+            let args = ["rpclb", "control", "--peer", "h:1", "--node", "a@h"];
+            match Cli::try_parse_from(args.iter().chain(extra)).map(|cli| cli.command) {
+                Ok(Command::Control(args)) => Ok(args.timeout_ms),
+                Ok(other) => panic!("{other:?}"),
+                Err(error) => Err(error),
+            }
+        };
+        assert_eq!(parsed(&["stop_balancer", "work"]).unwrap(), None);
+        assert_eq!(
+            parsed(&["--timeout-ms", "90000", "stop_balancer", "work"]).unwrap(),
+            Some(90_000)
+        );
+        assert!(parsed(&["--timeout-ms", "0", "ping"]).is_err());
     }
 
     #[test]

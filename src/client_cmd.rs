@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 
 use crate::cli::{CallArgs, ClusterArgs, ControlArgs, LoadArgs};
 use crate::functions::{Blob, Burn, BytesEcho, CallWhoami, Echo, Fail, Panic, Sleep, Whoami};
+use crate::interrupt::Interrupt;
 use crate::{load, CmdResult};
 
 /// Starts a client node and connects it to `peer`. It serves the demo functions too, so a
@@ -32,11 +33,23 @@ pub async fn join_cluster_sampling(
     peer: &str,
     sample_interval: Option<Duration>,
 ) -> Result<Node, Error> {
+    join_cluster_with(cluster, peer, |config| match sample_interval {
+        Some(interval) => config.cpu_sample_interval(interval),
+        None => config,
+    })
+    .await
+}
+
+/// [`join_cluster`], the client node's configuration changed by `configure` first.
+///
+/// Errors: the node's start or connect error.
+async fn join_cluster_with(
+    cluster: &ClusterArgs,
+    peer: &str,
+    configure: impl FnOnce(NodeConfig) -> NodeConfig,
+) -> Result<Node, Error> {
     let name = format!("rpclb-client-{}", std::process::id());
-    let mut config = cluster.apply(NodeConfig::new(name, "127.0.0.1:0").client(true));
-    if let Some(interval) = sample_interval {
-        config = config.cpu_sample_interval(interval);
-    }
+    let config = configure(cluster.apply(NodeConfig::new(name, "127.0.0.1:0").client(true)));
     let node = Node::start(config).await?;
     crate::functions::register_all(&node, Duration::ZERO)?;
     if let Err(error) = node.connect(peer).await {
@@ -255,12 +268,30 @@ impl CmdFailure {
 /// `rpclb call`: exit status 0 with the reply, 1 with the error kind on failure (joining the
 /// cluster included), 2 on usage errors. With `--json`, every outcome is one JSON line on
 /// stdout; `latency_us` is null when no call was made.
+///
+/// On SIGINT or SIGTERM the call in flight is dropped, which sends the serving node its
+/// cancellation; after [`CANCEL_GRACE`] for it to leave, the client node stops and the
+/// status is 130 (with `--json`, an error of kind `interrupted`).
 pub async fn call(args: CallArgs) -> CmdResult<i32> {
-    let outcome = match join_cluster(&args.cluster, &args.peer).await {
+    let interrupt = Interrupt::listen()?;
+    let joined = tokio::select! {
+        joined = join_cluster(&args.cluster, &args.peer) => joined,
+        () = interrupt.wait() => return Ok(call_interrupted(&args)),
+    };
+    let outcome = match joined {
         Ok(node) => {
-            let outcome = call_through(&node, &args).await;
+            let outcome = tokio::select! {
+                outcome = call_through(&node, &args) => Some(outcome),
+                () = interrupt.wait() => None,
+            };
+            if outcome.is_none() {
+                tokio::time::sleep(CANCEL_GRACE).await;
+            }
             node.shutdown().await;
-            outcome
+            match outcome {
+                Some(outcome) => outcome,
+                None => return Ok(call_interrupted(&args)),
+            }
         }
         Err(error) => Err((error.into(), None)),
     };
@@ -288,6 +319,30 @@ pub async fn call(args: CallArgs) -> CmdResult<i32> {
             Ok(failure.report())
         }
     }
+}
+
+/// How long `rpclb call` and `rpclb load`, interrupted, keep their client node up after
+/// dropping their calls in flight: time for the cancellations those drops send (each a
+/// message through the client node's session to the serving node) to leave before the
+/// session closes. On 127.0.0.1 they leave within a millisecond.
+pub const CANCEL_GRACE: Duration = Duration::from_millis(200);
+
+/// The exit status of an interrupted `rpclb call`, `rpclb load` or `rpclb demo`: 130, as a
+/// shell reports a command that SIGINT ended.
+pub const INTERRUPTED_STATUS: i32 = 130;
+
+/// Reports an interrupted `rpclb call` (stderr; with `--json` one line with an error of kind
+/// `interrupted`, code null) and returns [`INTERRUPTED_STATUS`].
+fn call_interrupted(args: &CallArgs) -> i32 {
+    eprintln!("interrupted: the call was cancelled");
+    if args.json {
+        let error = json!({"kind": "interrupted", "code": null,
+                           "message": "interrupted: the call was cancelled", "node": null});
+        let line = json!({"ok": false, "node": args.node, "balancer": args.balancer,
+                          "error": error, "latency_us": null});
+        println!("{line}");
+    }
+    INTERRUPTED_STATUS
 }
 
 /// The call of `rpclb call` from the joined `node`: the reply, the node that served it and the
@@ -350,6 +405,29 @@ fn text_of(value: &Value) -> String {
 /// The control requests `rpclb control` sends, for messages.
 const CONTROL_REQUESTS: &str = "ping, nodes, functions, stats, cpu_reading, cpu_readings, \
      crash_poller BALANCER, stop_balancer BALANCER";
+
+/// The default `rpclb control --timeout-ms` of `stop_balancer`: 60 s. The stop answers when
+/// the member's drain has ended, which takes up to its drain timeout (15 s by default, `rpclb
+/// node --drain-timeout-ms`): a wait four times as long reaches the `timed_out` report of a
+/// default drain, and of drains set up to ~a minute, and still ends within a minute when the
+/// node never answers.
+pub const STOP_BALANCER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The default `rpclb control --timeout-ms` of every other request: 10 s, a node's default
+/// call timeout (`NodeConfig::call_timeout`).
+pub const CONTROL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long `rpclb control` waits for the answer to `request`: `timeout_ms` when given, else
+/// [`STOP_BALANCER_TIMEOUT`] for a stop of a balancer and [`CONTROL_TIMEOUT`] otherwise.
+pub fn control_timeout(request: &ControlRequest, timeout_ms: Option<u64>) -> Duration {
+    match (timeout_ms, request) {
+        (Some(ms), _) => Duration::from_millis(ms),
+        (None, ControlRequest::StopBalancerReport(_) | ControlRequest::StopBalancer(_)) => {
+            STOP_BALANCER_TIMEOUT
+        }
+        (None, _) => CONTROL_TIMEOUT,
+    }
+}
 
 /// The request `rpclb control REQUEST [ARG]` names; `Err` is a usage error.
 fn control_request(request: &str, arg: Option<&str>) -> Result<ControlRequest, String> {
@@ -477,7 +555,11 @@ fn selection_text(balancers: &[(String, Vec<(String, f64)>)]) -> String {
 pub async fn control(args: ControlArgs) -> CmdResult<i32> {
     let outcome = match control_request(&args.request, args.arg.as_deref()) {
         Err(usage) => Err(CmdFailure::Usage(usage)),
-        Ok(request) => match join_cluster(&args.cluster, &args.peer).await {
+        Ok(request) => match join_cluster_with(&args.cluster, &args.peer, |config| {
+            config.call_timeout(control_timeout(&request, args.timeout_ms))
+        })
+        .await
+        {
             Err(error) => Err(error.into()),
             Ok(node) => {
                 wait_for_node(&node, &args.node).await;
@@ -571,13 +653,27 @@ pub async fn control(args: ControlArgs) -> CmdResult<i32> {
 /// starting the balancer failed, or a call failed), 2 on usage errors. With `--json` the
 /// report is one JSON line on stdout; when no call could be made it has zero calls and
 /// `error` says why (see [`load_report_json`]).
+///
+/// On SIGINT or SIGTERM the calls in flight are dropped (each sends the serving node its
+/// cancellation), the client node stops after [`CANCEL_GRACE`], the report of the calls that
+/// had ended is printed (`--json`: `"interrupted": true`) and the status is 130.
 pub async fn load(args: LoadArgs) -> CmdResult<i32> {
-    match run_load(&args).await {
-        Ok(report) => {
+    let interrupt = Interrupt::listen()?;
+    match run_load(&args, &interrupt).await {
+        Ok((report, interrupted)) => {
             if args.shape.json {
-                println!("{}", load_report_json(&args, &report, None));
+                let mut value = load_report_json(&args, &report, None);
+                value["interrupted"] = json!(interrupted);
+                println!("{value}");
             } else {
                 println!("{}", report.to_table());
+            }
+            if interrupted {
+                eprintln!(
+                    "interrupted after {} calls: the calls in flight were cancelled",
+                    report.calls
+                );
+                return Ok(INTERRUPTED_STATUS);
             }
             Ok(if report.error_count() > 0 { 1 } else { 0 })
         }
@@ -587,7 +683,9 @@ pub async fn load(args: LoadArgs) -> CmdResult<i32> {
                     algorithm: args.algorithm.clone(),
                     ..load::LoadReport::default()
                 };
-                println!("{}", load_report_json(&args, &report, Some(&failure)));
+                let mut value = load_report_json(&args, &report, Some(&failure));
+                value["interrupted"] = json!(false);
+                println!("{value}");
             }
             Ok(failure.report())
         }
@@ -610,11 +708,16 @@ pub fn load_report_json(
     value
 }
 
-/// Joins the cluster and runs the load of `rpclb load`.
 /// Longest `rpclb load --duration`, in seconds (a day).
 const MAX_LOAD_SECS: f64 = 86_400.0;
 
-async fn run_load(args: &LoadArgs) -> Result<load::LoadReport, CmdFailure> {
+/// Joins the cluster and runs the load of `rpclb load` until its amount or `interrupt`: the
+/// report, and whether `interrupt` cut it (an interruption before the first call is a run of
+/// zero calls).
+async fn run_load(
+    args: &LoadArgs,
+    interrupt: &Interrupt,
+) -> Result<(load::LoadReport, bool), CmdFailure> {
     let call =
         load::DemoCall::parse(&args.function, args.arg.as_deref()).map_err(CmdFailure::Usage)?;
     let amount = match (args.calls, args.duration) {
@@ -631,30 +734,51 @@ async fn run_load(args: &LoadArgs) -> Result<load::LoadReport, CmdFailure> {
     // member, so its own reading does not matter).
     let sampling = (args.algorithm == "least_cpu")
         .then(|| Duration::from_millis((args.least_cpu.cpu_cache_ttl_ms / 2).clamp(1, 1_000)));
-    let node = join_cluster_sampling(&args.cluster, &args.peer, sampling).await?;
+    let cut = |algorithm: &str| {
+        let report = load::LoadReport {
+            algorithm: algorithm.to_string(),
+            ..load::LoadReport::default()
+        };
+        Ok((report, true))
+    };
+    let node = tokio::select! {
+        joined = join_cluster_sampling(&args.cluster, &args.peer, sampling) => joined?,
+        () = interrupt.wait() => return cut(&args.algorithm),
+    };
     let balancer = match args.least_cpu.algorithm(&args.algorithm) {
-        Ok(algorithm) => client_balancer(&args.balancer, algorithm).await,
-        Err(error) => Err(error),
+        Ok(algorithm) => tokio::select! {
+            started = client_balancer(&args.balancer, algorithm) => Some(started),
+            () = interrupt.wait() => None,
+        },
+        Err(error) => Some(Err(error)),
     };
     let balancer = match balancer {
-        Ok(balancer) => balancer,
-        Err(error) => {
+        Some(Ok(balancer)) => balancer,
+        Some(Err(error)) => {
             node.shutdown().await;
             return Err(error.into());
         }
+        None => {
+            node.shutdown().await;
+            return cut(&args.algorithm);
+        }
     };
     let timeout = Duration::from_millis(args.shape.timeout_ms);
-    let report = load::run(
+    let (report, interrupted) = load::run_until(
         &balancer,
         &call,
         amount,
         args.shape.concurrency,
         timeout,
         !args.shape.json,
+        interrupt.wait(),
     )
     .await;
+    if interrupted {
+        tokio::time::sleep(CANCEL_GRACE).await;
+    }
     node.shutdown().await;
-    Ok(report)
+    Ok((report, interrupted))
 }
 
 #[cfg(test)]
@@ -739,6 +863,30 @@ mod tests {
         assert!(control_request("cpu", None)
             .unwrap_err()
             .contains("cpu_readings"));
+    }
+
+    #[test]
+    fn control_waits_long_enough_for_a_default_drain_unless_told() {
+        let stop = ControlRequest::StopBalancerReport("work".into());
+        assert_eq!(control_timeout(&stop, None), Duration::from_secs(60));
+        assert_eq!(
+            control_timeout(&ControlRequest::StopBalancer("work".into()), None),
+            Duration::from_secs(60)
+        );
+        // Longer than a default drain (rpclb node --drain-timeout-ms 15000) with room to spare.
+        assert!(STOP_BALANCER_TIMEOUT >= 2 * Duration::from_millis(15_000));
+        assert_eq!(
+            control_timeout(&ControlRequest::Stats, None),
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            control_timeout(&stop, Some(1_500)),
+            Duration::from_millis(1_500)
+        );
+        assert_eq!(
+            control_timeout(&ControlRequest::Ping, Some(20)),
+            Duration::from_millis(20)
+        );
     }
 
     #[test]

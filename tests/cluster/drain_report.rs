@@ -154,3 +154,48 @@ async fn an_admin_stop_reports_a_timed_out_and_a_drained_drain() {
     me.shutdown().await;
     cluster.shutdown().await;
 }
+
+/// `rpclb control stop_balancer` waits for a drain longer than the 10 s every other request
+/// waits (its default is 60 s), so a drain that times out at 11 s is reported, not lost to
+/// the client's own `request_timeout`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_stop_outwaits_a_drain_longer_than_other_requests_wait() {
+    let cluster = Cluster::start(
+        BIN,
+        1,
+        &[
+            "--balancer",
+            "work",
+            "--drain-timeout-ms",
+            "11000",
+            "--leave-grace-ms",
+            "100",
+        ],
+    )
+    .await
+    .unwrap();
+    let member = cluster.names()[0].clone();
+    let me = cluster.join("tester", MESH_TIMEOUT).await.unwrap();
+    let work = Balancer::start(BalancerConfig::new("work").node_match_list(Vec::<String>::new()))
+        .await
+        .unwrap();
+    work.wait_for_members(1, MESH_TIMEOUT).await.unwrap();
+    let slow = {
+        let work = work.clone();
+        tokio::spawn(async move {
+            work.call::<Sleep>(30_000)
+                .timeout(Duration::from_secs(60))
+                .await
+        })
+    };
+    serving(&me, &member, 1).await;
+    let (code, line) = stop_balancer_cli(&cluster, &member).await;
+    assert_eq!(code, 0, "{line}");
+    assert_eq!(line["reply"]["outcome"], "timed_out", "{line}");
+    let took = line["reply"]["took_ms"].as_u64().unwrap();
+    assert!((11_000..20_000).contains(&took), "{line}");
+    let _ = tokio::time::timeout(Duration::from_secs(5), slow).await;
+    work.stop().await;
+    me.shutdown().await;
+    cluster.shutdown().await;
+}

@@ -4,6 +4,7 @@
 
 mod algorithms;
 mod balancer;
+mod client_interrupt;
 mod client_notice;
 mod commands;
 #[cfg(feature = "telemetry")]
