@@ -70,8 +70,8 @@ async fn interrupt_when_served(me: &Node, node: &str, child: Child) -> (i32, Str
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ctrl_c_on_call_and_load_cancels_their_calls_on_the_serving_node() {
+/// One node serving balancer `work`, a watcher node joined to it, the node's name and address.
+async fn one_node() -> (Cluster, Node, String, String) {
     let cluster = Cluster::start(BIN, 1, &["--balancer", "work"])
         .await
         .unwrap();
@@ -79,6 +79,12 @@ async fn ctrl_c_on_call_and_load_cancels_their_calls_on_the_serving_node() {
     let peer = cluster.nodes[0].addr().to_string();
     let me = cluster.join("watcher", MESH_TIMEOUT).await.unwrap();
     assert_eq!(served_in_flight(&me, &member).await, 0);
+    (cluster, me, member, peer)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_on_call_cancels_its_call_on_the_serving_node_and_exits_130() {
+    let (cluster, me, member, peer) = one_node().await;
 
     // An hour-long burn with an hour's timeout, to the node.
     let call = spawn(&[
@@ -96,11 +102,6 @@ async fn ctrl_c_on_call_and_load_cancels_their_calls_on_the_serving_node() {
         "3600000",
     ]);
     let (code, stdout) = interrupt_when_served(&me, &member, call).await;
-    assert_eq!(code, 130, "{stdout}");
-    let line: Value =
-        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
-    assert_eq!(line["ok"], false, "{line}");
-    assert_eq!(line["error"]["kind"], "interrupted", "{line}");
     wait_served(
         &me,
         &member,
@@ -109,8 +110,20 @@ async fn ctrl_c_on_call_and_load_cancels_their_calls_on_the_serving_node() {
         "after call's Ctrl-C",
     )
     .await;
+    assert_eq!(code, 130, "{stdout}");
+    let line: Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(line["ok"], false, "{line}");
+    assert_eq!(line["error"]["kind"], "interrupted", "{line}");
 
-    // The same through a balancer, from rpclb load.
+    me.shutdown().await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_on_load_cancels_its_calls_prints_its_report_and_exits_130() {
+    let (cluster, me, member, peer) = one_node().await;
+    // An hour-long burn through balancer `work`.
     let load = spawn(&[
         "load",
         "--peer",
@@ -132,12 +145,6 @@ async fn ctrl_c_on_call_and_load_cancels_their_calls_on_the_serving_node() {
         "--json",
     ]);
     let (code, stdout) = interrupt_when_served(&me, &member, load).await;
-    assert_eq!(code, 130, "{stdout}");
-    let report: Value =
-        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
-    assert_eq!(report["interrupted"], true, "{report}");
-    assert_eq!(report["calls"], 0, "{report}");
-    assert!(report["error"].is_null(), "{report}");
     wait_served(
         &me,
         &member,
@@ -146,6 +153,12 @@ async fn ctrl_c_on_call_and_load_cancels_their_calls_on_the_serving_node() {
         "after load's Ctrl-C",
     )
     .await;
+    assert_eq!(code, 130, "{stdout}");
+    let report: Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(report["interrupted"], true, "{report}");
+    assert_eq!(report["calls"], 0, "{report}");
+    assert!(report["error"].is_null(), "{report}");
 
     me.shutdown().await;
     cluster.shutdown().await;
