@@ -1,5 +1,6 @@
-//! Ctrl-C (SIGINT) and SIGTERM as a flag that `rpclb demo` and `rpclb bench` check and await:
-//! they stop what runs, stop their nodes and report.
+//! Ctrl-C (SIGINT) and SIGTERM as a flag that `rpclb demo`, `rpclb bench`, `rpclb call` and
+//! `rpclb load` check and await: they stop what runs (dropping calls in flight, which cancels
+//! them on their serving nodes), stop their nodes and report.
 
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
