@@ -82,6 +82,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .unwrap_or_else(|_| EnvFilter::new("warn,ractor_cluster=error")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let node = Node::start(NodeConfig::new("custom", "127.0.0.1:0").cookie("example")).await?;
     node.register(Hello)?;

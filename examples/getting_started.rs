@@ -77,12 +77,14 @@ impl RemoteFunction for Whisper {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The library's warnings (an unreachable peer, a refused connection) on stderr.
     // RUST_LOG sets the level: RUST_LOG=error quiets them, RUST_LOG=debug shows more.
+    // Colours only when stderr is a terminal (not in a file or a pipe).
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| EnvFilter::new("warn,ractor_cluster=error")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     // serve|call NAME PORT [PEER_ADDRESS]
     let args: Vec<String> = std::env::args().skip(1).collect();

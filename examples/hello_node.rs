@@ -34,6 +34,7 @@ async fn main() -> Result<(), Error> {
                 .unwrap_or_else(|_| EnvFilter::new("warn,ractor_cluster=error")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let peer = std::env::args().nth(1);
     let name = format!("hello-{}", std::process::id());

@@ -49,6 +49,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .unwrap_or_else(|_| EnvFilter::new("warn,ractor_cluster=error")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let listen: SocketAddr = arg("--listen", "127.0.0.1:9898".parse()?);
     let calls: u32 = arg("--calls", 2000);

@@ -9,7 +9,7 @@
 //! | `whoami` | `()` | `String` | the serving node's full name |
 //! | `fail` | `String` | `()` | returns an error with that message |
 //! | `panic` | `String` | `()` | panics with that message |
-//! | `blob` | `u64` bytes | `String` | a string of that many `x` (for payload-cap tests); at most the node's `max_payload_bytes` |
+//! | `blob` | `u64` bytes | `String` | a string of that many `x` (for payload-cap tests); its reply encodes in 7 to 11 bytes more, so the largest that succeeds is a few bytes under the node's `max_payload_bytes` (below) |
 //! | `call_whoami` | `String` node | `String` | calls `whoami` on that node from this one |
 //! | `bytes_echo` | [`Payload`] | [`Payload`] | returns its argument (`rpclb bench`'s payload; no copies in the library) |
 //!
@@ -19,7 +19,10 @@
 //! refused unrun with [`FunctionError::bad_request`] (the caller gets `Error::BadRequest`):
 //!
 //! * `blob` refuses a length over the node's `max_payload_bytes` (its reply could not be sent
-//!   anyway), before allocating anything;
+//!   anyway), before allocating anything. Within the cap, its reply is encoded in the length
+//!   plus 6 bytes plus the length's varint (1 to 4 bytes): one over the cap fails with
+//!   `Error::PayloadTooLarge` (reply). At the default cap of 8,388,608 bytes that is 10 bytes,
+//!   so 8,388,598 is the largest length that succeeds;
 //! * `sleep` and `burn` end at the call's deadline or when its caller gives up, whatever their
 //!   argument (`sleep` is dropped then; `burn`, on the blocking pool, polls its
 //!   [`CallContext`]); a cast has no deadline, so there they refuse more than [`MAX_CAST_MS`]
@@ -136,7 +139,9 @@ demo_function!(
 );
 demo_function!(
     /// `blob`: a string of the given number of `x` bytes; a length over the node's
-    /// `max_payload_bytes` is refused before anything is allocated.
+    /// `max_payload_bytes` is refused before anything is allocated. The encoded reply is 7 to
+    /// 11 bytes longer than the string (see the module docs): a length within those bytes of
+    /// the cap fails with `Error::PayloadTooLarge`.
     Blob, "blob", u64 => String, |s, len| {
         let cap = s.node.max_payload_bytes();
         match usize::try_from(len) {

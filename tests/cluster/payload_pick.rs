@@ -73,8 +73,9 @@ async fn the_payload_cap_is_the_same_whoever_serves_the_call() {
     assert!(max - min <= 9, "{sizes:?}");
     assert!(*min > 9 << 20, "{sizes:?}");
 
-    // A reply of the cap + 1 byte (a string of `len` bytes is encoded in len + 10: version,
-    // a 4-byte length, the status and its length): the same error and size either way.
+    // A reply of the cap + 1 byte (a string of `len` bytes is encoded in len + 6 + the varint
+    // of len, 4 bytes at this size, so len + 10: docs/reference/rpclb.md says `blob 8388598`
+    // is the largest that succeeds at the default cap): the same error and size either way.
     let at_cap = (DEFAULT_MAX_PAYLOAD_BYTES - 10) as u64;
     let mut outcomes = Vec::new();
     for _ in 0..CALLS {

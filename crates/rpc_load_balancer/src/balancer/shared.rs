@@ -127,13 +127,18 @@ impl BalancerShared {
     /// restarts): it routes nothing more, forgets its members (waits on them end now), gets a
     /// [`DrainOutcome::Killed`](super::DrainOutcome::Killed) report and frees its name on the
     /// node (unless a new balancer holds it already). Nothing when a stop has begun: that stop
-    /// does all this and reports.
+    /// does all this and reports. Logged at WARN when calls were still in flight (they may
+    /// fail), else at DEBUG (e.g. a program that ends without `stop()` lost nothing).
     pub(crate) fn end_without_drain(self: &Arc<Self>) {
         if self.stopping.swap(true, Ordering::AcqRel) {
             return;
         }
         let (routed, served) = (self.in_flight.get(), self.served.get());
-        tracing::warn!(balancer = %self.name, routed, served, "balancer actors ended without a drain");
+        if routed == 0 && served == 0 {
+            tracing::debug!(balancer = %self.name, routed, served, "balancer actors ended without a drain");
+        } else {
+            tracing::warn!(balancer = %self.name, routed, served, "balancer actors ended without a drain");
+        }
         self.stopped
             .send_replace(Some(DrainReport::killed(&self.name, routed, served)));
         self.clear();

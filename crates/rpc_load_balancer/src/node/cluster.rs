@@ -255,6 +255,12 @@ impl ClusterState {
             }
             SessionStage::Disconnected => {
                 if let Some(opening) = self.forget_opening(&event.session_id) {
+                    if let (Some(handshakes), Some(handshake)) =
+                        (&self.shared.handshakes, &opening.handshake)
+                    {
+                        // Its slot ends with its session, not at its handshake deadline.
+                        handshakes.ended(handshake);
+                    }
                     let name = event.name.clone();
                     Arc::clone(&self.refusals).closed_unauthenticated(&self.shared, opening, name);
                 }

@@ -193,7 +193,8 @@ async fn accept_loop(
                 stream,
                 is_server: true,
             });
-            // The session must authenticate within `connect_timeout` of the accept too.
+            // The session must authenticate within `connect_timeout` of the accept too; one
+            // that ended before (refused, or the peer hung up) ends this wait at once.
             tokio::select! {
                 () = tokio::time::sleep_until(deadline) => {}
                 () = handshake.closed() => return,

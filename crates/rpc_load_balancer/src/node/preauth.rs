@@ -14,7 +14,8 @@
 //! deadline closes it. Once authenticated, the reader is a plain pass-through (plain TCP
 //! through a read buffer, see `stream.rs`).
 //!
-//! [`Handshakes`] counts these connections, from accept to authentication, and keeps at most
+//! [`Handshakes`] counts these connections, from accept to authentication (or until the
+//! connection's session ends, refused or closed: its slot ends with it), and keeps at most
 //! [`NodeConfig::max_handshakes`](crate::NodeConfig::max_handshakes) of them: a new one closes
 //! the oldest. A legitimate handshake takes milliseconds, so stalled connections do not keep a
 //! node or client out (a flood of more new connections than the limit within that time can).
@@ -127,19 +128,7 @@ impl Handshakes {
 
     /// Lifts `handshake`'s frame limit (its session authenticated); it stops counting.
     pub(crate) fn authenticated(&self, handshake: &Handshake) {
-        {
-            let mut pending = self.pending();
-            if let Some(seq) = pending.by_peer.get(&handshake.peer.to_string()).copied() {
-                if pending
-                    .by_age
-                    .get(&seq)
-                    .is_some_and(|h| std::ptr::eq(Arc::as_ptr(h), handshake))
-                {
-                    pending.by_age.remove(&seq);
-                    pending.by_peer.remove(&handshake.peer.to_string());
-                }
-            }
-        }
+        self.remove(handshake);
         let waker = {
             let mut state = handshake.state();
             state.authenticated = true;
@@ -147,6 +136,29 @@ impl Handshakes {
         };
         if let Some(waker) = waker {
             waker.wake();
+        }
+    }
+
+    /// Ends `handshake`: its session closed before authenticating (refused, or the peer hung
+    /// up). It stops counting at once, and its listener task ends without logging a timeout.
+    pub(crate) fn ended(&self, handshake: &Handshake) {
+        self.remove(handshake);
+        handshake.end();
+    }
+
+    /// Stops counting `handshake` (if it still counts).
+    fn remove(&self, handshake: &Handshake) {
+        let mut pending = self.pending();
+        let label = handshake.peer.to_string();
+        if let Some(seq) = pending.by_peer.get(&label).copied() {
+            if pending
+                .by_age
+                .get(&seq)
+                .is_some_and(|h| std::ptr::eq(Arc::as_ptr(h), handshake))
+            {
+                pending.by_age.remove(&seq);
+                pending.by_peer.remove(&label);
+            }
         }
     }
 
@@ -187,8 +199,10 @@ impl Ticket {
 }
 
 impl Drop for Ticket {
+    /// The connection's reader is gone (its session ended, or it never got one).
     fn drop(&mut self) {
         self.handshakes.forget(self.seq);
+        self.handshake.end();
     }
 }
 
@@ -196,7 +210,8 @@ impl Drop for Ticket {
 pub(crate) struct Handshake {
     peer: SocketAddr,
     state: Mutex<GateState>,
-    /// Signalled when the node closes the connection (see [`Handshake::close`]).
+    /// Signalled when the node closes the connection (see [`Handshake::close`]) or its
+    /// session ends (see [`Handshakes::ended`]).
     closed: Notify,
 }
 
@@ -207,6 +222,8 @@ struct GateState {
     closed: Option<String>,
     /// The peer closed its side before authenticating.
     peer_closed: bool,
+    /// Its session (or its reader) ended before authenticating: nothing is left to close.
+    ended: bool,
     /// A frame length over the limit that the peer announced before authenticating.
     announced: Option<u64>,
     /// The reader waiting on this connection.
@@ -223,7 +240,7 @@ impl Handshake {
     pub(crate) fn close(&self, reason: String) -> bool {
         let waker = {
             let mut state = self.state();
-            if state.authenticated || state.closed.is_some() {
+            if state.authenticated || state.ended || state.closed.is_some() {
                 return false;
             }
             state.closed = Some(reason);
@@ -236,7 +253,20 @@ impl Handshake {
         true
     }
 
-    /// Resolves once [`Handshake::close`] was called.
+    /// Notes that the connection's session ended unauthenticated and wakes
+    /// [`Handshake::closed`]; a later [`Handshake::close`] does nothing.
+    fn end(&self) {
+        {
+            let mut state = self.state();
+            if state.authenticated || state.ended {
+                return;
+            }
+            state.ended = true;
+        }
+        self.closed.notify_one();
+    }
+
+    /// Resolves once [`Handshake::close`] was called or the session ended unauthenticated.
     pub(crate) async fn closed(&self) {
         self.closed.notified().await;
     }
@@ -630,6 +660,38 @@ mod tests {
         let mut got = vec![0u8; big.len()];
         read.read_exact(&mut got).await.unwrap();
         assert_eq!(got, big);
+    }
+
+    /// A session refused (or closed) before authenticating gives its slot back at once, and
+    /// its handshake deadline closes nothing more (so nothing logs a timeout for it).
+    #[tokio::test]
+    async fn a_session_ending_unauthenticated_frees_its_slot_at_once() {
+        let handshakes = Handshakes::new(8, 100);
+        let (_peer, node) = tokio::io::duplex(64);
+        let ticket = handshakes.admit(addr(9));
+        let handshake = Arc::clone(ticket.handshake());
+        let read = GatedRead::new(node, Vec::new(), ticket, 0);
+        assert_eq!(handshakes.len(), 1);
+        handshakes.ended(&handshake);
+        assert_eq!(handshakes.len(), 0);
+        tokio::time::timeout(Duration::from_secs(5), handshake.closed())
+            .await
+            .expect("the listener's wait ends with the session");
+        assert!(!handshake.close("no handshake within 5000 ms".into()));
+        assert!(!handshake.closed_by_node());
+        drop(read);
+        assert_eq!(handshakes.len(), 0);
+
+        // Its reader dropped (the session's stream gone) ends it the same way.
+        let (_peer, node) = tokio::io::duplex(64);
+        let ticket = handshakes.admit(addr(10));
+        let handshake = Arc::clone(ticket.handshake());
+        drop(GatedRead::new(node, Vec::new(), ticket, 0));
+        assert_eq!(handshakes.len(), 0);
+        tokio::time::timeout(Duration::from_secs(5), handshake.closed())
+            .await
+            .expect("the listener's wait ends with the reader");
+        assert!(!handshake.close("no handshake within 5000 ms".into()));
     }
 
     #[tokio::test]
