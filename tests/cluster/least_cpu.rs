@@ -322,7 +322,12 @@ async fn a_stopped_node_reads_fifty_after_the_ttl() {
         other => panic!("{observer} answered {other:?}"),
     }
     // The caller sees it the same way: 40 beats 50, calls avoid the stopped node.
-    let stale = held(&names);
+    // (This process polls on its own clock: its last reading of the stopped node may be a
+    // little younger than the observer's, so wait until it too is past the TTL.)
+    let stale = readings_until(&names, Duration::from_secs(5), |r| {
+        r.get(stopped).is_some_and(|r| r.age_ms > TTL_MS)
+    })
+    .await;
     assert!(stale[stopped].age_ms > TTL_MS, "{stale:?}");
     let per_node = spread(&work, 100).await;
     assert_eq!(per_node.get(observer), Some(&100), "{per_node:?}");
