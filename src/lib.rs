@@ -6,6 +6,7 @@
 pub mod bench_cmd;
 pub mod cli;
 pub mod client_cmd;
+pub mod control_cmd;
 pub mod demo_cmd;
 pub mod functions;
 pub mod harness;

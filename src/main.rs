@@ -35,7 +35,7 @@ fn main() {
             Command::Demo(args) => rpclb::demo_cmd::run(args).await,
             Command::Call(args) => rpclb::client_cmd::call(args).await,
             Command::Load(args) => rpclb::client_cmd::load(args).await,
-            Command::Control(args) => rpclb::client_cmd::control(args).await,
+            Command::Control(args) => rpclb::control_cmd::control(args).await,
             Command::Bench(args) => rpclb::bench_cmd::run(args, settings).await,
         }
     });

@@ -222,7 +222,7 @@ pub async fn run(args: NodeArgs) -> CmdResult {
         drains = &mut shutdown => drains,
         _ = signals.request() => abandon_drain(&node),
     };
-    let drains: Vec<Value> = drains.iter().map(crate::client_cmd::drain_json).collect();
+    let drains: Vec<Value> = drains.iter().map(crate::control_cmd::drain_json).collect();
     emit(json!({"event": "stopped", "node": node.name(), "drains": drains}));
     Ok(())
 }
