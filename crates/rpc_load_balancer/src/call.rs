@@ -197,7 +197,7 @@ pub(crate) async fn call_local<F: RemoteFunction, G: Send + 'static>(
             timeout,
         }),
         Ok(Err(join_error)) if join_error.is_panic() => {
-            let message = crate::endpoint::panic_message(join_error.into_panic().as_ref());
+            let message = crate::panic::panic_message(join_error.into_panic().as_ref());
             Err(remote(RemoteFailure::Panicked, message))
         }
         Ok(Err(_cancelled)) => Err(Error::ServiceUnavailable {

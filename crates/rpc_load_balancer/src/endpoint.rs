@@ -22,6 +22,8 @@ use crate::balancer::{member_name, Balancer, BalancerConfig};
 use crate::control::{ControlReply, ControlRequest};
 use crate::function::{CallContext, Signal};
 use crate::node::shared::NodeShared;
+// Re-exported for `cpu::sampler` (which names it here).
+pub(crate) use crate::panic::panic_message;
 use crate::wire::header::decode_call;
 use crate::wire::reply::{self, ReplyStatus};
 use crate::wire::{split_version, DecodeError, RpcMessage, ENDPOINT_GROUP, SCOPE};
@@ -370,17 +372,6 @@ async fn admin(
             ControlReply::Done
         }
     })
-}
-
-/// The text of a caught panic: its `&str` or `String` payload, or a placeholder.
-pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    if let Some(text) = panic.downcast_ref::<&str>() {
-        (*text).to_string()
-    } else if let Some(text) = panic.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "panic with a non-string payload".to_string()
-    }
 }
 
 #[cfg(test)]

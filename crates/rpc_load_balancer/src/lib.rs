@@ -78,6 +78,7 @@ pub mod filter;
 pub mod function;
 mod named;
 mod node;
+mod panic;
 mod payload;
 mod random_node;
 mod retry;
