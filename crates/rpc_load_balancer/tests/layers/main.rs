@@ -1,0 +1,133 @@
+//! The library's layers, checked (issue 17 item 1; docs/explanation/architecture.md).
+//!
+//! Reads the library's source (`src/**.rs`, following `mod` declarations from `lib.rs` the way
+//! rustc does) and finds every reference from one module to another: `use` trees (including
+//! `pub use` re-exports), `crate::…` and `$crate::…` paths, `super::…` climbing out of a module,
+//! `self::…`, and paths starting with a child module's name. Comments, strings and doc comments
+//! (intra-doc links) are not references; code inside macro invocations is. Test code counts:
+//! a unit test of a lower layer that names a higher one is still a dependency.
+//!
+//! Each module is mapped to a layer by [`LAYERS`] (longest matching module path wins, so a
+//! file can sit in another layer than its parent). The test fails on
+//! - a module that is in no layer ("add module X to the layer table"), or a table entry that
+//!   names no module;
+//! - an edge from a lower layer to a higher one that is not in [`KNOWN_VIOLATIONS`];
+//! - a cycle among the edges not in [`KNOWN_VIOLATIONS`] (two modules of one layer that name
+//!   each other, for instance);
+//! - a [`KNOWN_VIOLATIONS`] entry that is no longer a violation (the edge is gone, or it now
+//!   goes down and is on no cycle): the list only shrinks.
+//!
+//! Every failure names the offending edges with `file:line` of each reference.
+//! The reading is in `read.rs`, the graph and its checks in `graph.rs`, tests of the check
+//! itself in `checks.rs`.
+//! `LAYERS_PRINT=1 cargo test -p rpc_load_balancer --test layers -- --nocapture` prints the
+//! whole module graph.
+
+mod checks;
+mod graph;
+mod read;
+
+use std::path::Path;
+
+use graph::{Graph, Rules};
+
+/// The layers, bottom to top, and the modules in each (`"a"` a top-level module, `"a::b"` one
+/// of its sub-modules). A module may name modules of its own layer or of a lower one, never a
+/// higher one. `lib` is the crate root (`lib.rs`).
+const LAYERS: &[(&str, &[&str])] = &[
+    // Leaf types every layer may use: errors, deadlines, the payload type, spans and metrics.
+    (
+        "foundation",
+        &["error", "deadline", "panic", "payload", "telemetry"],
+    ),
+    // The wire and control protocol.
+    ("protocol", &["wire", "control"]),
+    // The client side of a call, and the serving side (endpoint, registered functions).
+    ("transport", &["call", "endpoint", "function"]),
+    // The node: peers, mesh, heartbeat, config, the CPU sampler and Poller (its load source).
+    // `filter`: which nodes a balancer or a random-node call takes, by name.
+    ("node", &["node", "cpu", "filter"]),
+    // Membership: pg groups per balancer name (a layer of its own once issue 17 moves it out
+    // of `balancer`).
+    ("membership", &[]),
+    // The routing core: selection algorithms over a member view, no I/O.
+    ("routing", &["algorithm"]),
+    // The balancer: its actors, retry, drain.
+    ("balancer", &["balancer", "retry"]),
+    // The public facade: the crate root and the entry points built on everything below.
+    // `__fuzz` and `wire::fuzz` (proptests) serve hostile bytes through a whole node.
+    (
+        "facade",
+        &[
+            "lib",
+            "named",
+            "random_node",
+            "guides",
+            "__fuzz",
+            "wire::fuzz",
+        ],
+    ),
+];
+
+/// Edges that break the layering today, `(from, to)` as module names of [`LAYERS`]. Step (b)
+/// of issue 17 empties this list; a new violation fails the test, and so does an entry here
+/// that no longer is one (remove it). Each says why it exists and what removes it.
+const KNOWN_VIOLATIONS: &[(&str, &str)] = &[
+    // Every algorithm selects over `balancer::Member` (an actor reference and a counter):
+    // goes when selection runs over the routing core's member view.
+    ("algorithm", "balancer"),
+    // `telemetry::selection` takes the algorithm and `Member`: goes when selection metrics
+    // move beside the routing core (or take plain names).
+    ("telemetry", "algorithm"),
+    ("telemetry", "balancer"),
+    // The LeastCpu Poller is spawned as an algorithm child (`AlgorithmChild`,
+    // `LeastCpuOptions`), and `cpu::selection` asks each LeastCpu balancer for its scores:
+    // goes when the Poller is a load source the balancer runs beside its selector.
+    ("cpu", "algorithm"),
+    // The Poller and `cpu::selection` take the node's shared state, and the node starts the
+    // sampler: a cycle inside the node layer. Goes with the node state split (the load source
+    // given what it needs).
+    ("cpu", "node"),
+    // Control replies carry `cpu::CpuReading` and `DrainReport`: goes when those wire types
+    // live with the protocol.
+    ("control", "cpu"),
+    ("control", "balancer"),
+    // The client side of a call takes `NodeShared` (peers, caps, telemetry flags) and, for a
+    // local run, `balancer::OwnedInFlightToken`: goes with one call pipeline over the node's
+    // split state.
+    ("call", "node"),
+    ("call", "balancer"),
+    // The serving side takes `NodeShared` (registry, cancel table, caps), answers peer
+    // requests (`node::on_joined`, `NodeEvent`) and CPU-reading requests (`cpu::cache`).
+    ("endpoint", "node"),
+    ("endpoint", "cpu"),
+    // The serving side starts, stops and inspects balancers for control requests: goes when
+    // admin operations reach balancers through a handler the node is given.
+    ("endpoint", "balancer"),
+    ("endpoint", "algorithm"),
+    // The node holds the balancer registry (`Balancer`, `BalancerShared`) and `shutdown`
+    // returns `DrainReport`s: goes with the node state split (the registry above the node).
+    ("node", "balancer"),
+    // `NodeConfig` carries the default `Retry` of routed calls.
+    ("node", "retry"),
+];
+
+const RULES: Rules = Rules {
+    layers: LAYERS,
+    known: KNOWN_VIOLATIONS,
+};
+
+#[test]
+fn no_cycle_and_no_edge_up_the_layers() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let graph = Graph::read(&src, &RULES);
+    if std::env::var_os("LAYERS_PRINT").is_some() {
+        println!("{}", graph.describe());
+    }
+    let problems = graph.problems();
+    assert!(
+        problems.is_empty(),
+        "the module layering is broken (tests/layers/main.rs):\n\n{}",
+        problems.join("\n")
+    );
+}
