@@ -15,10 +15,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
-use crate::balancer::{member_name, Balancer, BalancerConfig};
 use crate::control::{ControlReply, ControlRequest};
 use crate::function::{CallContext, Signal};
 use crate::node::shared::NodeShared;
@@ -260,7 +260,15 @@ fn garbage_reply() -> Vec<u8> {
     crate::wire::push_trailer(bytes, &ReplyStatus::Ok).unwrap_or_default()
 }
 
-/// Carries out one control request.
+/// Answers the control requests about a node's balancers (their members, calls in flight and
+/// served, LeastCpu scores; start, stop, kill, a Poller crash) for the serving side, which does
+/// not know balancers: the node is given one (`NodeShared::balancer_admin`) by the layer that
+/// owns them. Takes the node's state and the request; returns the reply or the error to send.
+pub(crate) type BalancerAdmin =
+    fn(Arc<NodeShared>, ControlRequest) -> BoxFuture<'static, Result<ControlReply, crate::Error>>;
+
+/// Carries out one control request; those about balancers through the node's
+/// [`BalancerAdmin`] (after the `remote_admin` check for the admin ones).
 async fn admin(
     shared: &Arc<NodeShared>,
     request: ControlRequest,
@@ -284,28 +292,10 @@ async fn admin(
             crate::node::on_joined(shared, node, addr);
             ControlReply::Done
         }
-        ControlRequest::InFlight(name) => {
-            ControlReply::InFlight(shared.balancer(&name).ok().map(|b| {
-                b.members()
-                    .as_slice()
-                    .iter()
-                    .map(|m| (m.node().to_string(), m.in_flight() as u64))
-                    .collect()
-            }))
-        }
-        ControlRequest::Members(name) => {
-            ControlReply::Members(shared.balancer(&name).ok().map(|b| b.members().nodes()))
-        }
         ControlRequest::CpuReading => {
             ControlReply::CpuReading(crate::cpu::cache().get(&shared.name))
         }
         ControlRequest::CpuReadings => ControlReply::CpuReadings(crate::cpu::readings()),
-        ControlRequest::CpuSelection => {
-            ControlReply::CpuSelection(crate::cpu::selection::values(shared))
-        }
-        ControlRequest::Served(name) => {
-            ControlReply::Served(shared.balancer(&name).ok().map(|b| b.served() as u64))
-        }
         ControlRequest::Cancel(id) => {
             if shared.cancel_call(id) {
                 tracing::debug!(call_id = id, "call cancelled by its caller");
@@ -340,36 +330,16 @@ async fn admin(
                 reason: format!("{} does not allow remote admin requests", shared.name),
             })
         }
-        ControlRequest::StartBalancer {
-            name,
-            algorithm,
-            node_match_list,
-        } => {
-            let mut config =
-                BalancerConfig::new(name).algorithm_arc(crate::algorithm::by_name(&algorithm)?);
-            if let Some(patterns) = node_match_list {
-                config = config.node_match_list(patterns);
-            }
-            Balancer::start_on(Arc::clone(shared), config, None).await?;
-            ControlReply::Done
-        }
-        ControlRequest::StopBalancer(name) => {
-            shared.balancer(&name)?.stop().await;
-            ControlReply::Done
-        }
-        ControlRequest::StopBalancerReport(name) => {
-            ControlReply::Stopped(shared.balancer(&name)?.stop().await)
-        }
-        ControlRequest::KillLoadBalancer(name) => {
-            shared.balancer(&name)?;
-            let actor = ractor::registry::where_is(member_name(&name, &shared.name))
-                .ok_or(crate::Error::UnknownBalancer { balancer: name })?;
-            actor.kill();
-            ControlReply::Done
-        }
-        ControlRequest::CrashPoller(name) => {
-            crate::cpu::poller::crash(&name)?;
-            ControlReply::Done
+        request @ (ControlRequest::InFlight(_)
+        | ControlRequest::Members(_)
+        | ControlRequest::Served(_)
+        | ControlRequest::CpuSelection
+        | ControlRequest::StartBalancer { .. }
+        | ControlRequest::StopBalancer(_)
+        | ControlRequest::StopBalancerReport(_)
+        | ControlRequest::KillLoadBalancer(_)
+        | ControlRequest::CrashPoller(_)) => {
+            return (shared.balancer_admin)(Arc::clone(shared), request).await
         }
     })
 }

@@ -36,6 +36,7 @@
 //! # Ok(()) }
 //! ```
 
+pub(crate) mod admin;
 mod call;
 mod config;
 mod drain;

@@ -308,6 +308,94 @@ async fn an_error_cpu_reply_is_a_remote_error_on_the_caller() {
     ));
 }
 
+/// A balancer admin handler that answers every request with `Members([the request])`.
+fn echoing_admin(
+    _shared: Arc<NodeShared>,
+    request: ControlRequest,
+) -> BoxFuture<'static, Result<ControlReply, crate::Error>> {
+    Box::pin(async move { Ok(ControlReply::Members(Some(vec![format!("{request:?}")]))) })
+}
+
+#[tokio::test]
+async fn balancer_requests_reach_the_nodes_balancer_admin_after_the_admin_check() {
+    let anyone = [
+        ControlRequest::InFlight("b".into()),
+        ControlRequest::Members("b".into()),
+        ControlRequest::Served("b".into()),
+        ControlRequest::CpuSelection,
+    ];
+    let admin = [
+        ControlRequest::StartBalancer {
+            name: "b".into(),
+            algorithm: "random".into(),
+            node_match_list: None,
+        },
+        ControlRequest::StopBalancer("b".into()),
+        ControlRequest::StopBalancerReport("b".into()),
+        ControlRequest::KillLoadBalancer("b".into()),
+        ControlRequest::CrashPoller("b".into()),
+    ];
+    for remote_admin in [false, true] {
+        let config = NodeConfig::new("admin", "127.0.0.1:0")
+            .cookie("c")
+            .remote_admin(remote_admin);
+        let mut shared = NodeShared::new("admin@127.0.0.1".into(), String::new(), None, &config);
+        shared.balancer_admin = echoing_admin;
+        let shared = Arc::new(shared);
+        for request in anyone
+            .iter()
+            .chain(remote_admin.then_some(&admin).into_iter().flatten())
+        {
+            assert_eq!(
+                control_of(&shared, request).await.unwrap(),
+                ControlReply::Members(Some(vec![format!("{request:?}")])),
+                "remote_admin {remote_admin}"
+            );
+        }
+        if !remote_admin {
+            for request in &admin {
+                match control_of(&shared, request).await {
+                    Err(crate::Error::Remote { message, .. }) => {
+                        assert!(message.contains("remote_admin"), "{message}")
+                    }
+                    other => panic!("expected a refusal of {request:?}, got {other:?}"),
+                }
+            }
+        }
+        // The node's own requests are not the handler's.
+        assert!(matches!(
+            control_of(&shared, &ControlRequest::Ping).await,
+            Ok(ControlReply::Pong { .. })
+        ));
+    }
+}
+
+#[tokio::test]
+async fn balancer_requests_about_no_balancer_are_answered_by_the_default_handler() {
+    let shared = shared_named(
+        "no-balancers",
+        NodeConfig::new("no-balancers", "127.0.0.1:0").cookie("c"),
+    );
+    assert_eq!(
+        control_of(&shared, &ControlRequest::Members("none".into()))
+            .await
+            .unwrap(),
+        ControlReply::Members(None)
+    );
+    assert_eq!(
+        control_of(&shared, &ControlRequest::InFlight("none".into()))
+            .await
+            .unwrap(),
+        ControlReply::InFlight(None)
+    );
+    assert_eq!(
+        control_of(&shared, &ControlRequest::CpuSelection)
+            .await
+            .unwrap(),
+        ControlReply::CpuSelection(Vec::new())
+    );
+}
+
 #[tokio::test]
 async fn crash_poller_is_admin_gated() {
     let closed = shared_named(

@@ -185,6 +185,8 @@ pub(crate) struct NodeShared {
     pub(crate) stopped: AtomicBool,
     /// Balancers started on this node; `None` while one is starting.
     balancers: Mutex<HashMap<String, Option<Balancer>>>,
+    /// Answers the control requests about those balancers for the serving side.
+    pub(crate) balancer_admin: crate::endpoint::BalancerAdmin,
     /// Addresses a dial is in flight to (one at a time per address).
     dialing: Mutex<HashSet<String>>,
     /// `NodeConfig::tls`, loaded: every dial uses it (`tls::dial`).
@@ -240,6 +242,7 @@ impl NodeShared {
             abandoned: Arc::default(),
             stopped: AtomicBool::new(false),
             balancers: Mutex::new(HashMap::new()),
+            balancer_admin: crate::balancer::admin::answer,
             dialing: Mutex::new(HashSet::new()),
             tls: None,
             handshakes: None,

@@ -101,10 +101,6 @@ const KNOWN_VIOLATIONS: &[(&str, &str)] = &[
     // requests (`node::on_joined`, `NodeEvent`) and CPU-reading requests (`cpu::cache`).
     ("endpoint", "node"),
     ("endpoint", "cpu"),
-    // The serving side starts, stops and inspects balancers for control requests: goes when
-    // admin operations reach balancers through a handler the node is given.
-    ("endpoint", "balancer"),
-    ("endpoint", "algorithm"),
     // The node holds the balancer registry (`Balancer`, `BalancerShared`) and `shutdown`
     // returns `DrainReport`s: goes with the node state split (the registry above the node).
     ("node", "balancer"),
