@@ -6,8 +6,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::cpu::CpuReading;
-
 /// A control request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -153,4 +151,16 @@ pub enum ControlReply {
     CpuSelection(Vec<(String, Vec<(String, f64)>)>),
     /// How the stop of a balancer went ([`ControlRequest::StopBalancerReport`]).
     Stopped(crate::DrainReport),
+}
+
+/// One node's CPU reading as held or reported: utilisation in percent (0–100) and its age in
+/// ms (time since the node's sampler took it, as of when this value was produced). The same
+/// type as [`cpu::CpuReading`](crate::cpu::CpuReading), where the node's sampler and cache
+/// use it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CpuReading {
+    /// CPU utilisation, % (0–100), to 0.01.
+    pub cpu: f64,
+    /// Age of the sample, ms.
+    pub age_ms: u64,
 }

@@ -21,8 +21,8 @@ pub(crate) mod selection;
 pub use cache::readings;
 pub(crate) use cache::{cache, CpuSlot};
 pub use sampler::CpuSampler;
-
-use serde::{Deserialize, Serialize};
+// Defined with the control protocol that carries it.
+pub use crate::control::CpuReading;
 
 /// What a missing or stale reading counts as: 50 % (the original's rule). It is neutral only
 /// among members near 50 %: when every member with a fresh reading is above
@@ -30,16 +30,6 @@ use serde::{Deserialize, Serialize};
 /// or one that hangs — gets the calls, until heartbeats drop a hung node
 /// (`NodeConfig::heartbeat_timeout`, 3 s by default).
 pub const NEUTRAL_CPU: f64 = 50.0;
-
-/// One node's CPU reading as held or reported: utilisation in percent (0–100) and its age in
-/// ms (time since the node's sampler took it, as of when this value was produced).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct CpuReading {
-    /// CPU utilisation, % (0–100), to 0.01.
-    pub cpu: f64,
-    /// Age of the sample, ms.
-    pub age_ms: u64,
-}
 
 #[cfg(test)]
 mod tests {

@@ -88,9 +88,8 @@ const KNOWN_VIOLATIONS: &[(&str, &str)] = &[
     // sampler: a cycle inside the node layer. Goes with the node state split (the load source
     // given what it needs).
     ("cpu", "node"),
-    // Control replies carry `cpu::CpuReading` and `DrainReport`: goes when those wire types
-    // live with the protocol.
-    ("control", "cpu"),
+    // `ControlReply::Stopped` carries a `DrainReport`: goes when it is defined with the
+    // protocol (as `CpuReading` is).
     ("control", "balancer"),
     // The client side of a call takes `NodeShared` (peers, caps, telemetry flags) and, for a
     // local run, `balancer::OwnedInFlightToken`: goes with one call pipeline over the node's
