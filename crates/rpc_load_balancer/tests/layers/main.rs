@@ -33,7 +33,9 @@ use graph::{Graph, Rules};
 
 /// The layers, bottom to top, and the modules in each (`"a"` a top-level module, `"a::b"` one
 /// of its sub-modules). A module may name modules of its own layer or of a lower one, never a
-/// higher one. `lib` is the crate root (`lib.rs`).
+/// higher one. `lib` is the crate root (`lib.rs`). A new module goes in here (one line); where
+/// issue 17 expects its new modules: `routing` and `testkit` in "routing", a `load` source in
+/// "node", a `membership` module in "membership".
 const LAYERS: &[(&str, &[&str])] = &[
     // Leaf types every layer may use: errors, deadlines, the payload type, spans and metrics.
     (
@@ -122,7 +124,12 @@ fn no_cycle_and_no_edge_up_the_layers() {
     let problems = graph.problems();
     assert!(
         problems.is_empty(),
-        "the module layering is broken (tests/layers/main.rs):\n\n{}",
+        "the module layering is broken (crates/rpc_load_balancer/tests/layers/main.rs):\n\n{}\n\
+         Remove each edge named above (a lower layer must not name a higher one: move the code, \
+         or pass the lower layer what it needs, e.g. a handler or a plain value), or, for a \
+         step on the way, list it in KNOWN_VIOLATIONS with what removes it. \
+         `LAYERS_PRINT=1 cargo test -p rpc_load_balancer --test layers -- --nocapture` prints \
+         the whole module graph.",
         problems.join("\n")
     );
 }
