@@ -6,13 +6,13 @@
 default:
     @just --list
 
-# A 3-node cluster on 127.0.0.1 calling through a balancer; flags in docs/reference/rpclb.md
-# (e.g. `just demo --algorithm least_cpu --burn 2`).
+# For example `just demo --algorithm least_cpu --burn 2`.
+# A 3-node cluster on 127.0.0.1 calling through a balancer (flags: docs/reference/rpclb.md).
 demo *args:
     cargo run --release -p rpclb -- demo {{args}}
 
-# The README's test command: every test (needs cargo-nextest), then the doc tests. Arguments go
-# to nextest (e.g. `just test -E 'test(drain)'`).
+# Arguments go to nextest, e.g. `just test -E 'test(drain)'`.
+# The README's test command: every test (needs cargo-nextest), then the doc tests.
 test *args:
     cargo nextest run --workspace {{args}}
     cargo test --workspace --doc
@@ -41,8 +41,8 @@ bench-callgrind n="100000":
 bench-e2e *args:
     cargo run --release -p rpclb -- bench {{args}}
 
-# Fuzz the wire for `secs` seconds (needs cargo-fuzz; see crates/rpc_load_balancer/fuzz/README.md
-# for keeping what it finds). New inputs go to /tmp/found.
+# New inputs go to /tmp/found; crates/rpc_load_balancer/fuzz/README.md says how to keep them.
+# Fuzz the wire for `secs` seconds (needs cargo-fuzz).
 fuzz secs="600":
     mkdir -p /tmp/found
     cd crates/rpc_load_balancer && RUSTC_BOOTSTRAP=1 cargo fuzz run wire /tmp/found fuzz/corpus/wire -- -max_total_time={{secs}} -timeout=3

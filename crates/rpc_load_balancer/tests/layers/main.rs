@@ -105,7 +105,9 @@ const KNOWN_VIOLATIONS: &[(&str, &str)] = &[
     // The node holds the balancer registry (`Balancer`, `BalancerShared`) and `shutdown`
     // returns `DrainReport`s: goes with the node state split (the registry above the node).
     ("node", "balancer"),
-    // `NodeConfig` carries the default `Retry` of routed calls.
+    // `NodeConfig` carries the default `Retry` of routed and random-node calls. (`retry` holds
+    // only that policy value, over `deadline` and `error`; placed in "transport", as how a
+    // call is retried, this edge would go down.)
     ("node", "retry"),
 ];
 
