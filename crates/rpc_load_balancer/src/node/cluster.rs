@@ -23,8 +23,9 @@ use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, Supervisio
 use ractor_cluster::node::NodeServerSessionInformation;
 use ractor_cluster::{NodeEventSubscription, NodeServerMessage};
 
+use super::event::{NodeEvent, SessionEvent, SessionStage};
 use super::refusals::{Opening, Refusals};
-use super::shared::{NodeEvent, NodeShared, Peer, SessionEvent, SessionStage};
+use super::shared::{NodeShared, Peer};
 use crate::wire::{node_of_endpoint, RpcMessage, CLIENT_GROUP, ENDPOINT_GROUP, SCOPE};
 
 /// Id of our event subscription on the NodeServer.

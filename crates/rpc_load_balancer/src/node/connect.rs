@@ -20,7 +20,8 @@ use tokio::time::Instant;
 
 use ractor_cluster::NodeSessionMessage;
 
-use super::shared::{NodeEvent, NodeShared, SessionEvent, SessionStage};
+use super::event::{NodeEvent, SessionEvent, SessionStage};
+use super::shared::NodeShared;
 use crate::call;
 use crate::control::{ControlReply, ControlRequest};
 use crate::Error;

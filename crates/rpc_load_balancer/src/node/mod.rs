@@ -9,6 +9,7 @@
 mod cluster;
 mod config;
 mod connect;
+mod event;
 mod heartbeat;
 mod listener;
 mod mesh;
@@ -31,8 +32,8 @@ use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
 pub use config::{NodeConfig, DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_CAP_BYTES};
+pub use event::NodeEvent;
 pub use preauth::{DEFAULT_HANDSHAKE_FRAME_LIMIT, DEFAULT_MAX_HANDSHAKES};
-pub use shared::NodeEvent;
 pub use tls::TlsConfig;
 
 pub(crate) use mesh::on_joined;

@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use ractor::ActorCell;
 
-use super::shared::{NodeEvent, NodeShared};
+use super::event::NodeEvent;
+use super::shared::NodeShared;
 use crate::control::ControlRequest;
 use crate::Error;
 
