@@ -333,7 +333,7 @@ fn header<'a, F: RemoteFunction>(
         function: F::NAME,
         balancer,
         deadline_ms: deadline_ms(timeout),
-        call_id: shared.next_call_id(),
+        call_id: shared.calls.next_id(),
         raw_args: crate::payload::is_payload::<F::Args>(),
     }
 }

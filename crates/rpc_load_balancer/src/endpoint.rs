@@ -167,7 +167,7 @@ pub(crate) async fn serve_call_in(
         // The caller cancels the call when it gives up (its timeout): the handler stops then,
         // or at the deadline measured here, whichever comes first.
         let (guarded, abort) = futures_util::future::abortable(guarded);
-        let Some(_registered) = shared.running_call(call_id, abort) else {
+        let Some(_registered) = shared.calls.running(call_id, abort) else {
             // Its caller gave up before it got here: skip it.
             tracing::debug!(
                 function = name,
@@ -305,7 +305,7 @@ async fn admin(
             ControlReply::Served(shared.balancer(&name).ok().map(|b| b.served() as u64))
         }
         ControlRequest::Cancel(id) => {
-            if shared.cancel_call(id) {
+            if shared.calls.cancel(id) {
                 tracing::debug!(call_id = id, "call cancelled by its caller");
             }
             ControlReply::Done

@@ -6,6 +6,7 @@
 //! ClusterManager subscribes to session events and pg changes, then configured peers are
 //! dialled in the background. A peer being down never fails [`Node::start`].
 
+mod call_table;
 mod cluster;
 mod config;
 mod connect;

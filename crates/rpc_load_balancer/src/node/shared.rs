@@ -2,7 +2,7 @@
 //! path), the function registry, counters and event channels.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -10,6 +10,7 @@ use arc_swap::ArcSwap;
 use ractor::{ActorId, ActorRef};
 use tokio::sync::{broadcast, watch};
 
+use super::call_table::{CallTable, ServedStats};
 use super::event::{NodeEvent, SessionEvent};
 use crate::balancer::Balancer;
 use crate::function::Registry;
@@ -35,31 +36,6 @@ pub(crate) struct Peer {
     pub(crate) connection_string: String,
     /// The peer's rpc endpoint, once its pg membership is known.
     pub(crate) endpoint: Option<ActorRef<RpcMessage>>,
-}
-
-/// Counters of calls this node serves.
-#[derive(Debug, Default)]
-pub(crate) struct ServedStats {
-    pub(crate) in_flight: AtomicU64,
-    pub(crate) total: AtomicU64,
-}
-
-impl ServedStats {
-    /// Counts one served call until the returned guard drops, however the call ends.
-    pub(crate) fn enter(&self) -> ServedGuard<'_> {
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
-        self.total.fetch_add(1, Ordering::Relaxed);
-        ServedGuard(self)
-    }
-}
-
-/// Decrements the in-flight count of served calls when dropped.
-pub(crate) struct ServedGuard<'a>(&'a ServedStats);
-
-impl Drop for ServedGuard<'_> {
-    fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
-    }
 }
 
 /// Everything a node's parts share.
@@ -120,10 +96,8 @@ pub(crate) struct NodeShared {
     pub(crate) node_list: watch::Sender<Arc<[String]>>,
     pub(crate) events: broadcast::Sender<NodeEvent>,
     pub(crate) sessions: broadcast::Sender<SessionEvent>,
-    pub(crate) next_call_id: AtomicU64,
-    /// Calls running here and calls cancelled before they started, by call id, in
-    /// [`CALL_SHARDS`] shards (ids are random) so concurrent calls rarely share a lock.
-    calls: [crossbeam_utils::CachePadded<Mutex<CallTable>>; CALL_SHARDS],
+    /// Calls running here and calls cancelled before they started.
+    pub(crate) calls: CallTable,
     pub(crate) served: ServedStats,
     /// Fired when the node's shutdown gives up on the calls made to it directly that are
     /// still running: their [`CallContext`](crate::CallContext)s are cancelled.
@@ -179,9 +153,7 @@ impl NodeShared {
             node_list: watch::channel(Arc::from(Vec::new())).0,
             events: broadcast::channel(256).0,
             sessions: broadcast::channel(256).0,
-            // Random start so call ids of different processes rarely collide in traces.
-            next_call_id: AtomicU64::new(rand::random::<u32>() as u64),
-            calls: std::array::from_fn(|_| Default::default()),
+            calls: CallTable::default(),
             served: ServedStats::default(),
             abandoned: Arc::default(),
             stopped: AtomicBool::new(false),
@@ -470,92 +442,10 @@ impl NodeShared {
             .cloned()
             .collect()
     }
-
-    /// A call id for the header: random (callers on different nodes share no counter, and a
-    /// serving node keys cancellations by id alone), never 0.
-    pub(crate) fn next_call_id(&self) -> u64 {
-        let _ = &self.next_call_id;
-        rand::random::<u64>() | 1
-    }
-
-    /// Registers the handler of call `id` as running, so a cancellation can abort it; the
-    /// returned guard unregisters it. `None` if the call was cancelled before it started:
-    /// then it must not run.
-    pub(crate) fn running_call(
-        &self,
-        id: u64,
-        abort: futures_util::future::AbortHandle,
-    ) -> Option<RunningCall<'_>> {
-        let mut calls = self.call_shard(id);
-        if calls.cancelled.remove(&id).is_some() {
-            return None;
-        }
-        calls.running.insert(id, abort);
-        Some(RunningCall { shared: self, id })
-    }
-
-    /// Aborts the handler of call `id` if it runs here, or else makes it skip when it arrives
-    /// (a cancellation can overtake its call); whether it was running.
-    pub(crate) fn cancel_call(&self, id: u64) -> bool {
-        let mut calls = self.call_shard(id);
-        if let Some(handle) = calls.running.remove(&id) {
-            handle.abort();
-            return true;
-        }
-        let now = std::time::Instant::now();
-        let max = CANCELLED_MAX / CALL_SHARDS;
-        if calls.cancelled.len() >= max {
-            calls
-                .cancelled
-                .retain(|_, at| now.duration_since(*at) < CANCELLED_KEPT);
-        }
-        if calls.cancelled.len() < max {
-            calls.cancelled.insert(id, now);
-        }
-        false
-    }
-
-    /// The shard of the call table holding call `id`, locked.
-    fn call_shard(&self, id: u64) -> std::sync::MutexGuard<'_, CallTable> {
-        self.calls[(id % CALL_SHARDS as u64) as usize]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-    }
 }
-
-/// Shards of the table of running and cancelled calls.
-const CALL_SHARDS: usize = 16;
 
 /// First pause of all dials once this node's name is found taken.
 const NAME_TAKEN_FIRST: Duration = Duration::from_secs(5);
 
 /// Longest pause of all dials while this node's name stays taken.
 const NAME_TAKEN_MAX: Duration = Duration::from_secs(300);
-
-/// Most ids of calls cancelled before they arrived kept at once; past it (a flood of
-/// cancellations, or a hostile peer) new ones are not recorded and such a call runs until its
-/// deadline.
-const CANCELLED_MAX: usize = 65_536;
-
-/// How long the id of a call cancelled before it arrived is kept (its call is skipped if it
-/// arrives within this time).
-const CANCELLED_KEPT: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// Calls running on this node, and calls cancelled before they started, by call id.
-#[derive(Default)]
-pub(crate) struct CallTable {
-    running: std::collections::HashMap<u64, futures_util::future::AbortHandle>,
-    cancelled: std::collections::HashMap<u64, std::time::Instant>,
-}
-
-/// A call's handler registered as running (see [`NodeShared::running_call`]).
-pub(crate) struct RunningCall<'a> {
-    shared: &'a NodeShared,
-    id: u64,
-}
-
-impl Drop for RunningCall<'_> {
-    fn drop(&mut self) {
-        self.shared.call_shard(self.id).running.remove(&self.id);
-    }
-}
