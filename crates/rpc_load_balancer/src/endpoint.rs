@@ -283,7 +283,7 @@ async fn admin(
             ControlReply::Done
         }
         ControlRequest::InFlight(name) => {
-            ControlReply::InFlight(shared.balancer(&name).ok().map(|b| {
+            ControlReply::InFlight(shared.balancers.get(&name).ok().map(|b| {
                 b.members()
                     .as_slice()
                     .iter()
@@ -291,9 +291,13 @@ async fn admin(
                     .collect()
             }))
         }
-        ControlRequest::Members(name) => {
-            ControlReply::Members(shared.balancer(&name).ok().map(|b| b.members().nodes()))
-        }
+        ControlRequest::Members(name) => ControlReply::Members(
+            shared
+                .balancers
+                .get(&name)
+                .ok()
+                .map(|b| b.members().nodes()),
+        ),
         ControlRequest::CpuReading => {
             ControlReply::CpuReading(crate::cpu::cache().get(&shared.name))
         }
@@ -302,7 +306,7 @@ async fn admin(
             ControlReply::CpuSelection(crate::cpu::selection::values(shared))
         }
         ControlRequest::Served(name) => {
-            ControlReply::Served(shared.balancer(&name).ok().map(|b| b.served() as u64))
+            ControlReply::Served(shared.balancers.get(&name).ok().map(|b| b.served() as u64))
         }
         ControlRequest::Cancel(id) => {
             if shared.calls.cancel(id) {
@@ -352,14 +356,14 @@ async fn admin(
             ControlReply::Done
         }
         ControlRequest::StopBalancer(name) => {
-            shared.balancer(&name)?.stop().await;
+            shared.balancers.get(&name)?.stop().await;
             ControlReply::Done
         }
         ControlRequest::StopBalancerReport(name) => {
-            ControlReply::Stopped(shared.balancer(&name)?.stop().await)
+            ControlReply::Stopped(shared.balancers.get(&name)?.stop().await)
         }
         ControlRequest::KillLoadBalancer(name) => {
-            shared.balancer(&name)?;
+            shared.balancers.get(&name)?;
             let actor = ractor::registry::where_is(member_name(&name, &shared.name))
                 .ok_or(crate::Error::UnknownBalancer { balancer: name })?;
             actor.kill();

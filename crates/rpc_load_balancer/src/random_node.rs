@@ -139,7 +139,7 @@ impl Options {
         shared.check_running(&shared.name)?;
         let balancer = match &self.load_balancer {
             Some(name) => {
-                let balancer = shared.balancer(name)?;
+                let balancer = shared.balancers.get(name)?;
                 balancer.shared().check_running()?;
                 Some(balancer)
             }

@@ -142,7 +142,7 @@ impl BalancerShared {
         self.stopped
             .send_replace(Some(DrainReport::killed(&self.name, routed, served)));
         self.clear();
-        self.node.release_balancer(&self.name, self);
+        self.node.balancers.release(&self.name, self);
     }
 
     /// Forgets the members (at stop).

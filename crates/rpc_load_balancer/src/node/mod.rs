@@ -6,6 +6,7 @@
 //! ClusterManager subscribes to session events and pg changes, then configured peers are
 //! dialled in the background. A peer being down never fails [`Node::start`].
 
+mod balancer_registry;
 mod call_table;
 mod cluster;
 mod config;
@@ -512,7 +513,7 @@ impl Node {
     async fn shut_down(&self) {
         let inner = &self.inner;
         // Every balancer drains at once (each bounded by its drain_timeout).
-        let balancers = inner.shared.all_balancers();
+        let balancers = inner.shared.balancers.running();
         let mut drains = futures_util::future::join_all(balancers.iter().map(|b| b.stop())).await;
         drains.sort_by(|a, b| a.balancer.cmp(&b.balancer));
         *inner.drains.lock().unwrap_or_else(|p| p.into_inner()) = drains;

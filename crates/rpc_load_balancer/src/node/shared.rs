@@ -10,9 +10,9 @@ use arc_swap::ArcSwap;
 use ractor::{ActorId, ActorRef};
 use tokio::sync::{broadcast, watch};
 
+use super::balancer_registry::BalancerRegistry;
 use super::call_table::{CallTable, ServedStats};
 use super::event::{NodeEvent, SessionEvent};
-use crate::balancer::Balancer;
 use crate::function::Registry;
 use crate::wire::RpcMessage;
 use crate::{Error, Unavailable};
@@ -103,8 +103,8 @@ pub(crate) struct NodeShared {
     /// still running: their [`CallContext`](crate::CallContext)s are cancelled.
     pub(crate) abandoned: Arc<crate::function::Signal>,
     pub(crate) stopped: AtomicBool,
-    /// Balancers started on this node; `None` while one is starting.
-    balancers: Mutex<HashMap<String, Option<Balancer>>>,
+    /// Balancers started on this node.
+    pub(crate) balancers: BalancerRegistry,
     /// Addresses a dial is in flight to (one at a time per address).
     dialing: Mutex<HashSet<String>>,
     /// `NodeConfig::tls`, loaded: every dial uses it (`tls::dial`).
@@ -157,7 +157,7 @@ impl NodeShared {
             served: ServedStats::default(),
             abandoned: Arc::default(),
             stopped: AtomicBool::new(false),
-            balancers: Mutex::new(HashMap::new()),
+            balancers: BalancerRegistry::default(),
             dialing: Mutex::new(HashSet::new()),
             tls: None,
             handshakes: None,
@@ -367,80 +367,6 @@ impl NodeShared {
             .load()
             .get(name)
             .map(|peer| peer.connection_string.clone())
-    }
-
-    fn balancers(&self) -> std::sync::MutexGuard<'_, HashMap<String, Option<Balancer>>> {
-        self.balancers
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Claims `name` for a balancer being started.
-    ///
-    /// Errors: [`Error::BalancerAlreadyStarted`] if one runs or is starting under that name.
-    pub(crate) fn reserve_balancer(&self, name: &str) -> Result<(), Error> {
-        let mut balancers = self.balancers();
-        match balancers.get(name) {
-            Some(Some(running)) if running.is_own_running() => {}
-            Some(None) => {}
-            _ => {
-                balancers.insert(name.to_string(), None);
-                return Ok(());
-            }
-        }
-        Err(Error::BalancerAlreadyStarted {
-            balancer: name.to_string(),
-        })
-    }
-
-    pub(crate) fn register_balancer(&self, balancer: Balancer) {
-        self.balancers()
-            .insert(balancer.name().to_string(), Some(balancer));
-    }
-
-    /// Frees `name` after a start under it failed (only while it is still reserved).
-    pub(crate) fn release_reservation(&self, name: &str) {
-        let mut balancers = self.balancers();
-        if matches!(balancers.get(name), Some(None)) {
-            balancers.remove(name);
-        }
-    }
-
-    /// Forgets the balancer whose state is `shared` when it has stopped: only its own entry
-    /// (a balancer started under the name since, or reserving it, stays).
-    pub(crate) fn release_balancer(
-        &self,
-        name: &str,
-        shared: &Arc<crate::balancer::BalancerShared>,
-    ) {
-        let mut balancers = self.balancers();
-        if let Some(Some(balancer)) = balancers.get(name) {
-            if Arc::ptr_eq(balancer.shared(), shared) {
-                balancers.remove(name);
-            }
-        }
-    }
-
-    /// The running balancer called `name`.
-    ///
-    /// Errors: [`Error::UnknownBalancer`].
-    pub(crate) fn balancer(&self, name: &str) -> Result<Balancer, Error> {
-        match self.balancers().get(name) {
-            Some(Some(balancer)) if balancer.is_own_running() => Ok(balancer.clone()),
-            _ => Err(Error::UnknownBalancer {
-                balancer: name.to_string(),
-            }),
-        }
-    }
-
-    /// Every running balancer (to stop them at shutdown).
-    pub(crate) fn all_balancers(&self) -> Vec<Balancer> {
-        self.balancers()
-            .values()
-            .flatten()
-            .filter(|b| b.is_own_running())
-            .cloned()
-            .collect()
     }
 }
 
