@@ -268,16 +268,16 @@ async fn admin(
             node: shared.name.clone(),
             wire_version: crate::wire::local_version(),
         },
-        ControlRequest::Nodes => ControlReply::Nodes(shared.peer_names()),
+        ControlRequest::Nodes => ControlReply::Nodes(shared.peers.names()),
         ControlRequest::Functions => ControlReply::Functions(shared.registry.names()),
         ControlRequest::Stats => ControlReply::Stats {
             served_in_flight: shared.served.in_flight.load(Ordering::Relaxed),
             served_total: shared.served.total.load(Ordering::Relaxed),
         },
         ControlRequest::ConnectionOf(name) => {
-            ControlReply::ConnectionOf(shared.connection_of(&name))
+            ControlReply::ConnectionOf(shared.peers.connection_of(&name))
         }
-        ControlRequest::Peers => ControlReply::Peers(shared.peer_addresses()),
+        ControlRequest::Peers => ControlReply::Peers(shared.peers.addresses()),
         ControlRequest::Joined { node, addr } => {
             crate::node::on_joined(shared, node, addr);
             ControlReply::Done
@@ -314,7 +314,7 @@ async fn admin(
             }
             ControlReply::Done
         }
-        ControlRequest::Leaving(node) if !shared.peers.load().contains_key(&node) => {
+        ControlRequest::Leaving(node) if !shared.peers.is_connected(&node) => {
             // Only a connected peer can be leaving: a name we don't know is not recorded, so
             // the set stays bounded by the peers this node has had.
             tracing::debug!(%node, "ignoring a leave announcement for a node that is not a peer");
@@ -322,11 +322,7 @@ async fn admin(
         }
         ControlRequest::Leaving(node) => {
             tracing::debug!(%node, "peer announced it is leaving");
-            shared
-                .left
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(node.clone());
+            shared.peers.mark_leaving(&node);
             let _ = shared.events.send(crate::NodeEvent::Leaving { node });
             ControlReply::Done
         }

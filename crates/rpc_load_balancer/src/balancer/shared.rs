@@ -102,7 +102,7 @@ impl BalancerShared {
     pub(crate) async fn wait_until_peers_saw_leave(&self, bound: std::time::Duration) {
         let node = &self.node;
         let me = node.name.clone();
-        let peers: Vec<String> = node.peer_names();
+        let peers: Vec<String> = node.peers.names();
         let checks = peers.iter().map(|peer| {
             let me = me.clone();
             async move {

@@ -83,7 +83,7 @@ fn is_session_to(event: &SessionEvent, addr: &str, resolved: &[SocketAddr]) -> b
 /// Dials `addr` and waits until a session to it is ready; returns the peer's full name.
 ///
 /// Every dial of the node goes through here. Once a peer said this node's name is taken by
-/// another process, no dial is made for a while (see [`NodeShared::name_taken_for`]): each one
+/// another process, no dial is made for a while (see [`PeerTable::name_taken_for`](super::peer_table::PeerTable::name_taken_for)): each one
 /// could make the cluster drop that other node for a moment.
 pub(crate) async fn connect(
     shared: &NodeShared,
@@ -91,7 +91,7 @@ pub(crate) async fn connect(
     addr: &str,
     bound: Duration,
 ) -> Result<String, Error> {
-    if let Some(wait) = shared.name_taken_for() {
+    if let Some(wait) = shared.peers.name_taken_for() {
         return Err(Error::ConnectFailed {
             addr: addr.to_string(),
             reason: format!(
@@ -102,9 +102,9 @@ pub(crate) async fn connect(
     }
     let outcome = connect_once(shared, server, addr, bound).await;
     match &outcome {
-        Ok(_) => shared.name_free(),
+        Ok(_) => shared.peers.name_free(),
         Err(Error::ConnectFailed { reason, .. }) if is_duplicate_name(reason) => {
-            let wait = shared.note_name_taken();
+            let wait = shared.peers.note_name_taken();
             tracing::error!(%addr, %reason, retry_in_ms = wait.as_millis() as u64, "{NAME_TAKEN}");
         }
         Err(_) => {}
@@ -132,10 +132,10 @@ async fn connect_once(
     }
     // Subscribe before dialling so the ready event cannot slip past.
     let mut sessions = shared.sessions.subscribe();
-    if let Some(name) = shared.peer_at(|c| names(c, addr, &resolved)) {
+    if let Some(name) = shared.peers.peer_at(|c| names(c, addr, &resolved)) {
         return Ok(name);
     }
-    if !shared.begin_dial(addr) {
+    if !shared.peers.begin_dial(addr) {
         if let Some(outcome) = join_dial(shared, addr, &resolved, bound).await {
             return outcome;
         }
@@ -165,7 +165,7 @@ async fn connect_once(
         let event = match tokio::time::timeout_at(wait_until, sessions.recv()).await {
             Err(_elapsed) => break,
             Ok(Err(RecvError::Lagged(_))) => {
-                if let Some(name) = shared.peer_at(|c| names(c, addr, &resolved)) {
+                if let Some(name) = shared.peers.peer_at(|c| names(c, addr, &resolved)) {
                     return Ok(name);
                 }
                 continue;
@@ -196,9 +196,11 @@ async fn connect_once(
                 pending.insert(event.session_id);
             }
             (SessionStage::Disconnected, Some(name))
-                if shared.refused_within(&name, super::version::REFUSAL_KEPT) =>
+                if shared
+                    .peers
+                    .refused_within(&name, super::version::REFUSAL_KEPT) =>
             {
-                return Err(shared.refusal(&name).unwrap_or(Error::ConnectFailed {
+                return Err(shared.peers.refusal(&name).unwrap_or(Error::ConnectFailed {
                     addr: addr.to_string(),
                     reason: "refused".into(),
                 }));
@@ -249,7 +251,7 @@ struct DialGuard<'a> {
 
 impl Drop for DialGuard<'_> {
     fn drop(&mut self) {
-        self.shared.end_dial(self.addr);
+        self.shared.peers.end_dial(self.addr);
     }
 }
 
@@ -265,12 +267,12 @@ async fn join_dial(
 ) -> Option<Result<String, Error>> {
     let deadline = Instant::now() + bound;
     loop {
-        if let Some(name) = shared.peer_at(|c| names(c, addr, resolved)) {
+        if let Some(name) = shared.peers.peer_at(|c| names(c, addr, resolved)) {
             return Some(Ok(name));
         }
-        if shared.begin_dial(addr) {
-            if let Some(name) = shared.peer_at(|c| names(c, addr, resolved)) {
-                shared.end_dial(addr);
+        if shared.peers.begin_dial(addr) {
+            if let Some(name) = shared.peers.peer_at(|c| names(c, addr, resolved)) {
+                shared.peers.end_dial(addr);
                 return Some(Ok(name));
             }
             return None;
@@ -320,8 +322,8 @@ async fn confirm_name(
             Ok(_) => return Ok(peer),
             // The version check (`version.rs`) refuses it and closes the session.
             Err(error @ Error::WireVersion { .. }) => return Err(error),
-            Err(_) if shared.refusal(&peer).is_some() => {
-                return Err(shared.refusal(&peer).unwrap_or(Error::ConnectFailed {
+            Err(_) if shared.peers.refusal(&peer).is_some() => {
+                return Err(shared.peers.refusal(&peer).unwrap_or(Error::ConnectFailed {
                     addr: addr.to_string(),
                     reason: "refused".into(),
                 }))
@@ -356,21 +358,12 @@ pub(crate) async fn keep_peer(
                 backoff = first;
                 failures = 0;
                 rejections = 0;
-                shared
-                    .left
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&name);
+                shared.peers.clear_leaving(&name);
                 // Sleep until that peer goes down (or the node stops).
                 loop {
                     match events.recv().await {
                         Ok(NodeEvent::Down { node }) if node == name => {
-                            let left = shared
-                                .left
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .contains(&name);
-                            if left {
+                            if shared.peers.has_left(&name) {
                                 // It said it was leaving: expect it back no sooner than a
                                 // restart, and redial at the slowest pace.
                                 tracing::debug!(%addr, node = %name, "peer left; redialling slowly");
@@ -383,7 +376,7 @@ pub(crate) async fn keep_peer(
                         }
                         Ok(_) => {}
                         Err(RecvError::Lagged(_)) => {
-                            if !shared.peers.load().contains_key(&name) {
+                            if !shared.peers.is_connected(&name) {
                                 break;
                             }
                         }
@@ -402,11 +395,11 @@ pub(crate) async fn keep_peer(
                 tracing::warn!(%addr, "not dialling this node's own address, listed among its peers");
                 return;
             }
-            Err(Error::ConnectFailed { .. }) if shared.name_taken_for().is_some() => {
+            Err(Error::ConnectFailed { .. }) if shared.peers.name_taken_for().is_some() => {
                 // Another process runs under this node's name (logged by `connect`): a hung
                 // predecessor that heartbeats drop within seconds, or a live duplicate.
                 failures += 1;
-                let wait = shared.name_taken_for().unwrap_or(Duration::ZERO);
+                let wait = shared.peers.name_taken_for().unwrap_or(Duration::ZERO);
                 tokio::time::sleep(wait.max(Duration::from_millis(100))).await;
             }
             Err(error) => {

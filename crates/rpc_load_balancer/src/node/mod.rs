@@ -15,6 +15,7 @@ mod event;
 mod heartbeat;
 mod listener;
 mod mesh;
+mod peer_table;
 mod preauth;
 mod reconnect;
 mod refusals;
@@ -434,12 +435,12 @@ impl Node {
 
     /// Full names of the connected peers, sorted (this node not included).
     pub fn nodes(&self) -> Vec<String> {
-        self.inner.shared.node_list.borrow().to_vec()
+        self.inner.shared.peers.node_list()
     }
 
     /// A watch of [`Node::nodes`]: changes whenever a peer comes up or goes down.
     pub fn watch_nodes(&self) -> watch::Receiver<Arc<[String]>> {
-        self.inner.shared.node_list.subscribe()
+        self.inner.shared.peers.watch_node_list()
     }
 
     /// A stream of [`NodeEvent`]s from now on (a receiver that falls 256 events behind skips

@@ -34,9 +34,9 @@ pub(crate) fn should_redial(shared: &NodeShared, name: &str, addr: &str) -> bool
         && !addr.is_empty()
         && !shared.stopped.load(Ordering::Acquire)
         && !shared.is_configured(addr)
-        && !NodeShared::listed(&shared.left, name)
-        && !NodeShared::listed(&shared.clients, name)
-        && shared.refusal(name).is_none()
+        && !shared.peers.has_left(name)
+        && !shared.peers.is_client(name)
+        && shared.peers.refusal(name).is_none()
 }
 
 /// Redials `name` at `addr` until it is connected again, it turns out to have left or been
@@ -47,12 +47,7 @@ pub(crate) async fn redial(
     name: String,
     addr: String,
 ) {
-    if !shared
-        .redialing
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(name.clone())
-    {
+    if !shared.peers.begin_redial(&name) {
         return;
     }
     let _slot = RedialSlot {
@@ -73,7 +68,7 @@ pub(crate) async fn redial(
     loop {
         let jitter = 0.8 + rand::random::<f64>() * 0.4;
         tokio::time::sleep(pause.mul_f64(jitter)).await;
-        if shared.peers.load().contains_key(&name) {
+        if shared.peers.is_connected(&name) {
             tracing::debug!(node = %name, attempts, "lost peer is back");
             return;
         }
@@ -125,11 +120,7 @@ struct RedialSlot<'a> {
 
 impl Drop for RedialSlot<'_> {
     fn drop(&mut self) {
-        self.shared
-            .redialing
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(self.name);
+        self.shared.peers.end_redial(self.name);
     }
 }
 
@@ -152,20 +143,17 @@ mod tests {
         // No advertised address.
         assert!(!should_redial(&node, "b@127.0.0.1", ""));
         // Said it was leaving, or was refused.
-        node.left.lock().unwrap().insert("b@127.0.0.1".into());
+        node.peers.mark_leaving("b@127.0.0.1");
         assert!(!should_redial(&node, "b@127.0.0.1", "127.0.0.1:4101"));
         let refusal = Error::WireVersion {
             node: "c@127.0.0.1".into(),
             local: 1,
             remote: 2,
         };
-        node.refused
-            .lock()
-            .unwrap()
-            .insert("c@127.0.0.1".into(), (refusal, std::time::Instant::now()));
+        node.peers.refuse("c@127.0.0.1", &refusal);
         assert!(!should_redial(&node, "c@127.0.0.1", "127.0.0.1:4102"));
         // A client node.
-        node.clients.lock().unwrap().insert("d@127.0.0.1".into());
+        node.peers.set_client("d@127.0.0.1", true);
         assert!(!should_redial(&node, "d@127.0.0.1", "127.0.0.1:4103"));
         // Turned off, or the node is stopping.
         let off = shared(config.clone().reconnect_give_up(Duration::ZERO));

@@ -31,11 +31,7 @@ pub(crate) async fn check(shared: &Arc<NodeShared>, name: &str, session: &ActorC
             false
         }
         _ => {
-            shared
-                .refused
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(name);
+            shared.peers.clear_refusal(name);
             true
         }
     }
@@ -54,11 +50,7 @@ const CLOSE_GRACE: Duration = Duration::from_millis(300);
 /// Records `name` as refused, reports it and closes its session after [`CLOSE_GRACE`].
 pub(crate) fn refuse(shared: &NodeShared, name: &str, session: &ActorCell, error: &Error) {
     tracing::error!(node = %name, %error, "refusing a peer of another wire version; closing its session");
-    shared
-        .refused
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(name.to_string(), (error.clone(), std::time::Instant::now()));
+    shared.peers.refuse(name, error);
     let _ = shared.events.send(NodeEvent::Refused {
         node: name.to_string(),
         reason: error.to_string(),
