@@ -45,7 +45,7 @@ impl Actor for RpcEndpoint {
             ENDPOINT_GROUP.to_string(),
             vec![myself.get_cell()],
         );
-        if shared.client {
+        if shared.config.client {
             ractor::pg::join_scoped(
                 SCOPE.to_string(),
                 crate::wire::CLIENT_GROUP.to_string(),
@@ -126,11 +126,11 @@ pub(crate) async fn serve_call_in(
 ) -> Vec<u8> {
     let _serving = shared.served.enter();
     // A caller with a larger cap may send more than this node accepts: refused unrun.
-    if bytes.len() > shared.max_payload {
+    if bytes.len() > shared.config.max_payload_bytes {
         let message = format!(
             "call of {} bytes exceeds this node's max_payload_bytes of {}; not run",
             bytes.len(),
-            shared.max_payload
+            shared.config.max_payload_bytes
         );
         return reply::encode_status(&ReplyStatus::BadRequest(&message));
     }
@@ -198,10 +198,10 @@ pub(crate) async fn serve_call_in(
             reply::encode_status(&ReplyStatus::BadRequest(error.message()))
         }
         Ok(Err(error)) => reply::encode_status(&ReplyStatus::Failed(error.message())),
-        Ok(Ok(encoded)) if encoded.len() > shared.max_payload => {
+        Ok(Ok(encoded)) if encoded.len() > shared.config.max_payload_bytes => {
             reply::encode_status(&ReplyStatus::PayloadTooLarge {
                 size: encoded.len() as u64,
-                limit: shared.max_payload as u64,
+                limit: shared.config.max_payload_bytes as u64,
             })
         }
         Ok(Ok(encoded)) => encoded,
@@ -231,10 +231,10 @@ pub(crate) async fn serve_control(shared: &Arc<NodeShared>, bytes: &[u8]) -> Vec
         Ok(answer) => answer,
         Err(error) => return reply::encode_status(&ReplyStatus::Failed(&error.to_string())),
     };
-    if cpu_reading && shared.cpu_reply_error {
+    if cpu_reading && shared.config.cpu_reply_error {
         return reply::encode_status(&ReplyStatus::Failed(CPU_REPLY_ERROR));
     }
-    if cpu_reading && shared.cpu_reply_garbage {
+    if cpu_reading && shared.config.cpu_reply_garbage {
         return garbage_reply();
     }
     reply::encode_ok(&answer).unwrap_or_else(|e| {
@@ -331,7 +331,7 @@ async fn admin(
         | ControlRequest::StopBalancerReport(_)
         | ControlRequest::KillLoadBalancer(_)
         | ControlRequest::CrashPoller(_)
-            if !shared.remote_admin =>
+            if !shared.config.remote_admin =>
         {
             return Err(crate::Error::InvalidConfig {
                 option: "remote_admin",

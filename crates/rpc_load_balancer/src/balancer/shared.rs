@@ -59,7 +59,7 @@ pub(crate) struct BalancerShared {
 
 impl BalancerShared {
     pub(crate) fn new(config: BalancerConfig, node: Arc<NodeShared>) -> Self {
-        let member = config.matches_excluding(&node.name, &node.excluded_node_patterns);
+        let member = config.matches_excluding(&node.name, &node.config.excluded_node_patterns);
         let counts_members =
             config.algorithm.counts_in_flight() || config.max_in_flight_per_member.is_some();
         Self {

@@ -233,7 +233,7 @@ async fn control_of(
 async fn cpu_readings_are_answered_without_remote_admin() {
     let config = NodeConfig::new("cpu-answer", "127.0.0.1:0").cookie("c");
     let shared = shared_named("cpu-answer", config);
-    assert!(!shared.remote_admin);
+    assert!(!shared.config.remote_admin);
     assert_eq!(
         control_of(&shared, &ControlRequest::CpuReading).await,
         Ok(ControlReply::CpuReading(None)),

@@ -214,7 +214,7 @@ impl ClusterState {
             if self.stalled.hit() {
                 tracing::warn!(
                     peer_addr = %opening.peer_addr,
-                    timeout_ms = self.shared.connect_timeout.as_millis() as u64,
+                    timeout_ms = self.shared.config.connect_timeout.as_millis() as u64,
                     times = self.stalled.count(),
                     "closing a session that did not authenticate in time"
                 );
@@ -242,7 +242,7 @@ impl ClusterState {
                 self.opening.insert(event.session_id, opening);
                 let id = event.session_id;
                 self.myself
-                    .send_after(self.shared.connect_timeout, move || {
+                    .send_after(self.shared.config.connect_timeout, move || {
                         ClusterMsg::HandshakeDeadline(id)
                     });
             }
@@ -377,7 +377,7 @@ impl ClusterState {
                         let (shared, server) = (Arc::clone(&self.shared), self.server.clone());
                         let lost = lost.clone();
                         tokio::spawn(async move {
-                            let bound = shared.connect_timeout;
+                            let bound = shared.config.connect_timeout;
                             let _ = super::tls::dial(&shared, &server, &lost, bound).await;
                         });
                     }

@@ -353,7 +353,7 @@ pub(crate) async fn keep_peer(
     // Handshakes in a row the peer closed (see `rejection_backoff`).
     let mut rejections = 0u32;
     while !shared.stopped.load(Ordering::Acquire) {
-        match connect(&shared, &server, &addr, shared.connect_timeout).await {
+        match connect(&shared, &server, &addr, shared.config.connect_timeout).await {
             Ok(name) => {
                 backoff = first;
                 failures = 0;
@@ -368,7 +368,7 @@ pub(crate) async fn keep_peer(
                                 // restart, and redial at the slowest pace.
                                 tracing::debug!(%addr, node = %name, "peer left; redialling slowly");
                                 failures = 1;
-                                backoff = shared.dial_backoff_max;
+                                backoff = shared.config.dial_backoff_max;
                                 let jitter = 0.8 + rand::random::<f64>() * 0.4;
                                 tokio::time::sleep(backoff.mul_f64(jitter)).await;
                             }
@@ -419,7 +419,7 @@ pub(crate) async fn keep_peer(
                 let jitter = 0.8 + rand::random::<f64>() * 0.4;
                 let pause = rejection_backoff(rejections).unwrap_or(backoff);
                 tokio::time::sleep(pause.mul_f64(jitter)).await;
-                backoff = (backoff * 2).min(shared.dial_backoff_max);
+                backoff = (backoff * 2).min(shared.config.dial_backoff_max);
             }
         }
     }

@@ -85,7 +85,13 @@ async fn learn_from(
     server: &ActorRef<NodeServerMessage>,
     peer: &str,
 ) -> bool {
-    let reply = call::control(shared, peer, &ControlRequest::Peers, shared.connect_timeout).await;
+    let reply = call::control(
+        shared,
+        peer,
+        &ControlRequest::Peers,
+        shared.config.connect_timeout,
+    )
+    .await;
     let peers = match reply {
         Ok(ControlReply::Peers(peers)) => peers,
         Ok(_) | Err(_) => return false, // an older node, or gone again: nothing to learn
@@ -110,7 +116,7 @@ async fn learn_from(
                 }
             }
             if let Err(error) =
-                connect::connect(&shared, &server, &addr, shared.connect_timeout).await
+                connect::connect(&shared, &server, &addr, shared.config.connect_timeout).await
             {
                 tracing::debug!(peer = %name, %addr, %error, "mesh dial failed");
             }
@@ -135,7 +141,7 @@ async fn announce(shared: &Arc<NodeShared>, peer: &str) {
         node: shared.name.clone(),
         addr,
     };
-    match call::control(shared, peer, &notice, shared.connect_timeout).await {
+    match call::control(shared, peer, &notice, shared.config.connect_timeout).await {
         Ok(ControlReply::Done) => {
             tracing::debug!(%peer, "join notice sent, for client nodes");
         }
@@ -149,7 +155,7 @@ async fn announce(shared: &Arc<NodeShared>, peer: &str) {
 /// Whether this node may hand its join notice to `peer`: it is not a client node, and
 /// neither is `peer`.
 fn may_announce_to(shared: &NodeShared, peer: &str) -> bool {
-    !shared.client && !shared.peers.is_client(peer)
+    !shared.config.client && !shared.peers.is_client(peer)
 }
 
 /// Handles a join notice ([`ControlRequest::Joined`]): a client node dials `addr` unless it
@@ -160,7 +166,7 @@ pub(crate) fn on_joined(shared: &Arc<NodeShared>, node: String, addr: String) {
     if node == shared.name || addr.is_empty() {
         return;
     }
-    if shared.client {
+    if shared.config.client {
         tracing::debug!(%node, %addr, "join notice");
         if shared.peers.is_connected(&node) || shared.peers.refusal(&node).is_some() {
             return;
@@ -173,7 +179,7 @@ pub(crate) fn on_joined(shared: &Arc<NodeShared>, node: String, addr: String) {
         let shared = Arc::clone(shared);
         tokio::spawn(async move {
             if let Err(error) =
-                connect::connect(&shared, &server, &addr, shared.connect_timeout).await
+                connect::connect(&shared, &server, &addr, shared.config.connect_timeout).await
             {
                 tracing::debug!(%node, %addr, %error, "cannot dial the node of a join notice");
             }
@@ -193,7 +199,7 @@ pub(crate) fn on_joined(shared: &Arc<NodeShared>, node: String, addr: String) {
     for client in clients {
         let (shared, notice) = (Arc::clone(shared), notice.clone());
         tokio::spawn(async move {
-            let _ = call::control(&shared, &client, &notice, shared.connect_timeout).await;
+            let _ = call::control(&shared, &client, &notice, shared.config.connect_timeout).await;
         });
     }
 }

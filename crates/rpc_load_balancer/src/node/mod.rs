@@ -410,13 +410,13 @@ impl Node {
         request: ControlRequest,
     ) -> Result<ControlReply, Error> {
         let shared = &self.inner.shared;
-        call::control(shared, node, &request, shared.call_timeout).await
+        call::control(shared, node, &request, shared.config.call_timeout).await
     }
 
     /// The node-name patterns that keep nodes out of a balancer's members unless its filter
     /// names them (`NodeConfig::excluded_node_patterns`; see [`crate::filter::matches`]).
     pub fn excluded_node_patterns(&self) -> &[String] {
-        &self.inner.shared.excluded_node_patterns
+        &self.inner.shared.config.excluded_node_patterns
     }
 
     /// This node's cap in bytes on one encoded call or reply: its
@@ -424,13 +424,13 @@ impl Node {
     /// would make a reply over it with
     /// [`FunctionError::bad_request`](crate::FunctionError::bad_request) before doing the work.
     pub fn max_payload_bytes(&self) -> usize {
-        self.inner.shared.max_payload
+        self.inner.shared.config.max_payload_bytes
     }
 
     /// How often this node samples its CPU: its
     /// [`NodeConfig::cpu_sample_interval`] (default 1,000 ms).
     pub fn cpu_sample_interval(&self) -> Duration {
-        self.inner.shared.cpu_sample_interval
+        self.inner.shared.config.cpu_sample_interval
     }
 
     /// Full names of the connected peers, sorted (this node not included).
@@ -459,7 +459,13 @@ impl Node {
     /// refused, see docs/reference/wire-compatibility.md).
     pub async fn connect(&self, addr: &str) -> Result<String, Error> {
         let shared = &self.inner.shared;
-        connect::connect(shared, &self.inner.server, addr, shared.connect_timeout).await
+        connect::connect(
+            shared,
+            &self.inner.server,
+            addr,
+            shared.config.connect_timeout,
+        )
+        .await
     }
 
     /// Waits until at least `count` peers are connected, at most `timeout`.

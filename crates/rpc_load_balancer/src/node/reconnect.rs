@@ -30,7 +30,7 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Whether `name`, lost at `addr`, is one to redial (see the module docs).
 pub(crate) fn should_redial(shared: &NodeShared, name: &str, addr: &str) -> bool {
-    !shared.reconnect_give_up.is_zero()
+    !shared.config.reconnect_give_up.is_zero()
         && !addr.is_empty()
         && !shared.stopped.load(Ordering::Acquire)
         && !shared.is_configured(addr)
@@ -54,7 +54,7 @@ pub(crate) async fn redial(
         shared: &shared,
         name: &name,
     };
-    let give_up_at = crate::deadline::after(shared.reconnect_give_up);
+    let give_up_at = crate::deadline::after(shared.config.reconnect_give_up);
     let mut backoff = FIRST_BACKOFF;
     // Both sides of a lost session may redial: the higher name waits a little longer, so the
     // other's dial usually wins and no duplicate session has to be dropped.
@@ -81,13 +81,20 @@ pub(crate) async fn redial(
                 node = %name,
                 %addr,
                 attempts,
-                give_up_ms = shared.reconnect_give_up.as_millis() as u64,
+                give_up_ms = shared.config.reconnect_give_up.as_millis() as u64,
                 "lost peer did not come back; no longer redialling it"
             );
             return;
         }
         attempts += 1;
-        match connect::connect(&shared, &server, &addr, shared.connect_timeout.min(left)).await {
+        match connect::connect(
+            &shared,
+            &server,
+            &addr,
+            shared.config.connect_timeout.min(left),
+        )
+        .await
+        {
             Ok(found) if found == name => {
                 tracing::info!(node = %name, %addr, attempts, "reconnected to a lost peer");
                 return;
@@ -108,7 +115,7 @@ pub(crate) async fn redial(
             }
         }
         pause = connect::rejection_backoff(rejections).unwrap_or(backoff);
-        backoff = (backoff * 2).min(shared.dial_backoff_max);
+        backoff = (backoff * 2).min(shared.config.dial_backoff_max);
     }
 }
 

@@ -1,12 +1,11 @@
 //! State shared by a node's actors and handles. [`NodeShared`] composes one part per concern,
 //! each in its own module: the [`PeerTable`] (connected peers, read lock-free on the call
 //! path, and the peers being dialled, refused or leaving), the [`CallTable`] (calls served
-//! here, for cancellation) and the [`BalancerRegistry`]; beside them the node's settings, the
-//! function registry, the node's stage of life and its event channels.
+//! here, for cancellation), the [`BalancerRegistry`], and the node's [`NodeConfig`] shared by
+//! `Arc`; beside them the function registry, the node's stage of life and its event channels.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use ractor::ActorRef;
 use tokio::sync::broadcast;
@@ -34,29 +33,8 @@ pub(crate) struct NodeShared {
     pub(crate) listen_addr: String,
     /// The `host:port` this node advertises (what peers record for it); `None` when attached.
     pub(crate) connection_string: Option<String>,
-    pub(crate) max_payload: usize,
-    pub(crate) call_timeout: Duration,
-    /// Default retry of routed calls and casts on an empty pool.
-    pub(crate) retry: crate::Retry,
-    /// `NodeConfig::client`: this node is a client node.
-    pub(crate) client: bool,
-    /// `NodeConfig::peers`: kept connected by their own dial loops.
-    pub(crate) configured_peers: Vec<String>,
-    /// `NodeConfig::reconnect_give_up`.
-    pub(crate) reconnect_give_up: Duration,
-    /// Default of routed calls: run on this node.
-    pub(crate) call_directly: bool,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) dial_backoff_max: Duration,
-    pub(crate) remote_admin: bool,
-    /// `NodeConfig::cpu_sample_interval`.
-    pub(crate) cpu_sample_interval: Duration,
-    /// `NodeConfig::cpu_reply_garbage`: answer CPU-reading requests with undecodable bytes.
-    pub(crate) cpu_reply_garbage: bool,
-    /// `NodeConfig::cpu_reply_error`: answer CPU-reading requests with an error.
-    pub(crate) cpu_reply_error: bool,
-    /// `NodeConfig::excluded_node_patterns`: applied to balancers' `node_match_list` here.
-    pub(crate) excluded_node_patterns: Vec<String>,
+    /// The node's settings, as checked by `Node::start` (or `Node::attach`).
+    pub(crate) config: Arc<NodeConfig>,
     /// Where the node is in its life: waits end when it starts shutting down, and a second
     /// `shutdown` waits for the first.
     pub(crate) lifecycle: tokio::sync::watch::Sender<Lifecycle>,
@@ -98,20 +76,7 @@ impl NodeShared {
             name,
             listen_addr,
             connection_string,
-            max_payload: config.max_payload_bytes,
-            call_timeout: config.call_timeout,
-            retry: config.retry,
-            client: config.client,
-            configured_peers: config.peers.clone(),
-            reconnect_give_up: config.reconnect_give_up,
-            call_directly: config.call_directly,
-            connect_timeout: config.connect_timeout,
-            dial_backoff_max: config.dial_backoff_max,
-            remote_admin: config.remote_admin,
-            cpu_sample_interval: config.cpu_sample_interval,
-            cpu_reply_garbage: config.cpu_reply_garbage,
-            cpu_reply_error: config.cpu_reply_error,
-            excluded_node_patterns: config.excluded_node_patterns.clone(),
+            config: Arc::new(config.clone()),
             lifecycle: tokio::sync::watch::channel(Lifecycle::Running).0,
             announced: AtomicBool::new(false),
             server: OnceLock::new(),
@@ -186,7 +151,7 @@ impl NodeShared {
     /// string or, where both parse, by socket address.
     pub(crate) fn is_configured(&self, addr: &str) -> bool {
         let parsed = addr.parse::<std::net::SocketAddr>().ok();
-        self.configured_peers.iter().any(|peer| {
+        self.config.peers.iter().any(|peer| {
             peer == addr
                 || (parsed.is_some() && peer.parse::<std::net::SocketAddr>().ok() == parsed)
         })

@@ -23,8 +23,13 @@ use crate::Error;
 /// wire version. Returns whether the peer may stay. A peer that serves no rpc endpoint, or
 /// does not answer, is left to the heartbeats.
 pub(crate) async fn check(shared: &Arc<NodeShared>, name: &str, session: &ActorCell) -> bool {
-    let answer =
-        crate::call::control(shared, name, &ControlRequest::Ping, shared.connect_timeout).await;
+    let answer = crate::call::control(
+        shared,
+        name,
+        &ControlRequest::Ping,
+        shared.config.connect_timeout,
+    )
+    .await;
     match answer {
         Err(error @ Error::WireVersion { .. }) => {
             refuse(shared, name, session, &error);
