@@ -4,9 +4,11 @@
 //! This replaces ractor_cluster's transitive mode, which dials a peer once per session that
 //! mentions it: a node joining a 3-node cluster dialled the same peer twice, one session was
 //! closed as a duplicate, and calls in flight on it failed. Here one dial per address is in
-//! flight at a time ([`PeerTable::begin_dial`](super::peer_table::PeerTable::begin_dial)), and of two nodes that learn of each other at
-//! once, the one whose name sorts higher waits [`CROSS_DIAL_DELAY`] first, so the other's dial
-//! usually wins and no session has to be dropped.
+//! flight at a time
+//! ([`PeerTable::begin_dial`](super::peer_table::PeerTable::begin_dial)), and of two nodes
+//! that learn of each other at once, the one whose name sorts higher waits
+//! [`CROSS_DIAL_DELAY`] first, so the other's dial usually wins and no session has to be
+//! dropped.
 //!
 //! A peer's answer lists only the peers ready at its end when it answers, so two nodes joining
 //! through the same peer at once can each miss the other (each asked before the other was

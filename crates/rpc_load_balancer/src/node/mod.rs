@@ -13,6 +13,7 @@ mod config;
 mod connect;
 mod event;
 mod heartbeat;
+mod keep_peer;
 mod listener;
 mod mesh;
 mod peer_table;
@@ -298,7 +299,7 @@ impl Node {
             .iter()
             .filter(|addr| !own(addr))
             .map(|addr| {
-                tokio::spawn(connect::keep_peer(
+                tokio::spawn(keep_peer::keep_peer(
                     Arc::clone(&shared),
                     server.clone(),
                     addr.clone(),

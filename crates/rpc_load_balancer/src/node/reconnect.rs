@@ -1,5 +1,5 @@
 //! Reconnecting peers lost uncleanly. ractor_cluster never redials; configured peers have
-//! their own dial loop (`connect::keep_peer`), and this covers the rest: a peer found through
+//! their own dial loop (`keep_peer.rs`), and this covers the rest: a peer found through
 //! the mesh whose last session closed without it saying it was leaving (killed, crashed, cut
 //! off, or dropped for missing heartbeats) is redialled at its advertised address with capped,
 //! jittered exponential backoff (100 ms doubling to `dial_backoff_max`, ±20 %) until it is
@@ -21,9 +21,9 @@ use ractor::ActorRef;
 use ractor_cluster::NodeServerMessage;
 use tokio::time::Instant;
 
-use super::connect;
 use super::mesh::CROSS_DIAL_DELAY;
 use super::shared::NodeShared;
+use super::{connect, keep_peer};
 
 /// First pause before a redial; doubles up to `dial_backoff_max`.
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
@@ -107,14 +107,14 @@ pub(crate) async fn redial(
             }
             Err(error) => {
                 tracing::debug!(node = %name, %addr, %error, attempts, "redial of a lost peer failed");
-                rejections = if connect::was_rejected(&error) {
+                rejections = if keep_peer::was_rejected(&error) {
                     rejections + 1
                 } else {
                     0
                 };
             }
         }
-        pause = connect::rejection_backoff(rejections).unwrap_or(backoff);
+        pause = keep_peer::rejection_backoff(rejections).unwrap_or(backoff);
         backoff = (backoff * 2).min(shared.config.dial_backoff_max);
     }
 }
