@@ -131,3 +131,50 @@ impl Drop for ServedGuard<'_> {
         self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cancellation_aborts_a_running_call_or_skips_one_not_started() {
+        let table = CallTable::default();
+        let (abort, registration) = AbortHandle::new_pair();
+        let running = table.running(7, abort).expect("not cancelled");
+        assert!(table.cancel(7), "it was running");
+        assert!(registration.handle().is_aborted());
+        drop(running);
+        // Cancelled before it arrived: it must not run, once.
+        assert!(!table.cancel(9));
+        assert!(table.running(9, AbortHandle::new_pair().0).is_none());
+        assert!(table.running(9, AbortHandle::new_pair().0).is_some());
+        // Ended: a late cancellation finds nothing running.
+        let running = table.running(11, AbortHandle::new_pair().0);
+        drop(running);
+        assert!(!table.cancel(11));
+    }
+
+    #[test]
+    fn cancellations_of_calls_not_started_are_kept_up_to_a_bound() {
+        let table = CallTable::default();
+        let per_shard = (CANCELLED_MAX / CALL_SHARDS) as u64;
+        // Ids of one shard, all recent: past the bound a new one is not recorded.
+        let shard_ids = |n: u64| n * CALL_SHARDS as u64;
+        for n in 0..per_shard {
+            assert!(!table.cancel(shard_ids(n)));
+        }
+        assert!(!table.cancel(shard_ids(per_shard)));
+        assert!(
+            table
+                .running(shard_ids(per_shard), AbortHandle::new_pair().0)
+                .is_some(),
+            "over the bound: not recorded, so the call runs"
+        );
+        assert!(table
+            .running(shard_ids(0), AbortHandle::new_pair().0)
+            .is_none());
+        // Other shards are not affected.
+        assert!(!table.cancel(1));
+        assert!(table.running(1, AbortHandle::new_pair().0).is_none());
+    }
+}

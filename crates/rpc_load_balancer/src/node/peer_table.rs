@@ -317,3 +317,78 @@ const NAME_TAKEN_FIRST: Duration = Duration::from_secs(5);
 
 /// Longest pause of all dials while this node's name stays taken.
 const NAME_TAKEN_MAX: Duration = Duration::from_secs(300);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_going_down_is_forgotten_and_a_peer_that_left_gets_its_down_time() {
+        let peers = PeerTable::default();
+        // A client node that said it was leaving: both records go with its session.
+        peers.set_client("c@h", true);
+        peers.mark_leaving("c@h");
+        peers.note_down("c@h");
+        assert!(!peers.is_client("c@h"));
+        assert!(!peers.has_left("c@h"));
+        assert!(!peers.just_left("c@h", Duration::from_secs(60)));
+        // A server node that said it was leaving: listed as just left while up, and for
+        // `within` after it went down.
+        peers.mark_leaving("s@h");
+        assert!(peers.just_left("s@h", Duration::ZERO), "still up");
+        peers.note_down("s@h");
+        assert!(peers.just_left("s@h", Duration::from_secs(60)));
+        assert!(!peers.just_left("s@h", Duration::ZERO));
+        // Back: nothing is left of it.
+        peers.forget_left("s@h");
+        assert!(!peers.has_left("s@h"));
+        // A peer that never said it was leaving gets no down time.
+        peers.note_down("k@h");
+        peers.mark_leaving("k@h");
+        assert!(
+            peers.just_left("k@h", Duration::ZERO),
+            "up since it said so"
+        );
+    }
+
+    #[test]
+    fn refusals_dials_and_redials_are_one_at_a_time() {
+        let peers = PeerTable::default();
+        let refusal = Error::WireVersion {
+            node: "r@h".into(),
+            local: 1,
+            remote: 2,
+        };
+        peers.refuse("r@h", &refusal);
+        assert_eq!(peers.refusal("r@h"), Some(refusal));
+        assert!(peers.refused_within("r@h", Duration::from_secs(60)));
+        assert!(!peers.refused_within("r@h", Duration::ZERO));
+        peers.clear_refusal("r@h");
+        assert_eq!(peers.refusal("r@h"), None);
+
+        assert!(peers.begin_dial("h:1"));
+        assert!(!peers.begin_dial("h:1"), "one dial per address");
+        peers.end_dial("h:1");
+        assert!(peers.begin_dial("h:1"));
+        assert!(peers.begin_redial("a@h"));
+        assert!(!peers.begin_redial("a@h"), "one redial task per name");
+        peers.end_redial("a@h");
+        assert!(peers.begin_redial("a@h"));
+    }
+
+    #[test]
+    fn a_taken_name_pauses_dials_doubling_to_five_minutes() {
+        let peers = PeerTable::default();
+        assert_eq!(peers.name_taken_for(), None);
+        let waits: Vec<u64> = (0..9).map(|_| peers.note_name_taken().as_secs()).collect();
+        assert_eq!(waits, [5, 10, 20, 40, 80, 160, 300, 300, 300]);
+        assert!(peers.name_taken_for().is_some());
+        peers.name_free();
+        assert_eq!(peers.name_taken_for(), None);
+        assert_eq!(
+            peers.note_name_taken().as_secs(),
+            5,
+            "starts over once free"
+        );
+    }
+}
