@@ -76,7 +76,7 @@ impl<F: RemoteFunction> IntoFuture for Call<F> {
 
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
-            let timeout = self.timeout.unwrap_or(self.shared.call_timeout);
+            let timeout = self.timeout.unwrap_or(self.shared.config.call_timeout);
             let mut telemetry = RpcTelemetry::start("call", F::NAME, None);
             telemetry.target(&Arc::from(self.node.as_str()));
             let span = telemetry.span().clone();
@@ -333,7 +333,7 @@ fn header<'a, F: RemoteFunction>(
         function: F::NAME,
         balancer,
         deadline_ms: deadline_ms(timeout),
-        call_id: shared.next_call_id(),
+        call_id: shared.calls.next_id(),
         raw_args: crate::payload::is_payload::<F::Args>(),
     }
 }
@@ -358,7 +358,11 @@ fn finish_encoding<F: RemoteFunction>(
         function: F::NAME.to_string(),
         message: e.to_string(),
     })?;
-    check_payload(bytes.len(), shared.max_payload, PayloadDirection::Argument)?;
+    check_payload(
+        bytes.len(),
+        shared.config.max_payload_bytes,
+        PayloadDirection::Argument,
+    )?;
     Ok((bytes, id))
 }
 

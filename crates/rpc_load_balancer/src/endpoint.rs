@@ -47,7 +47,7 @@ impl Actor for RpcEndpoint {
             ENDPOINT_GROUP.to_string(),
             vec![myself.get_cell()],
         );
-        if shared.client {
+        if shared.config.client {
             ractor::pg::join_scoped(
                 SCOPE.to_string(),
                 crate::wire::CLIENT_GROUP.to_string(),
@@ -128,11 +128,11 @@ pub(crate) async fn serve_call_in(
 ) -> Vec<u8> {
     let _serving = shared.served.enter();
     // A caller with a larger cap may send more than this node accepts: refused unrun.
-    if bytes.len() > shared.max_payload {
+    if bytes.len() > shared.config.max_payload_bytes {
         let message = format!(
             "call of {} bytes exceeds this node's max_payload_bytes of {}; not run",
             bytes.len(),
-            shared.max_payload
+            shared.config.max_payload_bytes
         );
         return reply::encode_status(&ReplyStatus::BadRequest(&message));
     }
@@ -169,7 +169,7 @@ pub(crate) async fn serve_call_in(
         // The caller cancels the call when it gives up (its timeout): the handler stops then,
         // or at the deadline measured here, whichever comes first.
         let (guarded, abort) = futures_util::future::abortable(guarded);
-        let Some(_registered) = shared.running_call(call_id, abort) else {
+        let Some(_registered) = shared.calls.running(call_id, abort) else {
             // Its caller gave up before it got here: skip it.
             tracing::debug!(
                 function = name,
@@ -200,10 +200,10 @@ pub(crate) async fn serve_call_in(
             reply::encode_status(&ReplyStatus::BadRequest(error.message()))
         }
         Ok(Err(error)) => reply::encode_status(&ReplyStatus::Failed(error.message())),
-        Ok(Ok(encoded)) if encoded.len() > shared.max_payload => {
+        Ok(Ok(encoded)) if encoded.len() > shared.config.max_payload_bytes => {
             reply::encode_status(&ReplyStatus::PayloadTooLarge {
                 size: encoded.len() as u64,
-                limit: shared.max_payload as u64,
+                limit: shared.config.max_payload_bytes as u64,
             })
         }
         Ok(Ok(encoded)) => encoded,
@@ -233,10 +233,10 @@ pub(crate) async fn serve_control(shared: &Arc<NodeShared>, bytes: &[u8]) -> Vec
         Ok(answer) => answer,
         Err(error) => return reply::encode_status(&ReplyStatus::Failed(&error.to_string())),
     };
-    if cpu_reading && shared.cpu_reply_error {
+    if cpu_reading && shared.config.cpu_reply_error {
         return reply::encode_status(&ReplyStatus::Failed(CPU_REPLY_ERROR));
     }
-    if cpu_reading && shared.cpu_reply_garbage {
+    if cpu_reading && shared.config.cpu_reply_garbage {
         return garbage_reply();
     }
     reply::encode_ok(&answer).unwrap_or_else(|e| {
@@ -278,16 +278,16 @@ async fn admin(
             node: shared.name.clone(),
             wire_version: crate::wire::local_version(),
         },
-        ControlRequest::Nodes => ControlReply::Nodes(shared.peer_names()),
+        ControlRequest::Nodes => ControlReply::Nodes(shared.peers.names()),
         ControlRequest::Functions => ControlReply::Functions(shared.registry.names()),
         ControlRequest::Stats => ControlReply::Stats {
             served_in_flight: shared.served.in_flight.load(Ordering::Relaxed),
             served_total: shared.served.total.load(Ordering::Relaxed),
         },
         ControlRequest::ConnectionOf(name) => {
-            ControlReply::ConnectionOf(shared.connection_of(&name))
+            ControlReply::ConnectionOf(shared.peers.connection_of(&name))
         }
-        ControlRequest::Peers => ControlReply::Peers(shared.peer_addresses()),
+        ControlRequest::Peers => ControlReply::Peers(shared.peers.addresses()),
         ControlRequest::Joined { node, addr } => {
             crate::node::on_joined(shared, node, addr);
             ControlReply::Done
@@ -297,12 +297,12 @@ async fn admin(
         }
         ControlRequest::CpuReadings => ControlReply::CpuReadings(crate::cpu::readings()),
         ControlRequest::Cancel(id) => {
-            if shared.cancel_call(id) {
+            if shared.calls.cancel(id) {
                 tracing::debug!(call_id = id, "call cancelled by its caller");
             }
             ControlReply::Done
         }
-        ControlRequest::Leaving(node) if !shared.peers.load().contains_key(&node) => {
+        ControlRequest::Leaving(node) if !shared.peers.is_connected(&node) => {
             // Only a connected peer can be leaving: a name we don't know is not recorded, so
             // the set stays bounded by the peers this node has had.
             tracing::debug!(%node, "ignoring a leave announcement for a node that is not a peer");
@@ -310,11 +310,7 @@ async fn admin(
         }
         ControlRequest::Leaving(node) => {
             tracing::debug!(%node, "peer announced it is leaving");
-            shared
-                .left
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(node.clone());
+            shared.peers.mark_leaving(&node);
             let _ = shared.events.send(crate::NodeEvent::Leaving { node });
             ControlReply::Done
         }
@@ -323,7 +319,7 @@ async fn admin(
         | ControlRequest::StopBalancerReport(_)
         | ControlRequest::KillLoadBalancer(_)
         | ControlRequest::CrashPoller(_)
-            if !shared.remote_admin =>
+            if !shared.config.remote_admin =>
         {
             return Err(crate::Error::InvalidConfig {
                 option: "remote_admin",

@@ -134,19 +134,19 @@ impl Options {
     /// [`Error::RequestTimeout`] (a node appeared, but the timeout was used up waiting).
     async fn target(&self) -> Result<Target, Error> {
         let shared = self.node.shared();
-        let timeout = self.timeout.unwrap_or(shared.call_timeout);
+        let timeout = self.timeout.unwrap_or(shared.config.call_timeout);
         call::check_timeout(timeout)?;
         shared.check_running(&shared.name)?;
         let balancer = match &self.load_balancer {
             Some(name) => {
-                let balancer = shared.balancer(name)?;
+                let balancer = shared.balancers.get(name)?;
                 balancer.shared().check_running()?;
                 Some(balancer)
             }
             None => None,
         };
-        let excluded = &shared.excluded_node_patterns;
-        let directly = self.call_directly.unwrap_or(shared.call_directly);
+        let excluded = &shared.config.excluded_node_patterns;
+        let directly = self.call_directly.unwrap_or(shared.config.call_directly);
         if directly || filter::matches(&shared.name, &self.filter, excluded) {
             return Ok(Target {
                 node: Arc::from(shared.name.as_str()),
@@ -155,7 +155,7 @@ impl Options {
             });
         }
         let deadline = crate::deadline::after(timeout);
-        let retry = self.retry.unwrap_or(shared.retry);
+        let retry = self.retry.unwrap_or(shared.config.retry);
         let mut attempt = 0u32;
         loop {
             // Subscribed before looking, so a peer coming up in between ends the wait at once.
@@ -283,7 +283,7 @@ fn pick(shared: &NodeShared, filter: &NodeFilter) -> Option<Arc<str>> {
         .filter(|(name, peer)| {
             peer.endpoint.is_some()
                 && **name != shared.name
-                && filter::matches(name, filter, &shared.excluded_node_patterns)
+                && filter::matches(name, filter, &shared.config.excluded_node_patterns)
         })
         .map(|(name, _)| name)
         .collect();

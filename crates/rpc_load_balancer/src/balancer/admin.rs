@@ -26,7 +26,7 @@ pub(crate) fn answer(
     Box::pin(async move {
         Ok(match request {
             ControlRequest::InFlight(name) => {
-                ControlReply::InFlight(shared.balancer(&name).ok().map(|b| {
+                ControlReply::InFlight(shared.balancers.get(&name).ok().map(|b| {
                     b.members()
                         .as_slice()
                         .iter()
@@ -34,11 +34,15 @@ pub(crate) fn answer(
                         .collect()
                 }))
             }
-            ControlRequest::Members(name) => {
-                ControlReply::Members(shared.balancer(&name).ok().map(|b| b.members().nodes()))
-            }
+            ControlRequest::Members(name) => ControlReply::Members(
+                shared
+                    .balancers
+                    .get(&name)
+                    .ok()
+                    .map(|b| b.members().nodes()),
+            ),
             ControlRequest::Served(name) => {
-                ControlReply::Served(shared.balancer(&name).ok().map(|b| b.served() as u64))
+                ControlReply::Served(shared.balancers.get(&name).ok().map(|b| b.served() as u64))
             }
             ControlRequest::CpuSelection => {
                 ControlReply::CpuSelection(crate::cpu::selection::values(&shared))
@@ -57,14 +61,14 @@ pub(crate) fn answer(
                 ControlReply::Done
             }
             ControlRequest::StopBalancer(name) => {
-                shared.balancer(&name)?.stop().await;
+                shared.balancers.get(&name)?.stop().await;
                 ControlReply::Done
             }
             ControlRequest::StopBalancerReport(name) => {
-                ControlReply::Stopped(shared.balancer(&name)?.stop().await)
+                ControlReply::Stopped(shared.balancers.get(&name)?.stop().await)
             }
             ControlRequest::KillLoadBalancer(name) => {
-                shared.balancer(&name)?;
+                shared.balancers.get(&name)?;
                 let actor = ractor::registry::where_is(member_name(&name, &shared.name))
                     .ok_or(Error::UnknownBalancer { balancer: name })?;
                 actor.kill();

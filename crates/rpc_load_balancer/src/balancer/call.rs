@@ -148,12 +148,15 @@ impl<F: RemoteFunction> BalancedCall<F> {
         let timeout = self
             .timeout
             .or(shared.config.call_timeout)
-            .unwrap_or(node.call_timeout);
+            .unwrap_or(node.config.call_timeout);
         shared.check_running()?;
         call::check_timeout(timeout)?;
         let deadline = crate::deadline::after(timeout);
-        let retry = self.retry.or(shared.config.retry).unwrap_or(node.retry);
-        let directly = self.call_directly.unwrap_or(node.call_directly);
+        let retry = self
+            .retry
+            .or(shared.config.retry)
+            .unwrap_or(node.config.retry);
+        let directly = self.call_directly.unwrap_or(node.config.call_directly);
         if directly || shared.config.algorithm.is_local() {
             let here: Arc<str> = Arc::from(node.name.as_str());
             telemetry.target(&here);
@@ -377,11 +380,14 @@ impl<F: RemoteFunction> BalancedCast<F> {
         let timeout = self
             .timeout
             .or(shared.config.call_timeout)
-            .unwrap_or(node.call_timeout);
+            .unwrap_or(node.config.call_timeout);
         call::check_timeout(timeout)?;
         let deadline = crate::deadline::after(timeout);
-        let retry = self.retry.or(shared.config.retry).unwrap_or(node.retry);
-        let directly = self.call_directly.unwrap_or(node.call_directly);
+        let retry = self
+            .retry
+            .or(shared.config.retry)
+            .unwrap_or(node.config.retry);
+        let directly = self.call_directly.unwrap_or(node.config.call_directly);
         if directly || shared.config.algorithm.is_local() {
             let here: Arc<str> = Arc::from(node.name.as_str());
             telemetry.target(&here);

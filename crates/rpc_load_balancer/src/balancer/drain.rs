@@ -127,7 +127,7 @@ impl Balancer {
             )
             .await;
         shared.clear();
-        shared.node.release_balancer(&shared.name, shared);
+        shared.node.balancers.release(&shared.name, shared);
         let report = DrainReport {
             balancer: shared.name.clone(),
             outcome: if drained {

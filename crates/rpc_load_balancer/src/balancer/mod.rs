@@ -153,7 +153,7 @@ impl Balancer {
         config.validate()?;
         config.algorithm.init(&config.name)?;
         let name = config.name.clone();
-        node.reserve_balancer(&name)?;
+        node.balancers.reserve(&name)?;
         let shared = Arc::new(BalancerShared::new(config, Arc::clone(&node)));
         let actor_name = Some(format!("rpc_load_balancer/@balancer/{name}"));
         let spawned = match parent {
@@ -166,12 +166,12 @@ impl Balancer {
         match spawned {
             Ok((supervisor, _)) => {
                 let balancer = Balancer { shared, supervisor };
-                node.register_balancer(balancer.clone());
+                node.balancers.register(balancer.clone());
                 tracing::info!(balancer = %name, member = balancer.shared.member, "balancer started");
                 Ok(balancer)
             }
             Err(error) => {
-                node.release_reservation(&name);
+                node.balancers.release_reservation(&name);
                 Err(Error::Startup {
                     reason: format!("balancer {name}: {error}"),
                 })
@@ -184,7 +184,7 @@ impl Balancer {
     /// Errors: [`Error::NodeNotRunning`]; [`Error::UnknownBalancer`] if none runs here.
     pub fn lookup(name: &str) -> Result<Balancer, Error> {
         let node = Node::current().ok_or(Error::NodeNotRunning)?;
-        node.shared().balancer(name)
+        node.shared().balancers.get(name)
     }
 
     /// The balancer's name.
@@ -257,7 +257,8 @@ impl Balancer {
         }
         let found = shared
             .node
-            .balancer(&shared.name)
+            .balancers
+            .get(&shared.name)
             .ok()
             .filter(|b| !Arc::ptr_eq(&b.shared, shared))
             .map(Arc::new);

@@ -59,7 +59,7 @@ pub(crate) struct BalancerShared {
 
 impl BalancerShared {
     pub(crate) fn new(config: BalancerConfig, node: Arc<NodeShared>) -> Self {
-        let member = config.matches_excluding(&node.name, &node.excluded_node_patterns);
+        let member = config.matches_excluding(&node.name, &node.config.excluded_node_patterns);
         let counts_members =
             config.algorithm.counts_in_flight() || config.max_in_flight_per_member.is_some();
         Self {
@@ -102,7 +102,7 @@ impl BalancerShared {
     pub(crate) async fn wait_until_peers_saw_leave(&self, bound: std::time::Duration) {
         let node = &self.node;
         let me = node.name.clone();
-        let peers: Vec<String> = node.peer_names();
+        let peers: Vec<String> = node.peers.names();
         let checks = peers.iter().map(|peer| {
             let me = me.clone();
             async move {
@@ -142,7 +142,7 @@ impl BalancerShared {
         self.stopped
             .send_replace(Some(DrainReport::killed(&self.name, routed, served)));
         self.clear();
-        self.node.release_balancer(&self.name, self);
+        self.node.balancers.release(&self.name, self);
     }
 
     /// Forgets the members (at stop).

@@ -56,13 +56,21 @@ fn check_args<F: RemoteFunction>(
         function: F::NAME.to_string(),
         message: e.to_string(),
     })?;
-    check_payload(size, shared.max_payload, PayloadDirection::Argument)
+    check_payload(
+        size,
+        shared.config.max_payload_bytes,
+        PayloadDirection::Argument,
+    )
 }
 
 /// The reply cap, measured as the serving node of a remote call measures it.
 fn check_reply<F: RemoteFunction>(shared: &NodeShared, reply: &F::Reply) -> Result<(), Error> {
     match ok_len(reply) {
-        Ok(size) => check_payload(size, shared.max_payload, PayloadDirection::Reply),
+        Ok(size) => check_payload(
+            size,
+            shared.config.max_payload_bytes,
+            PayloadDirection::Reply,
+        ),
         Err(e) => Err(Error::Remote {
             node: shared.name.clone(),
             function: F::NAME.to_string(),

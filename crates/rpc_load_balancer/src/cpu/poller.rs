@@ -235,7 +235,7 @@ impl PollerState {
         if self.watcher.is_some() {
             return;
         }
-        let Ok(balancer) = self.args.node.balancer(&self.args.balancer) else {
+        let Ok(balancer) = self.args.node.balancers.get(&self.args.balancer) else {
             return;
         };
         let mut members = balancer.watch_members();
@@ -253,7 +253,7 @@ impl PollerState {
     fn start_cycle(&mut self) {
         while self.cycles.try_join_next().is_some() {}
         // Before the balancer is registered (a first tick at once) there is nothing to poll.
-        let Ok(balancer) = self.args.node.balancer(&self.args.balancer) else {
+        let Ok(balancer) = self.args.node.balancers.get(&self.args.balancer) else {
             return;
         };
         let members = balancer.members();

@@ -15,7 +15,8 @@ use crate::node::shared::NodeShared;
 /// value % that selection gives it now)])`, members sorted by node.
 pub(crate) fn values(node: &NodeShared) -> Vec<(String, Vec<(String, f64)>)> {
     let mut balancers: Vec<(String, Vec<(String, f64)>)> = node
-        .all_balancers()
+        .balancers
+        .running()
         .into_iter()
         .filter(|b| b.is_running() && b.algorithm_name() == "least_cpu")
         .map(|balancer| {

@@ -233,7 +233,7 @@ async fn control_of(
 async fn cpu_readings_are_answered_without_remote_admin() {
     let config = NodeConfig::new("cpu-answer", "127.0.0.1:0").cookie("c");
     let shared = shared_named("cpu-answer", config);
-    assert!(!shared.remote_admin);
+    assert!(!shared.config.remote_admin);
     assert_eq!(
         control_of(&shared, &ControlRequest::CpuReading).await,
         Ok(ControlReply::CpuReading(None)),
@@ -432,7 +432,7 @@ async fn a_cancelled_call_is_aborted_while_running_and_skipped_if_it_comes_later
         tokio::spawn(async move { status_of(&shared, &call("sleep", 10_000, &5_000u64)).await })
     };
     tokio::time::sleep(Duration::from_millis(50)).await;
-    assert!(shared.cancel_call(1), "the call was running");
+    assert!(shared.calls.cancel(1), "the call was running");
     let (status, _) = tokio::time::timeout(Duration::from_secs(1), running)
         .await
         .expect("aborted at once")
@@ -440,7 +440,7 @@ async fn a_cancelled_call_is_aborted_while_running_and_skipped_if_it_comes_later
     assert_eq!(status, "DeadlineExceeded");
     assert_eq!(shared.served.in_flight.load(Ordering::Relaxed), 0);
     // Cancelled before it arrives: skipped without running (an echo would reply Ok).
-    assert!(!shared.cancel_call(1));
+    assert!(!shared.calls.cancel(1));
     let (status, _) = status_of(&shared, &call("echo", 1000, &"late".to_string())).await;
     assert_eq!(status, "DeadlineExceeded");
     // The id is forgotten once used: a new call with it runs.
@@ -542,7 +542,7 @@ async fn a_served_calls_context_is_cancelled_by_its_caller_its_deadline_and_an_a
     };
     let context = started(&slot).await;
     assert!(!context.is_cancelled());
-    assert!(shared.cancel_call(1));
+    assert!(shared.calls.cancel(1));
     let (status, _) = running.await.unwrap();
     assert_eq!(status, "DeadlineExceeded");
     assert!(context.is_cancelled(), "cancelled by its caller");

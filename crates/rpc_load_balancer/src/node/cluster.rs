@@ -23,8 +23,10 @@ use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, Supervisio
 use ractor_cluster::node::NodeServerSessionInformation;
 use ractor_cluster::{NodeEventSubscription, NodeServerMessage};
 
+use super::event::{NodeEvent, SessionEvent, SessionStage};
+use super::peer_table::Peer;
 use super::refusals::{Opening, Refusals};
-use super::shared::{NodeEvent, NodeShared, Peer, SessionEvent, SessionStage};
+use super::shared::NodeShared;
 use crate::wire::{node_of_endpoint, RpcMessage, CLIENT_GROUP, ENDPOINT_GROUP, SCOPE};
 
 /// Id of our event subscription on the NodeServer.
@@ -198,16 +200,7 @@ impl ClusterState {
         let client = ractor::pg::get_scoped_members(&SCOPE.to_string(), &CLIENT_GROUP.to_string())
             .iter()
             .any(|cell| cell.get_name().as_deref().and_then(node_of_endpoint) == Some(name));
-        let mut clients = self
-            .shared
-            .clients
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if client {
-            clients.insert(name.to_string());
-        } else {
-            clients.remove(name);
-        }
+        self.shared.peers.set_client(name, client);
     }
 
     /// Takes session `id` off the sessions waiting to authenticate.
@@ -221,7 +214,7 @@ impl ClusterState {
             if self.stalled.hit() {
                 tracing::warn!(
                     peer_addr = %opening.peer_addr,
-                    timeout_ms = self.shared.connect_timeout.as_millis() as u64,
+                    timeout_ms = self.shared.config.connect_timeout.as_millis() as u64,
                     times = self.stalled.count(),
                     "closing a session that did not authenticate in time"
                 );
@@ -249,7 +242,7 @@ impl ClusterState {
                 self.opening.insert(event.session_id, opening);
                 let id = event.session_id;
                 self.myself
-                    .send_after(self.shared.connect_timeout, move || {
+                    .send_after(self.shared.config.connect_timeout, move || {
                         ClusterMsg::HandshakeDeadline(id)
                     });
             }
@@ -308,7 +301,7 @@ impl ClusterState {
                     self.note_client(name);
                     tracing::info!(node = %name, "node up");
                     // Back (e.g. restarted): no longer a node that left.
-                    self.shared.forget_left(name);
+                    self.shared.peers.forget_left(name);
                     let (shared, server) = (Arc::clone(&self.shared), self.server.clone());
                     let (peer, session) = (name.clone(), event.session.get_cell());
                     tokio::spawn(async move {
@@ -326,6 +319,7 @@ impl ClusterState {
             (SessionStage::Authenticated, Some(name))
                 if self
                     .shared
+                    .peers
                     .refused_within(name, super::version::REFUSAL_KEPT) =>
             {
                 tracing::debug!(node = %name, "closing a new session of a refused peer");
@@ -383,7 +377,7 @@ impl ClusterState {
                         let (shared, server) = (Arc::clone(&self.shared), self.server.clone());
                         let lost = lost.clone();
                         tokio::spawn(async move {
-                            let bound = shared.connect_timeout;
+                            let bound = shared.config.connect_timeout;
                             let _ = super::tls::dial(&shared, &server, &lost, bound).await;
                         });
                     }
@@ -412,26 +406,7 @@ impl ClusterState {
             }
             // A client is done with once gone (a new one has a new name): forget it, so these
             // sets don't grow with every `rpclb call` made against this node.
-            let was_client = self
-                .shared
-                .clients
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&name);
-            if was_client {
-                self.shared
-                    .left
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&name);
-            }
-            if NodeShared::listed(&self.shared.left, &name) {
-                self.shared
-                    .left_down_at
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(name.clone(), std::time::Instant::now());
-            }
+            self.shared.peers.note_down(&name);
             let _ = self.shared.events.send(NodeEvent::Down { node: name });
         } else {
             self.publish();
@@ -453,16 +428,14 @@ impl ClusterState {
             {
                 // Kept after the client's session closes (that is when it matters); a node
                 // of the same name that comes back as a server is taken out at its ready.
-                let mut clients = self
-                    .shared
-                    .clients
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner());
-                for cell in cells.iter().filter(|c| !c.get_id().is_local()) {
-                    if let Some(node) = cell.get_name().as_deref().and_then(node_of_endpoint) {
-                        clients.insert(node.to_string());
-                    }
-                }
+                let clients = cells
+                    .iter()
+                    .filter(|c| !c.get_id().is_local())
+                    .filter_map(|cell| {
+                        let name = cell.get_name()?;
+                        node_of_endpoint(&name).map(str::to_string)
+                    });
+                self.shared.peers.add_clients(clients);
             }
             GroupChangeMessage::Leave(scope, group, cells)
                 if scope == SCOPE && group == ENDPOINT_GROUP =>
@@ -488,16 +461,6 @@ impl ClusterState {
                 Some((name.clone(), peer))
             })
             .collect();
-        let mut names: Vec<String> = table.keys().cloned().collect();
-        names.sort();
-        self.shared.peers.store(Arc::new(table));
-        self.shared.node_list.send_if_modified(|current| {
-            if current[..] == names[..] {
-                false
-            } else {
-                *current = Arc::from(names);
-                true
-            }
-        });
+        self.shared.peers.publish(table);
     }
 }

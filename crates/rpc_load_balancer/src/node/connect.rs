@@ -1,5 +1,5 @@
-//! Dialling peers: one bounded `connect`, and the background loop that keeps a configured
-//! peer connected with capped, jittered backoff.
+//! Dialling peers: one bounded `connect` (the background loop that keeps a configured peer
+//! connected is in `keep_peer.rs`).
 //!
 //! `ractor_cluster::client_connect` returns as soon as the TCP socket is open; a wrong cookie
 //! or a duplicate node name only shows later as a session that closes. So a connect succeeds
@@ -9,8 +9,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::{ActorId, ActorRef};
@@ -20,7 +18,8 @@ use tokio::time::Instant;
 
 use ractor_cluster::NodeSessionMessage;
 
-use super::shared::{NodeEvent, NodeShared, SessionEvent, SessionStage};
+use super::event::{SessionEvent, SessionStage};
+use super::shared::NodeShared;
 use crate::call;
 use crate::control::{ControlReply, ControlRequest};
 use crate::Error;
@@ -42,7 +41,7 @@ async fn resolve(addr: &str) -> Result<Vec<SocketAddr>, Error> {
 }
 
 /// The reason given when a node is asked to dial itself.
-const OWN_ADDRESS: &str = "this is the node's own address";
+pub(super) const OWN_ADDRESS: &str = "this is the node's own address";
 
 /// Whether `resolved` includes the address this node listens on.
 fn is_own_address(shared: &NodeShared, resolved: &[SocketAddr]) -> bool {
@@ -82,15 +81,16 @@ fn is_session_to(event: &SessionEvent, addr: &str, resolved: &[SocketAddr]) -> b
 /// Dials `addr` and waits until a session to it is ready; returns the peer's full name.
 ///
 /// Every dial of the node goes through here. Once a peer said this node's name is taken by
-/// another process, no dial is made for a while (see [`NodeShared::name_taken_for`]): each one
-/// could make the cluster drop that other node for a moment.
+/// another process, no dial is made for a while (see
+/// [`PeerTable::name_taken_for`](super::peer_table::PeerTable::name_taken_for)): each one could
+/// make the cluster drop that other node for a moment.
 pub(crate) async fn connect(
     shared: &NodeShared,
     server: &ActorRef<NodeServerMessage>,
     addr: &str,
     bound: Duration,
 ) -> Result<String, Error> {
-    if let Some(wait) = shared.name_taken_for() {
+    if let Some(wait) = shared.peers.name_taken_for() {
         return Err(Error::ConnectFailed {
             addr: addr.to_string(),
             reason: format!(
@@ -101,9 +101,9 @@ pub(crate) async fn connect(
     }
     let outcome = connect_once(shared, server, addr, bound).await;
     match &outcome {
-        Ok(_) => shared.name_free(),
+        Ok(_) => shared.peers.name_free(),
         Err(Error::ConnectFailed { reason, .. }) if is_duplicate_name(reason) => {
-            let wait = shared.note_name_taken();
+            let wait = shared.peers.note_name_taken();
             tracing::error!(%addr, %reason, retry_in_ms = wait.as_millis() as u64, "{NAME_TAKEN}");
         }
         Err(_) => {}
@@ -131,10 +131,10 @@ async fn connect_once(
     }
     // Subscribe before dialling so the ready event cannot slip past.
     let mut sessions = shared.sessions.subscribe();
-    if let Some(name) = shared.peer_at(|c| names(c, addr, &resolved)) {
+    if let Some(name) = shared.peers.peer_at(|c| names(c, addr, &resolved)) {
         return Ok(name);
     }
-    if !shared.begin_dial(addr) {
+    if !shared.peers.begin_dial(addr) {
         if let Some(outcome) = join_dial(shared, addr, &resolved, bound).await {
             return outcome;
         }
@@ -164,7 +164,7 @@ async fn connect_once(
         let event = match tokio::time::timeout_at(wait_until, sessions.recv()).await {
             Err(_elapsed) => break,
             Ok(Err(RecvError::Lagged(_))) => {
-                if let Some(name) = shared.peer_at(|c| names(c, addr, &resolved)) {
+                if let Some(name) = shared.peers.peer_at(|c| names(c, addr, &resolved)) {
                     return Ok(name);
                 }
                 continue;
@@ -195,9 +195,11 @@ async fn connect_once(
                 pending.insert(event.session_id);
             }
             (SessionStage::Disconnected, Some(name))
-                if shared.refused_within(&name, super::version::REFUSAL_KEPT) =>
+                if shared
+                    .peers
+                    .refused_within(&name, super::version::REFUSAL_KEPT) =>
             {
-                return Err(shared.refusal(&name).unwrap_or(Error::ConnectFailed {
+                return Err(shared.peers.refusal(&name).unwrap_or(Error::ConnectFailed {
                     addr: addr.to_string(),
                     reason: "refused".into(),
                 }));
@@ -248,7 +250,7 @@ struct DialGuard<'a> {
 
 impl Drop for DialGuard<'_> {
     fn drop(&mut self) {
-        self.shared.end_dial(self.addr);
+        self.shared.peers.end_dial(self.addr);
     }
 }
 
@@ -264,12 +266,12 @@ async fn join_dial(
 ) -> Option<Result<String, Error>> {
     let deadline = Instant::now() + bound;
     loop {
-        if let Some(name) = shared.peer_at(|c| names(c, addr, resolved)) {
+        if let Some(name) = shared.peers.peer_at(|c| names(c, addr, resolved)) {
             return Some(Ok(name));
         }
-        if shared.begin_dial(addr) {
-            if let Some(name) = shared.peer_at(|c| names(c, addr, resolved)) {
-                shared.end_dial(addr);
+        if shared.peers.begin_dial(addr) {
+            if let Some(name) = shared.peers.peer_at(|c| names(c, addr, resolved)) {
+                shared.peers.end_dial(addr);
                 return Some(Ok(name));
             }
             return None;
@@ -319,8 +321,8 @@ async fn confirm_name(
             Ok(_) => return Ok(peer),
             // The version check (`version.rs`) refuses it and closes the session.
             Err(error @ Error::WireVersion { .. }) => return Err(error),
-            Err(_) if shared.refusal(&peer).is_some() => {
-                return Err(shared.refusal(&peer).unwrap_or(Error::ConnectFailed {
+            Err(_) if shared.peers.refusal(&peer).is_some() => {
+                return Err(shared.peers.refusal(&peer).unwrap_or(Error::ConnectFailed {
                     addr: addr.to_string(),
                     reason: "refused".into(),
                 }))
@@ -336,118 +338,6 @@ async fn confirm_name(
     Ok(peer)
 }
 
-/// Keeps a session to `addr` up until the node stops: dial, and while down, dial again after
-/// a backoff that starts at 100 ms, doubles up to `dial_backoff_max` and is jittered ±20%.
-pub(crate) async fn keep_peer(
-    shared: Arc<NodeShared>,
-    server: ActorRef<NodeServerMessage>,
-    addr: String,
-) {
-    let first = Duration::from_millis(100);
-    let mut backoff = first;
-    let mut events = shared.events.subscribe();
-    let mut failures = 0u32;
-    // Handshakes in a row the peer closed (see `rejection_backoff`).
-    let mut rejections = 0u32;
-    while !shared.stopped.load(Ordering::Acquire) {
-        match connect(&shared, &server, &addr, shared.connect_timeout).await {
-            Ok(name) => {
-                backoff = first;
-                failures = 0;
-                rejections = 0;
-                shared
-                    .left
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&name);
-                // Sleep until that peer goes down (or the node stops).
-                loop {
-                    match events.recv().await {
-                        Ok(NodeEvent::Down { node }) if node == name => {
-                            let left = shared
-                                .left
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .contains(&name);
-                            if left {
-                                // It said it was leaving: expect it back no sooner than a
-                                // restart, and redial at the slowest pace.
-                                tracing::debug!(%addr, node = %name, "peer left; redialling slowly");
-                                failures = 1;
-                                backoff = shared.dial_backoff_max;
-                                let jitter = 0.8 + rand::random::<f64>() * 0.4;
-                                tokio::time::sleep(backoff.mul_f64(jitter)).await;
-                            }
-                            break;
-                        }
-                        Ok(_) => {}
-                        Err(RecvError::Lagged(_)) => {
-                            if !shared.peers.load().contains_key(&name) {
-                                break;
-                            }
-                        }
-                        Err(RecvError::Closed) => return,
-                    }
-                }
-            }
-            Err(error @ Error::WireVersion { .. }) => {
-                // Refused (see `version.rs`): dial again once the refusal has lapsed, in case
-                // the peer was upgraded meanwhile.
-                tracing::warn!(%addr, %error, retry_in_ms = super::version::REFUSAL_KEPT.as_millis() as u64, "configured peer speaks another wire version");
-                failures += 1;
-                tokio::time::sleep(super::version::REFUSAL_KEPT).await;
-            }
-            Err(Error::ConnectFailed { reason, .. }) if reason == OWN_ADDRESS => {
-                tracing::warn!(%addr, "not dialling this node's own address, listed among its peers");
-                return;
-            }
-            Err(Error::ConnectFailed { .. }) if shared.name_taken_for().is_some() => {
-                // Another process runs under this node's name (logged by `connect`): a hung
-                // predecessor that heartbeats drop within seconds, or a live duplicate.
-                failures += 1;
-                let wait = shared.name_taken_for().unwrap_or(Duration::ZERO);
-                tokio::time::sleep(wait.max(Duration::from_millis(100))).await;
-            }
-            Err(error) => {
-                // The first failure and every tenth after are worth a warning: a wrong cookie
-                // or a duplicate name never fixes itself.
-                if failures.is_multiple_of(10) {
-                    tracing::warn!(%addr, %error, failures = failures + 1, "configured peer not reachable; retrying");
-                } else {
-                    tracing::debug!(%addr, %error, retry_in_ms = backoff.as_millis() as u64, "peer not reachable");
-                }
-                failures += 1;
-                rejections = if was_rejected(&error) {
-                    rejections + 1
-                } else {
-                    0
-                };
-                let jitter = 0.8 + rand::random::<f64>() * 0.4;
-                let pause = rejection_backoff(rejections).unwrap_or(backoff);
-                tokio::time::sleep(pause.mul_f64(jitter)).await;
-                backoff = (backoff * 2).min(shared.dial_backoff_max);
-            }
-        }
-    }
-}
-
-/// Whether the peer closed the handshake of a failed connect: wrong cookie, TLS mismatch, a
-/// duplicate name (ractor_cluster often refuses one before it can be named), or overload.
-pub(crate) fn was_rejected(error: &Error) -> bool {
-    matches!(error, Error::ConnectFailed { reason, .. }
-        if reason.contains("closed the session during the handshake")
-            || reason.contains("closed the session after authenticating"))
-}
-
-/// The pause after `rejections` handshakes in a row closed by the peer, once it is more than
-/// the usual backoff: none for the first 3 (a peer restarting, or a simultaneous connect),
-/// then 5 s doubling to 5 minutes. Retrying faster fixes nothing — and when another process
-/// holds this node's name, each attempt can make the cluster drop that node for a moment.
-pub(crate) fn rejection_backoff(rejections: u32) -> Option<Duration> {
-    let over = rejections.checked_sub(3)?;
-    Some(Duration::from_secs(5 << over.min(6)).min(Duration::from_secs(300)))
-}
-
 /// Whether a connect failure's `reason` says for sure that the peer already has a node of
 /// this node's name (not merely that it might, as a closed handshake does).
 fn is_duplicate_name(reason: &str) -> bool {
@@ -457,30 +347,6 @@ fn is_duplicate_name(reason: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn repeated_rejections_back_off_to_five_minutes() {
-        let pauses: Vec<Option<u64>> = (0..12)
-            .map(|n| rejection_backoff(n).map(|d| d.as_secs()))
-            .collect();
-        assert_eq!(
-            pauses,
-            [
-                None,
-                None,
-                None,
-                Some(5),
-                Some(10),
-                Some(20),
-                Some(40),
-                Some(80),
-                Some(160),
-                Some(300),
-                Some(300),
-                Some(300)
-            ]
-        );
-    }
 
     #[test]
     fn only_sure_duplicate_name_reasons_count() {

@@ -4,9 +4,11 @@
 //! This replaces ractor_cluster's transitive mode, which dials a peer once per session that
 //! mentions it: a node joining a 3-node cluster dialled the same peer twice, one session was
 //! closed as a duplicate, and calls in flight on it failed. Here one dial per address is in
-//! flight at a time ([`NodeShared::begin_dial`]), and of two nodes that learn of each other at
-//! once, the one whose name sorts higher waits [`CROSS_DIAL_DELAY`] first, so the other's dial
-//! usually wins and no session has to be dropped.
+//! flight at a time
+//! ([`PeerTable::begin_dial`](super::peer_table::PeerTable::begin_dial)), and of two nodes
+//! that learn of each other at once, the one whose name sorts higher waits
+//! [`CROSS_DIAL_DELAY`] first, so the other's dial usually wins and no session has to be
+//! dropped.
 //!
 //! A peer's answer lists only the peers ready at its end when it answers, so two nodes joining
 //! through the same peer at once can each miss the other (each asked before the other was
@@ -85,7 +87,13 @@ async fn learn_from(
     server: &ActorRef<NodeServerMessage>,
     peer: &str,
 ) -> bool {
-    let reply = call::control(shared, peer, &ControlRequest::Peers, shared.connect_timeout).await;
+    let reply = call::control(
+        shared,
+        peer,
+        &ControlRequest::Peers,
+        shared.config.connect_timeout,
+    )
+    .await;
     let peers = match reply {
         Ok(ControlReply::Peers(peers)) => peers,
         Ok(_) | Err(_) => return false, // an older node, or gone again: nothing to learn
@@ -93,11 +101,11 @@ async fn learn_from(
     for (name, addr) in peers {
         if name == shared.name
             || addr.is_empty()
-            || shared.peers.load().contains_key(&name)
-            || shared.refusal(&name).is_some()
+            || shared.peers.is_connected(&name)
+            || shared.peers.refusal(&name).is_some()
             // Announced it is leaving, and still up or gone only just: a peer that has not
             // seen it go yet still lists it. (Listed later, it has come back.)
-            || shared.just_left(&name, LEFT_LISTING)
+            || shared.peers.just_left(&name, LEFT_LISTING)
         {
             continue;
         }
@@ -105,12 +113,12 @@ async fn learn_from(
         tokio::spawn(async move {
             if shared.name > name {
                 tokio::time::sleep(CROSS_DIAL_DELAY).await;
-                if shared.peers.load().contains_key(&name) {
+                if shared.peers.is_connected(&name) {
                     return;
                 }
             }
             if let Err(error) =
-                connect::connect(&shared, &server, &addr, shared.connect_timeout).await
+                connect::connect(&shared, &server, &addr, shared.config.connect_timeout).await
             {
                 tracing::debug!(peer = %name, %addr, %error, "mesh dial failed");
             }
@@ -135,7 +143,7 @@ async fn announce(shared: &Arc<NodeShared>, peer: &str) {
         node: shared.name.clone(),
         addr,
     };
-    match call::control(shared, peer, &notice, shared.connect_timeout).await {
+    match call::control(shared, peer, &notice, shared.config.connect_timeout).await {
         Ok(ControlReply::Done) => {
             tracing::debug!(%peer, "join notice sent, for client nodes");
         }
@@ -149,7 +157,7 @@ async fn announce(shared: &Arc<NodeShared>, peer: &str) {
 /// Whether this node may hand its join notice to `peer`: it is not a client node, and
 /// neither is `peer`.
 fn may_announce_to(shared: &NodeShared, peer: &str) -> bool {
-    !shared.client && !NodeShared::listed(&shared.clients, peer)
+    !shared.config.client && !shared.peers.is_client(peer)
 }
 
 /// Handles a join notice ([`ControlRequest::Joined`]): a client node dials `addr` unless it
@@ -160,31 +168,31 @@ pub(crate) fn on_joined(shared: &Arc<NodeShared>, node: String, addr: String) {
     if node == shared.name || addr.is_empty() {
         return;
     }
-    if shared.client {
+    if shared.config.client {
         tracing::debug!(%node, %addr, "join notice");
-        if shared.peers.load().contains_key(&node) || shared.refusal(&node).is_some() {
+        if shared.peers.is_connected(&node) || shared.peers.refusal(&node).is_some() {
             return;
         }
         // The node itself says it is back: listings of it are no longer stale.
-        shared.forget_left(&node);
+        shared.peers.forget_left(&node);
         let Some(server) = shared.server.get().cloned() else {
             return;
         };
         let shared = Arc::clone(shared);
         tokio::spawn(async move {
             if let Err(error) =
-                connect::connect(&shared, &server, &addr, shared.connect_timeout).await
+                connect::connect(&shared, &server, &addr, shared.config.connect_timeout).await
             {
                 tracing::debug!(%node, %addr, %error, "cannot dial the node of a join notice");
             }
         });
         return;
     }
-    if shared.connection_of(&node).as_deref() != Some(addr.as_str()) {
+    if shared.peers.connection_of(&node).as_deref() != Some(addr.as_str()) {
         tracing::debug!(%node, %addr, "ignoring a join notice for a node that is not a peer at that address");
         return;
     }
-    let clients = shared.client_peers();
+    let clients = shared.peers.client_peers();
     if clients.is_empty() {
         return;
     }
@@ -193,7 +201,7 @@ pub(crate) fn on_joined(shared: &Arc<NodeShared>, node: String, addr: String) {
     for client in clients {
         let (shared, notice) = (Arc::clone(shared), notice.clone());
         tokio::spawn(async move {
-            let _ = call::control(&shared, &client, &notice, shared.connect_timeout).await;
+            let _ = call::control(&shared, &client, &notice, shared.config.connect_timeout).await;
         });
     }
 }
@@ -217,16 +225,13 @@ mod tests {
     async fn a_join_notice_ends_the_left_record_on_a_client_node_only() {
         for client in [true, false] {
             let node = shared(client);
-            node.left.lock().unwrap().insert("b@127.0.0.1".into());
-            node.left_down_at
-                .lock()
-                .unwrap()
-                .insert("b@127.0.0.1".into(), std::time::Instant::now());
-            assert!(node.just_left("b@127.0.0.1", LEFT_LISTING));
+            node.peers.mark_leaving("b@127.0.0.1");
+            node.peers.note_down("b@127.0.0.1");
+            assert!(node.peers.just_left("b@127.0.0.1", LEFT_LISTING));
             on_joined(&node, "b@127.0.0.1".into(), "127.0.0.1:4101".into());
             // A client takes the node's word that it is back; a server (for which b is not a
             // peer at that address) ignores the notice.
-            assert_eq!(node.just_left("b@127.0.0.1", LEFT_LISTING), !client);
+            assert_eq!(node.peers.just_left("b@127.0.0.1", LEFT_LISTING), !client);
         }
     }
 
@@ -243,7 +248,7 @@ mod tests {
         // Not from a client node, nor to one: the notice is kept for a peer that passes it on.
         assert!(!may_announce_to(&shared(true), "p@127.0.0.1"));
         let node = shared(false);
-        node.clients.lock().unwrap().insert("c@127.0.0.1".into());
+        node.peers.set_client("c@127.0.0.1", true);
         assert!(!may_announce_to(&node, "c@127.0.0.1"));
         assert!(may_announce_to(&node, "p@127.0.0.1"));
     }

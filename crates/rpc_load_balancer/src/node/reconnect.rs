@@ -1,5 +1,5 @@
 //! Reconnecting peers lost uncleanly. ractor_cluster never redials; configured peers have
-//! their own dial loop (`connect::keep_peer`), and this covers the rest: a peer found through
+//! their own dial loop (`keep_peer.rs`), and this covers the rest: a peer found through
 //! the mesh whose last session closed without it saying it was leaving (killed, crashed, cut
 //! off, or dropped for missing heartbeats) is redialled at its advertised address with capped,
 //! jittered exponential backoff (100 ms doubling to `dial_backoff_max`, ±20 %) until it is
@@ -21,22 +21,22 @@ use ractor::ActorRef;
 use ractor_cluster::NodeServerMessage;
 use tokio::time::Instant;
 
-use super::connect;
 use super::mesh::CROSS_DIAL_DELAY;
 use super::shared::NodeShared;
+use super::{connect, keep_peer};
 
 /// First pause before a redial; doubles up to `dial_backoff_max`.
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Whether `name`, lost at `addr`, is one to redial (see the module docs).
 pub(crate) fn should_redial(shared: &NodeShared, name: &str, addr: &str) -> bool {
-    !shared.reconnect_give_up.is_zero()
+    !shared.config.reconnect_give_up.is_zero()
         && !addr.is_empty()
         && !shared.stopped.load(Ordering::Acquire)
         && !shared.is_configured(addr)
-        && !NodeShared::listed(&shared.left, name)
-        && !NodeShared::listed(&shared.clients, name)
-        && shared.refusal(name).is_none()
+        && !shared.peers.has_left(name)
+        && !shared.peers.is_client(name)
+        && shared.peers.refusal(name).is_none()
 }
 
 /// Redials `name` at `addr` until it is connected again, it turns out to have left or been
@@ -47,19 +47,14 @@ pub(crate) async fn redial(
     name: String,
     addr: String,
 ) {
-    if !shared
-        .redialing
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(name.clone())
-    {
+    if !shared.peers.begin_redial(&name) {
         return;
     }
     let _slot = RedialSlot {
         shared: &shared,
         name: &name,
     };
-    let give_up_at = crate::deadline::after(shared.reconnect_give_up);
+    let give_up_at = crate::deadline::after(shared.config.reconnect_give_up);
     let mut backoff = FIRST_BACKOFF;
     // Both sides of a lost session may redial: the higher name waits a little longer, so the
     // other's dial usually wins and no duplicate session has to be dropped.
@@ -73,7 +68,7 @@ pub(crate) async fn redial(
     loop {
         let jitter = 0.8 + rand::random::<f64>() * 0.4;
         tokio::time::sleep(pause.mul_f64(jitter)).await;
-        if shared.peers.load().contains_key(&name) {
+        if shared.peers.is_connected(&name) {
             tracing::debug!(node = %name, attempts, "lost peer is back");
             return;
         }
@@ -86,13 +81,20 @@ pub(crate) async fn redial(
                 node = %name,
                 %addr,
                 attempts,
-                give_up_ms = shared.reconnect_give_up.as_millis() as u64,
+                give_up_ms = shared.config.reconnect_give_up.as_millis() as u64,
                 "lost peer did not come back; no longer redialling it"
             );
             return;
         }
         attempts += 1;
-        match connect::connect(&shared, &server, &addr, shared.connect_timeout.min(left)).await {
+        match connect::connect(
+            &shared,
+            &server,
+            &addr,
+            shared.config.connect_timeout.min(left),
+        )
+        .await
+        {
             Ok(found) if found == name => {
                 tracing::info!(node = %name, %addr, attempts, "reconnected to a lost peer");
                 return;
@@ -105,15 +107,15 @@ pub(crate) async fn redial(
             }
             Err(error) => {
                 tracing::debug!(node = %name, %addr, %error, attempts, "redial of a lost peer failed");
-                rejections = if connect::was_rejected(&error) {
+                rejections = if keep_peer::was_rejected(&error) {
                     rejections + 1
                 } else {
                     0
                 };
             }
         }
-        pause = connect::rejection_backoff(rejections).unwrap_or(backoff);
-        backoff = (backoff * 2).min(shared.dial_backoff_max);
+        pause = keep_peer::rejection_backoff(rejections).unwrap_or(backoff);
+        backoff = (backoff * 2).min(shared.config.dial_backoff_max);
     }
 }
 
@@ -125,11 +127,7 @@ struct RedialSlot<'a> {
 
 impl Drop for RedialSlot<'_> {
     fn drop(&mut self) {
-        self.shared
-            .redialing
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(self.name);
+        self.shared.peers.end_redial(self.name);
     }
 }
 
@@ -152,20 +150,17 @@ mod tests {
         // No advertised address.
         assert!(!should_redial(&node, "b@127.0.0.1", ""));
         // Said it was leaving, or was refused.
-        node.left.lock().unwrap().insert("b@127.0.0.1".into());
+        node.peers.mark_leaving("b@127.0.0.1");
         assert!(!should_redial(&node, "b@127.0.0.1", "127.0.0.1:4101"));
         let refusal = Error::WireVersion {
             node: "c@127.0.0.1".into(),
             local: 1,
             remote: 2,
         };
-        node.refused
-            .lock()
-            .unwrap()
-            .insert("c@127.0.0.1".into(), (refusal, std::time::Instant::now()));
+        node.peers.refuse("c@127.0.0.1", &refusal);
         assert!(!should_redial(&node, "c@127.0.0.1", "127.0.0.1:4102"));
         // A client node.
-        node.clients.lock().unwrap().insert("d@127.0.0.1".into());
+        node.peers.set_client("d@127.0.0.1", true);
         assert!(!should_redial(&node, "d@127.0.0.1", "127.0.0.1:4103"));
         // Turned off, or the node is stopping.
         let off = shared(config.clone().reconnect_give_up(Duration::ZERO));

@@ -82,7 +82,7 @@ impl Refusals {
         let shared = Arc::clone(shared);
         tokio::spawn(async move {
             tokio::time::sleep(REFUSAL_GRACE).await;
-            if !shared.peers.load().contains_key(&name) {
+            if !shared.peers.is_connected(&name) {
                 self.refused(&opening.peer_addr, Some(&name), reason);
             }
         });

@@ -1,53 +1,23 @@
-//! State shared by a node's actors and handles: the peer table (read lock-free on the call
-//! path), the function registry, counters and event channels.
+//! State shared by a node's actors and handles. [`NodeShared`] composes one part per concern,
+//! each in its own module: the [`PeerTable`] (connected peers, read lock-free on the call
+//! path, and the peers being dialled, refused or leaving), the [`CallTable`] (calls served
+//! here, for cancellation), the [`BalancerRegistry`], and the node's [`NodeConfig`] shared by
+//! `Arc`; beside them the function registry, the node's stage of life and its event channels.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
-use arc_swap::ArcSwap;
-use ractor::{ActorId, ActorRef};
-use ractor_cluster::NodeSessionMessage;
-use tokio::sync::{broadcast, watch};
+use ractor::ActorRef;
+use tokio::sync::broadcast;
 
-use crate::balancer::Balancer;
+use super::balancer_registry::BalancerRegistry;
+use super::call_table::{CallTable, ServedStats};
+use super::event::{NodeEvent, SessionEvent};
+use super::peer_table::{Peer, PeerTable};
+use super::NodeConfig;
 use crate::function::Registry;
 use crate::wire::RpcMessage;
 use crate::{Error, Unavailable};
-
-/// A change in the set of connected nodes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum NodeEvent {
-    /// A session to `node` reached the ready state: its memberships are known and it can be
-    /// called.
-    Up {
-        /// Full name of the node.
-        node: String,
-    },
-    /// The last session to `node` closed (node stopped, killed, or evicted).
-    Down {
-        /// Full name of the node.
-        node: String,
-    },
-    /// `node` announced it is shutting down, having drained (a `Down` follows when its
-    /// sessions close). It is redialled only at the slowest pace.
-    Leaving {
-        /// Full name of the node.
-        node: String,
-    },
-    /// `node` connected but was refused: it speaks another wire version of this library
-    /// (see [`WIRE_VERSION`](crate::WIRE_VERSION)). Its session is closed and it is not
-    /// redialled unless it is a configured peer (which may be upgraded meanwhile); a `Down`
-    /// follows if it had been reported `Up`.
-    Refused {
-        /// Full name of the node.
-        node: String,
-        /// What was wrong, e.g. the [`Error::WireVersion`](crate::Error::WireVersion) message.
-        reason: String,
-    },
-}
 
 /// A node's stage of life (see `NodeShared::lifecycle`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,138 +27,40 @@ pub(crate) enum Lifecycle {
     Stopped,
 }
 
-/// One connected peer, as the call path sees it.
-#[derive(Clone)]
-pub(crate) struct Peer {
-    /// The session actor currently carrying traffic to the peer.
-    pub(crate) session_id: ActorId,
-    /// That session actor (stopped when the peer stops answering heartbeats).
-    pub(crate) session: ractor::ActorCell,
-    /// The `host:port` the peer advertises.
-    pub(crate) connection_string: String,
-    /// The peer's rpc endpoint, once its pg membership is known.
-    pub(crate) endpoint: Option<ActorRef<RpcMessage>>,
-}
-
-/// What happened to a session, forwarded from the NodeServer's event callbacks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SessionStage {
-    Opened,
-    Authenticated,
-    Ready,
-    Disconnected,
-}
-
-/// A session event with what the NodeServer knew of the peer at that moment.
-#[derive(Debug, Clone)]
-pub(crate) struct SessionEvent {
-    pub(crate) stage: SessionStage,
-    pub(crate) session_id: ActorId,
-    pub(crate) session: ActorRef<NodeSessionMessage>,
-    pub(crate) name: Option<String>,
-    pub(crate) connection_string: Option<String>,
-    pub(crate) peer_addr: String,
-    pub(crate) is_server: bool,
-}
-
-/// Counters of calls this node serves.
-#[derive(Debug, Default)]
-pub(crate) struct ServedStats {
-    pub(crate) in_flight: AtomicU64,
-    pub(crate) total: AtomicU64,
-}
-
-impl ServedStats {
-    /// Counts one served call until the returned guard drops, however the call ends.
-    pub(crate) fn enter(&self) -> ServedGuard<'_> {
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
-        self.total.fetch_add(1, Ordering::Relaxed);
-        ServedGuard(self)
-    }
-}
-
-/// Decrements the in-flight count of served calls when dropped.
-pub(crate) struct ServedGuard<'a>(&'a ServedStats);
-
-impl Drop for ServedGuard<'_> {
-    fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 /// Everything a node's parts share.
 pub(crate) struct NodeShared {
     pub(crate) name: String,
     pub(crate) listen_addr: String,
     /// The `host:port` this node advertises (what peers record for it); `None` when attached.
     pub(crate) connection_string: Option<String>,
-    pub(crate) max_payload: usize,
-    pub(crate) call_timeout: Duration,
-    /// Default retry of routed calls and casts on an empty pool.
-    pub(crate) retry: crate::Retry,
+    /// The node's settings, as checked by `Node::start` (or `Node::attach`).
+    pub(crate) config: Arc<NodeConfig>,
     /// Where the node is in its life: waits end when it starts shutting down, and a second
     /// `shutdown` waits for the first.
     pub(crate) lifecycle: tokio::sync::watch::Sender<Lifecycle>,
-    /// Peers that announced they are leaving (shutting down after draining).
-    pub(crate) left: std::sync::Mutex<std::collections::HashSet<String>>,
-    /// When each peer in `left` went down (its last session closed), for [`Self::just_left`].
-    pub(crate) left_down_at: Mutex<HashMap<String, std::time::Instant>>,
-    /// Peers refused for speaking another wire version, with the error (until one passes the
-    /// check).
-    pub(crate) refused: Mutex<HashMap<String, (Error, std::time::Instant)>>,
-    /// Peers lost uncleanly that a reconnect task is redialling (`reconnect.rs`).
-    pub(crate) redialing: Mutex<HashSet<String>>,
-    /// `NodeConfig::client`: this node is a client node.
-    pub(crate) client: bool,
-    /// Peers that are client nodes (seen in the `@clients` pg group): not redialled, not
-    /// introduced to other nodes.
-    pub(crate) clients: Mutex<HashSet<String>>,
     /// Set once this node's join notice has been handed to a peer (`mesh.rs`).
     pub(crate) announced: AtomicBool,
     /// The NodeServer, for dials made outside the node's own tasks (a client node dials the
     /// node of a join notice from its endpoint).
     pub(crate) server: OnceLock<ActorRef<ractor_cluster::NodeServerMessage>>,
-    /// `NodeConfig::peers`: kept connected by their own dial loops.
-    pub(crate) configured_peers: Vec<String>,
-    /// Set while this node's name is known to be taken by another process (see
-    /// `connect.rs`): (no dial before, current backoff).
-    name_taken: Mutex<(Option<std::time::Instant>, Duration)>,
-    /// `NodeConfig::reconnect_give_up`.
-    pub(crate) reconnect_give_up: Duration,
-    /// Default of routed calls: run on this node.
-    pub(crate) call_directly: bool,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) dial_backoff_max: Duration,
-    pub(crate) remote_admin: bool,
-    /// `NodeConfig::cpu_sample_interval`.
-    pub(crate) cpu_sample_interval: Duration,
-    /// `NodeConfig::cpu_reply_garbage`: answer CPU-reading requests with undecodable bytes.
-    pub(crate) cpu_reply_garbage: bool,
-    /// `NodeConfig::cpu_reply_error`: answer CPU-reading requests with an error.
-    pub(crate) cpu_reply_error: bool,
-    /// `NodeConfig::excluded_node_patterns`: applied to balancers' `node_match_list` here.
-    pub(crate) excluded_node_patterns: Vec<String>,
+    /// The functions this node serves.
     pub(crate) registry: Registry,
-    pub(crate) peers: ArcSwap<HashMap<String, Peer>>,
+    /// Connected peers, and the peers being dialled, refused or leaving.
+    pub(crate) peers: PeerTable,
     pub(crate) self_endpoint: OnceLock<ActorRef<RpcMessage>>,
-    pub(crate) node_list: watch::Sender<Arc<[String]>>,
     pub(crate) events: broadcast::Sender<NodeEvent>,
     pub(crate) sessions: broadcast::Sender<SessionEvent>,
-    pub(crate) next_call_id: AtomicU64,
-    /// Calls running here and calls cancelled before they started, by call id, in
-    /// [`CALL_SHARDS`] shards (ids are random) so concurrent calls rarely share a lock.
-    calls: [crossbeam_utils::CachePadded<Mutex<CallTable>>; CALL_SHARDS],
+    /// Calls running here and calls cancelled before they started.
+    pub(crate) calls: CallTable,
     pub(crate) served: ServedStats,
     /// Fired when the node's shutdown gives up on the calls made to it directly that are
     /// still running: their [`CallContext`](crate::CallContext)s are cancelled.
     pub(crate) abandoned: Arc<crate::function::Signal>,
     pub(crate) stopped: AtomicBool,
-    /// Balancers started on this node; `None` while one is starting.
-    balancers: Mutex<HashMap<String, Option<Balancer>>>,
+    /// Balancers started on this node.
+    pub(crate) balancers: BalancerRegistry,
     /// Answers the control requests about those balancers for the serving side.
     pub(crate) balancer_admin: crate::endpoint::BalancerAdmin,
-    /// Addresses a dial is in flight to (one at a time per address).
-    dialing: Mutex<HashSet<String>>,
     /// `NodeConfig::tls`, loaded: every dial uses it (`tls::dial`).
     pub(crate) tls: Option<Arc<super::tls::TlsSetup>>,
     /// The node's own listener's connections not authenticated yet (`None` when attached).
@@ -200,50 +72,27 @@ impl NodeShared {
         name: String,
         listen_addr: String,
         connection_string: Option<String>,
-        config: &super::NodeConfig,
+        config: &NodeConfig,
     ) -> Self {
         Self {
             name,
             listen_addr,
             connection_string,
-            max_payload: config.max_payload_bytes,
-            call_timeout: config.call_timeout,
-            retry: config.retry,
-            left: Default::default(),
-            left_down_at: Default::default(),
-            refused: Default::default(),
-            redialing: Default::default(),
-            client: config.client,
-            clients: Default::default(),
+            config: Arc::new(config.clone()),
+            lifecycle: tokio::sync::watch::channel(Lifecycle::Running).0,
             announced: AtomicBool::new(false),
             server: OnceLock::new(),
-            configured_peers: config.peers.clone(),
-            reconnect_give_up: config.reconnect_give_up,
-            name_taken: Mutex::new((None, Duration::ZERO)),
-            lifecycle: tokio::sync::watch::channel(Lifecycle::Running).0,
-            call_directly: config.call_directly,
-            connect_timeout: config.connect_timeout,
-            dial_backoff_max: config.dial_backoff_max,
-            remote_admin: config.remote_admin,
-            cpu_sample_interval: config.cpu_sample_interval,
-            cpu_reply_garbage: config.cpu_reply_garbage,
-            cpu_reply_error: config.cpu_reply_error,
-            excluded_node_patterns: config.excluded_node_patterns.clone(),
             registry: Registry::default(),
-            peers: ArcSwap::default(),
+            peers: PeerTable::default(),
             self_endpoint: OnceLock::new(),
-            node_list: watch::channel(Arc::from(Vec::new())).0,
             events: broadcast::channel(256).0,
             sessions: broadcast::channel(256).0,
-            // Random start so call ids of different processes rarely collide in traces.
-            next_call_id: AtomicU64::new(rand::random::<u32>() as u64),
-            calls: std::array::from_fn(|_| Default::default()),
+            calls: CallTable::default(),
             served: ServedStats::default(),
             abandoned: Arc::default(),
             stopped: AtomicBool::new(false),
-            balancers: Mutex::new(HashMap::new()),
+            balancers: BalancerRegistry::default(),
             balancer_admin: crate::balancer::admin::answer,
-            dialing: Mutex::new(HashSet::new()),
             tls: None,
             handshakes: None,
         }
@@ -301,318 +150,13 @@ impl NodeShared {
         }
     }
 
-    /// `(name, advertised address)` of connected peers other than client nodes, sorted by
-    /// name (what a node joining through this one should dial).
-    pub(crate) fn peer_addresses(&self) -> Vec<(String, String)> {
-        let clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-        let mut peers: Vec<(String, String)> = self
-            .peers
-            .load()
-            .iter()
-            .filter(|(name, _)| !clients.contains(name.as_str()))
-            .map(|(name, peer)| (name.clone(), peer.connection_string.clone()))
-            .collect();
-        peers.sort();
-        peers
-    }
-
-    /// Names of the connected peers that are client nodes, sorted (the nodes a join notice is
-    /// passed on to: see `mesh.rs`).
-    pub(crate) fn client_peers(&self) -> Vec<String> {
-        let clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-        let mut found: Vec<String> = self
-            .peers
-            .load()
-            .keys()
-            .filter(|name| clients.contains(name.as_str()))
-            .cloned()
-            .collect();
-        found.sort();
-        found
-    }
-
-    /// Forgets that `name` announced it was leaving: it is back.
-    pub(crate) fn forget_left(&self, name: &str) {
-        self.left
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(name);
-        self.left_down_at
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(name);
-    }
-
-    /// Marks `addr` as being dialled; `false` if a dial to it is already in flight.
-    pub(crate) fn begin_dial(&self, addr: &str) -> bool {
-        self.dialing
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(addr.to_string())
-    }
-
-    /// Ends a dial started with [`begin_dial`](Self::begin_dial).
-    pub(crate) fn end_dial(&self, addr: &str) {
-        self.dialing
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(addr);
-    }
-
-    /// Why the peer `name` was refused, if it was (see `version.rs`).
-    pub(crate) fn refusal(&self, name: &str) -> Option<Error> {
-        self.refused
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(name)
-            .map(|(error, _)| error.clone())
-    }
-
-    /// Whether `name` was refused less than `within` ago.
-    pub(crate) fn refused_within(&self, name: &str, within: Duration) -> bool {
-        self.refused
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(name)
-            .is_some_and(|(_, at)| at.elapsed() < within)
-    }
-
-    /// How much longer no dial is made because this node's name is taken, if it is.
-    pub(crate) fn name_taken_for(&self) -> Option<Duration> {
-        let taken = self.name_taken.lock().unwrap_or_else(|p| p.into_inner());
-        let left = taken
-            .0?
-            .saturating_duration_since(std::time::Instant::now());
-        (!left.is_zero()).then_some(left)
-    }
-
-    /// Records that a peer has another node of this node's name: no dial for 5 s, doubling
-    /// on each repeat up to 5 minutes — longer than the heartbeat timeout, so a hung
-    /// predecessor is gone by the first retry. Returns the wait.
-    pub(crate) fn note_name_taken(&self) -> Duration {
-        let mut taken = self.name_taken.lock().unwrap_or_else(|p| p.into_inner());
-        let backoff = (taken.1 * 2).clamp(NAME_TAKEN_FIRST, NAME_TAKEN_MAX);
-        *taken = (Some(std::time::Instant::now() + backoff), backoff);
-        backoff
-    }
-
-    /// A dial succeeded: the name is this node's again.
-    pub(crate) fn name_free(&self) {
-        *self.name_taken.lock().unwrap_or_else(|p| p.into_inner()) = (None, Duration::ZERO);
-    }
-
-    /// Whether `name` is in `set` (one of the name sets above).
-    /// Whether `name` announced it was leaving and is still up, or went down less than
-    /// `within` ago: a peer that has not seen it go yet may still list it. Past that, a peer
-    /// that lists it has seen it come back (restarted under the same name).
-    pub(crate) fn just_left(&self, name: &str, within: std::time::Duration) -> bool {
-        if !Self::listed(&self.left, name) {
-            return false;
-        }
-        self.left_down_at
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(name)
-            .is_none_or(|down| down.elapsed() < within)
-    }
-
-    pub(crate) fn listed(set: &Mutex<HashSet<String>>, name: &str) -> bool {
-        set.lock().unwrap_or_else(|p| p.into_inner()).contains(name)
-    }
-
     /// Whether `addr` (a peer's advertised `host:port`) is one of the configured peers, by
     /// string or, where both parse, by socket address.
     pub(crate) fn is_configured(&self, addr: &str) -> bool {
         let parsed = addr.parse::<std::net::SocketAddr>().ok();
-        self.configured_peers.iter().any(|peer| {
+        self.config.peers.iter().any(|peer| {
             peer == addr
                 || (parsed.is_some() && peer.parse::<std::net::SocketAddr>().ok() == parsed)
         })
-    }
-
-    /// Names of connected peers, sorted.
-    pub(crate) fn peer_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.peers.load().keys().cloned().collect();
-        names.sort();
-        names
-    }
-
-    /// The connected peer advertising `connection_string`, if any.
-    pub(crate) fn peer_at(&self, matches: impl Fn(&str) -> bool) -> Option<String> {
-        self.peers
-            .load()
-            .iter()
-            .find(|(_, peer)| matches(&peer.connection_string))
-            .map(|(name, _)| name.clone())
-    }
-
-    /// The address this node has on record for the connected peer `name`.
-    pub(crate) fn connection_of(&self, name: &str) -> Option<String> {
-        self.peers
-            .load()
-            .get(name)
-            .map(|peer| peer.connection_string.clone())
-    }
-
-    fn balancers(&self) -> std::sync::MutexGuard<'_, HashMap<String, Option<Balancer>>> {
-        self.balancers
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Claims `name` for a balancer being started.
-    ///
-    /// Errors: [`Error::BalancerAlreadyStarted`] if one runs or is starting under that name.
-    pub(crate) fn reserve_balancer(&self, name: &str) -> Result<(), Error> {
-        let mut balancers = self.balancers();
-        match balancers.get(name) {
-            Some(Some(running)) if running.is_own_running() => {}
-            Some(None) => {}
-            _ => {
-                balancers.insert(name.to_string(), None);
-                return Ok(());
-            }
-        }
-        Err(Error::BalancerAlreadyStarted {
-            balancer: name.to_string(),
-        })
-    }
-
-    pub(crate) fn register_balancer(&self, balancer: Balancer) {
-        self.balancers()
-            .insert(balancer.name().to_string(), Some(balancer));
-    }
-
-    /// Frees `name` after a start under it failed (only while it is still reserved).
-    pub(crate) fn release_reservation(&self, name: &str) {
-        let mut balancers = self.balancers();
-        if matches!(balancers.get(name), Some(None)) {
-            balancers.remove(name);
-        }
-    }
-
-    /// Forgets the balancer whose state is `shared` when it has stopped: only its own entry
-    /// (a balancer started under the name since, or reserving it, stays).
-    pub(crate) fn release_balancer(
-        &self,
-        name: &str,
-        shared: &Arc<crate::balancer::BalancerShared>,
-    ) {
-        let mut balancers = self.balancers();
-        if let Some(Some(balancer)) = balancers.get(name) {
-            if Arc::ptr_eq(balancer.shared(), shared) {
-                balancers.remove(name);
-            }
-        }
-    }
-
-    /// The running balancer called `name`.
-    ///
-    /// Errors: [`Error::UnknownBalancer`].
-    pub(crate) fn balancer(&self, name: &str) -> Result<Balancer, Error> {
-        match self.balancers().get(name) {
-            Some(Some(balancer)) if balancer.is_own_running() => Ok(balancer.clone()),
-            _ => Err(Error::UnknownBalancer {
-                balancer: name.to_string(),
-            }),
-        }
-    }
-
-    /// Every running balancer (to stop them at shutdown).
-    pub(crate) fn all_balancers(&self) -> Vec<Balancer> {
-        self.balancers()
-            .values()
-            .flatten()
-            .filter(|b| b.is_own_running())
-            .cloned()
-            .collect()
-    }
-
-    /// A call id for the header: random (callers on different nodes share no counter, and a
-    /// serving node keys cancellations by id alone), never 0.
-    pub(crate) fn next_call_id(&self) -> u64 {
-        let _ = &self.next_call_id;
-        rand::random::<u64>() | 1
-    }
-
-    /// Registers the handler of call `id` as running, so a cancellation can abort it; the
-    /// returned guard unregisters it. `None` if the call was cancelled before it started:
-    /// then it must not run.
-    pub(crate) fn running_call(
-        &self,
-        id: u64,
-        abort: futures_util::future::AbortHandle,
-    ) -> Option<RunningCall<'_>> {
-        let mut calls = self.call_shard(id);
-        if calls.cancelled.remove(&id).is_some() {
-            return None;
-        }
-        calls.running.insert(id, abort);
-        Some(RunningCall { shared: self, id })
-    }
-
-    /// Aborts the handler of call `id` if it runs here, or else makes it skip when it arrives
-    /// (a cancellation can overtake its call); whether it was running.
-    pub(crate) fn cancel_call(&self, id: u64) -> bool {
-        let mut calls = self.call_shard(id);
-        if let Some(handle) = calls.running.remove(&id) {
-            handle.abort();
-            return true;
-        }
-        let now = std::time::Instant::now();
-        let max = CANCELLED_MAX / CALL_SHARDS;
-        if calls.cancelled.len() >= max {
-            calls
-                .cancelled
-                .retain(|_, at| now.duration_since(*at) < CANCELLED_KEPT);
-        }
-        if calls.cancelled.len() < max {
-            calls.cancelled.insert(id, now);
-        }
-        false
-    }
-
-    /// The shard of the call table holding call `id`, locked.
-    fn call_shard(&self, id: u64) -> std::sync::MutexGuard<'_, CallTable> {
-        self.calls[(id % CALL_SHARDS as u64) as usize]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// Shards of the table of running and cancelled calls.
-const CALL_SHARDS: usize = 16;
-
-/// First pause of all dials once this node's name is found taken.
-const NAME_TAKEN_FIRST: Duration = Duration::from_secs(5);
-
-/// Longest pause of all dials while this node's name stays taken.
-const NAME_TAKEN_MAX: Duration = Duration::from_secs(300);
-
-/// Most ids of calls cancelled before they arrived kept at once; past it (a flood of
-/// cancellations, or a hostile peer) new ones are not recorded and such a call runs until its
-/// deadline.
-const CANCELLED_MAX: usize = 65_536;
-
-/// How long the id of a call cancelled before it arrived is kept (its call is skipped if it
-/// arrives within this time).
-const CANCELLED_KEPT: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// Calls running on this node, and calls cancelled before they started, by call id.
-#[derive(Default)]
-pub(crate) struct CallTable {
-    running: std::collections::HashMap<u64, futures_util::future::AbortHandle>,
-    cancelled: std::collections::HashMap<u64, std::time::Instant>,
-}
-
-/// A call's handler registered as running (see [`NodeShared::running_call`]).
-pub(crate) struct RunningCall<'a> {
-    shared: &'a NodeShared,
-    id: u64,
-}
-
-impl Drop for RunningCall<'_> {
-    fn drop(&mut self) {
-        self.shared.call_shard(self.id).running.remove(&self.id);
     }
 }

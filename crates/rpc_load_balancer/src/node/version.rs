@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use ractor::ActorCell;
 
-use super::shared::{NodeEvent, NodeShared};
+use super::event::NodeEvent;
+use super::shared::NodeShared;
 use crate::control::ControlRequest;
 use crate::Error;
 
@@ -22,19 +23,20 @@ use crate::Error;
 /// wire version. Returns whether the peer may stay. A peer that serves no rpc endpoint, or
 /// does not answer, is left to the heartbeats.
 pub(crate) async fn check(shared: &Arc<NodeShared>, name: &str, session: &ActorCell) -> bool {
-    let answer =
-        crate::call::control(shared, name, &ControlRequest::Ping, shared.connect_timeout).await;
+    let answer = crate::call::control(
+        shared,
+        name,
+        &ControlRequest::Ping,
+        shared.config.connect_timeout,
+    )
+    .await;
     match answer {
         Err(error @ Error::WireVersion { .. }) => {
             refuse(shared, name, session, &error);
             false
         }
         _ => {
-            shared
-                .refused
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(name);
+            shared.peers.clear_refusal(name);
             true
         }
     }
@@ -53,11 +55,7 @@ const CLOSE_GRACE: Duration = Duration::from_millis(300);
 /// Records `name` as refused, reports it and closes its session after [`CLOSE_GRACE`].
 pub(crate) fn refuse(shared: &NodeShared, name: &str, session: &ActorCell, error: &Error) {
     tracing::error!(node = %name, %error, "refusing a peer of another wire version; closing its session");
-    shared
-        .refused
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(name.to_string(), (error.clone(), std::time::Instant::now()));
+    shared.peers.refuse(name, error);
     let _ = shared.events.send(NodeEvent::Refused {
         node: name.to_string(),
         reason: error.to_string(),
