@@ -210,6 +210,12 @@ pub(crate) async fn serve_call_in(
 
 /// Answers one encoded control request. Never panics.
 pub(crate) async fn serve_control(shared: &Arc<NodeShared>, bytes: &[u8]) -> Vec<u8> {
+    answer_control(shared, bytes, test_hooks::HONOURED).await
+}
+
+/// [`serve_control`], carrying out the test hooks' requests if `hooks` (else refusing them
+/// with `BadRequest`).
+async fn answer_control(shared: &Arc<NodeShared>, bytes: &[u8], hooks: bool) -> Vec<u8> {
     let body = match split_version(bytes) {
         Ok(body) => body,
         Err(DecodeError::Version(remote)) => {
@@ -226,6 +232,9 @@ pub(crate) async fn serve_control(shared: &Arc<NodeShared>, bytes: &[u8]) -> Vec
             return reply::encode_status(&ReplyStatus::BadRequest(&message));
         }
     };
+    if let Some(why) = test_hooks::refusal(&request, hooks) {
+        return reply::encode_status(&ReplyStatus::BadRequest(&why));
+    }
     let cpu_reading = matches!(request, ControlRequest::CpuReading);
     let answer = match admin(shared, request).await {
         Ok(answer) => answer,
@@ -383,5 +392,6 @@ pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+mod test_hooks;
 #[cfg(test)]
 mod tests;
