@@ -160,3 +160,57 @@ pub enum ControlReply {
     /// How the stop of a balancer went ([`ControlRequest::StopBalancerReport`]).
     Stopped(crate::DrainReport),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ControlRequest;
+
+    /// The variant indices of docs/reference/wire-compatibility.md, in every build: the test
+    /// hooks (10, 13) are never behind `#[cfg]`, so no later index shifts between nodes built
+    /// with and without the `test-hooks` feature.
+    #[test]
+    fn control_requests_keep_their_wire_indices_test_hooks_included() {
+        let name = || "b".to_string();
+        let requests = [
+            (0, ControlRequest::Ping),
+            (1, ControlRequest::Nodes),
+            (2, ControlRequest::Functions),
+            (3, ControlRequest::Stats),
+            (4, ControlRequest::ConnectionOf(name())),
+            (5, ControlRequest::Peers),
+            (6, ControlRequest::Members(name())),
+            (7, ControlRequest::InFlight(name())),
+            (
+                8,
+                ControlRequest::StartBalancer {
+                    name: name(),
+                    algorithm: name(),
+                    node_match_list: None,
+                },
+            ),
+            (9, ControlRequest::StopBalancer(name())),
+            (10, ControlRequest::KillLoadBalancer(name())),
+            (11, ControlRequest::CpuReading),
+            (12, ControlRequest::CpuReadings),
+            (13, ControlRequest::CrashPoller(name())),
+            (14, ControlRequest::Served(name())),
+            (15, ControlRequest::Leaving(name())),
+            (16, ControlRequest::Cancel(1)),
+            (17, ControlRequest::CpuSelection),
+            (
+                18,
+                ControlRequest::Joined {
+                    node: name(),
+                    addr: name(),
+                },
+            ),
+            (19, ControlRequest::StopBalancerReport(name())),
+        ];
+        for (index, request) in requests {
+            let bytes = postcard::to_allocvec(&request).unwrap();
+            assert_eq!(bytes[0], index, "{request:?}");
+            let back: ControlRequest = postcard::from_bytes(&bytes).unwrap();
+            assert_eq!(back, request);
+        }
+    }
+}
