@@ -330,7 +330,8 @@ pub struct NodeArgs {
     /// whole machine), `process` (this process, over the cores it may use), `runtime` (busy
     /// share of its tokio workers), or the test samplers `const:N` (always N %), `panic` (every
     /// sample fails) and `const-then-panic:N:AFTER_MS` (N %, then failing from AFTER_MS after
-    /// start); N is 0–100 (else the node does not start).
+    /// start; test flags of the `test-hooks` feature, on by default); N is 0–100 (else the node
+    /// does not start).
     #[arg(long, value_name = "SPEC", default_value = "system")]
     pub cpu_sampler: CpuSampler,
     /// How often the node samples its CPU, in ms (0 is refused at start).
@@ -343,7 +344,8 @@ pub struct NodeArgs {
     pub cpu_sample_interval_ms: u64,
     /// `garbage` answers CPU-reading requests with bytes that don't decode (test flag: the
     /// asking node gets a codec error, a LeastCpu Poller a `bad_reply`); `error` answers them
-    /// with an error (the asker gets a remote error, a Poller a `remote_error`).
+    /// with an error (the asker gets a remote error, a Poller a `remote_error`). Needs the
+    /// `test-hooks` feature (on by default).
     #[arg(long, value_name = "MODE", default_value = "normal", value_parser = PossibleValuesParser::new(["normal", "garbage", "error"]))]
     pub cpu_reply: String,
     /// Threads that spin (busy loop) for the node's whole life, to load its CPU (test and
@@ -680,6 +682,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "test-hooks")]
     fn node_cpu_flags_parse() {
         let args = node_args(&[
             "--cpu-sampler",

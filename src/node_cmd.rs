@@ -4,7 +4,6 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use rpc_load_balancer::cpu::CpuSampler;
 use rpc_load_balancer::{Balancer, BalancerConfig, Node, NodeConfig, NodeEvent};
 use serde_json::{json, Value};
 use tokio::io::AsyncReadExt;
@@ -22,8 +21,35 @@ fn emit(value: serde_json::Value) {
     let _ = writeln!(out, "{value}").and_then(|()| out.flush());
 }
 
+/// The test flags `--cpu-reply` and `--wire-version` (the library's test hooks).
+#[cfg(feature = "test-hooks")]
+fn apply_test_flags(config: NodeConfig, args: &NodeArgs) -> CmdResult<NodeConfig> {
+    let config = config
+        .cpu_reply_garbage(args.cpu_reply == "garbage")
+        .cpu_reply_error(args.cpu_reply == "error");
+    Ok(match args.wire_version {
+        Some(version) => config.wire_version(version),
+        None => config,
+    })
+}
+
+/// Without the `test-hooks` feature the test flags `--cpu-reply` and `--wire-version` are
+/// refused (the node does not start) rather than ignored.
+#[cfg(not(feature = "test-hooks"))]
+fn apply_test_flags(config: NodeConfig, args: &NodeArgs) -> CmdResult<NodeConfig> {
+    if args.cpu_reply != "normal" || args.wire_version.is_some() {
+        return Err(
+            "--cpu-reply and --wire-version are test flags: this rpclb was built without \
+                    its `test-hooks` feature"
+                .into(),
+        );
+    }
+    Ok(config)
+}
+
 /// Keeps the deliberate panics of the `panic` and `const-then-panic` test samplers off stderr
 /// (each is logged as a failed sample at WARN anyway); every other panic is reported as usual.
+#[cfg(feature = "test-hooks")]
 fn quiet_test_sampler_panics() {
     let report = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -127,24 +153,22 @@ pub async fn run(args: NodeArgs) -> CmdResult {
         .max_payload_bytes(args.max_payload_bytes)
         .cpu_sampler(args.cpu_sampler.clone())
         .cpu_sample_interval(Duration::from_millis(args.cpu_sample_interval_ms))
-        .cpu_reply_garbage(args.cpu_reply == "garbage")
-        .cpu_reply_error(args.cpu_reply == "error")
         .excluded_node_patterns(args.exclude_patterns.clone())
         .heartbeat_interval(Duration::from_millis(args.heartbeat_interval_ms))
         .heartbeat_timeout(Duration::from_millis(args.heartbeat_timeout_ms))
         .dial_backoff_max(Duration::from_millis(args.dial_backoff_max_ms))
         .reconnect_give_up(Duration::from_millis(args.reconnect_give_up_ms));
-    if let Some(version) = args.wire_version {
-        config = config.wire_version(version);
-    }
+    config = apply_test_flags(config, &args)?;
     if let Some(host) = &args.advertise {
         config = config.advertise_host(host);
     }
     let algorithm = args.least_cpu.algorithm(&args.algorithm)?;
     let node_match_list = args.node_match_list();
+    #[cfg(feature = "test-hooks")]
     if matches!(
         args.cpu_sampler,
-        CpuSampler::Panic | CpuSampler::ConstThenPanic { .. }
+        rpc_load_balancer::cpu::CpuSampler::Panic
+            | rpc_load_balancer::cpu::CpuSampler::ConstThenPanic { .. }
     ) {
         quiet_test_sampler_panics();
     }

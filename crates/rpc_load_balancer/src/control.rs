@@ -3,6 +3,9 @@
 //! [`Node::control`](crate::Node::control) (and the `rpclb` binary).
 //!
 //! Both enums only ever grow at the end, so older nodes keep decoding the variants they know.
+//! Two requests are test hooks, hidden from these docs: they keep their wire indices in every
+//! build, and a node built without the `test-hooks` feature answers them with
+//! [`Error::BadRequest`](crate::Error::BadRequest) (docs/reference/wire-compatibility.md).
 
 use serde::{Deserialize, Serialize};
 
@@ -43,22 +46,25 @@ pub enum ControlRequest {
     /// [`Balancer::stop`](crate::Balancer::stop)): [`ControlReply::Done`] once stopped. Kept
     /// for older callers: [`ControlRequest::StopBalancerReport`] also says how the drain went.
     StopBalancer(String),
-    /// Kill the named balancer's LoadBalancer actor on the target, as a crash would (for tests
-    /// of supervision): [`ControlReply::Done`].
+    /// Test hook (hidden from the docs; wire index 10 in every build): kill the named
+    /// balancer's LoadBalancer actor on the target, as a crash would (for tests of
+    /// supervision): [`ControlReply::Done`]. Admin-gated. A target built without the
+    /// `test-hooks` feature answers [`Error::BadRequest`](crate::Error::BadRequest).
+    #[doc(hidden)]
     KillLoadBalancer(String),
     /// The target's own CPU reading, with its age now: [`ControlReply::CpuReading`]. Every
     /// node answers it, whatever its balancers' algorithms and whether or not it allows
-    /// remote admin; LeastCpu Pollers send it. (A node started with
-    /// [`NodeConfig::cpu_reply_garbage`](crate::NodeConfig::cpu_reply_garbage) answers with
-    /// bytes that fail to decode: the caller gets [`Error::Codec`](crate::Error::Codec).)
+    /// remote admin; LeastCpu Pollers send it.
     CpuReading,
     /// Every CPU reading the target holds — its own and those its LeastCpu balancers polled —
     /// with their ages now: [`ControlReply::CpuReadings`]. For diagnostics; not admin-gated.
     CpuReadings,
-    /// Make the named LeastCpu balancer's Poller fail, as a crash would (for tests of its
-    /// restart): [`ControlReply::Done`]. Admin-gated like
-    /// [`ControlRequest::KillLoadBalancer`]; a remote error if no Poller of that balancer runs
-    /// on the target.
+    /// Test hook (hidden from the docs; wire index 13 in every build): make the named LeastCpu
+    /// balancer's Poller fail, as a crash would (for tests of its restart):
+    /// [`ControlReply::Done`]. Admin-gated; a remote error if no Poller of that balancer runs
+    /// on the target. A target built without the `test-hooks` feature answers
+    /// [`Error::BadRequest`](crate::Error::BadRequest).
+    #[doc(hidden)]
     CrashPoller(String),
     /// The calls routed through the named balancer that the target is serving as a member
     /// now: [`ControlReply::Served`].
@@ -163,4 +169,58 @@ pub struct CpuReading {
     pub cpu: f64,
     /// Age of the sample, ms.
     pub age_ms: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ControlRequest;
+
+    /// The variant indices of docs/reference/wire-compatibility.md, in every build: the test
+    /// hooks (10, 13) are never behind `#[cfg]`, so no later index shifts between nodes built
+    /// with and without the `test-hooks` feature.
+    #[test]
+    fn control_requests_keep_their_wire_indices_test_hooks_included() {
+        let name = || "b".to_string();
+        let requests = [
+            (0, ControlRequest::Ping),
+            (1, ControlRequest::Nodes),
+            (2, ControlRequest::Functions),
+            (3, ControlRequest::Stats),
+            (4, ControlRequest::ConnectionOf(name())),
+            (5, ControlRequest::Peers),
+            (6, ControlRequest::Members(name())),
+            (7, ControlRequest::InFlight(name())),
+            (
+                8,
+                ControlRequest::StartBalancer {
+                    name: name(),
+                    algorithm: name(),
+                    node_match_list: None,
+                },
+            ),
+            (9, ControlRequest::StopBalancer(name())),
+            (10, ControlRequest::KillLoadBalancer(name())),
+            (11, ControlRequest::CpuReading),
+            (12, ControlRequest::CpuReadings),
+            (13, ControlRequest::CrashPoller(name())),
+            (14, ControlRequest::Served(name())),
+            (15, ControlRequest::Leaving(name())),
+            (16, ControlRequest::Cancel(1)),
+            (17, ControlRequest::CpuSelection),
+            (
+                18,
+                ControlRequest::Joined {
+                    node: name(),
+                    addr: name(),
+                },
+            ),
+            (19, ControlRequest::StopBalancerReport(name())),
+        ];
+        for (index, request) in requests {
+            let bytes = postcard::to_allocvec(&request).unwrap();
+            assert_eq!(bytes[0], index, "{request:?}");
+            let back: ControlRequest = postcard::from_bytes(&bytes).unwrap();
+            assert_eq!(back, request);
+        }
+    }
 }

@@ -23,7 +23,7 @@ use crate::control::{ControlReply, ControlRequest};
 use crate::function::{CallContext, Signal};
 use crate::node::shared::NodeShared;
 // Re-exported for `cpu::sampler` (which names it here).
-pub(crate) use crate::panic::panic_message;
+use crate::panic::panic_message;
 use crate::wire::header::decode_call;
 use crate::wire::reply::{self, ReplyStatus};
 use crate::wire::{split_version, DecodeError, RpcMessage, ENDPOINT_GROUP, SCOPE};
@@ -212,6 +212,12 @@ pub(crate) async fn serve_call_in(
 
 /// Answers one encoded control request. Never panics.
 pub(crate) async fn serve_control(shared: &Arc<NodeShared>, bytes: &[u8]) -> Vec<u8> {
+    answer_control(shared, bytes, test_hooks::HONOURED).await
+}
+
+/// [`serve_control`], carrying out the test hooks' requests if `hooks` (else refusing them
+/// with `BadRequest`).
+async fn answer_control(shared: &Arc<NodeShared>, bytes: &[u8], hooks: bool) -> Vec<u8> {
     let body = match split_version(bytes) {
         Ok(body) => body,
         Err(DecodeError::Version(remote)) => {
@@ -228,6 +234,9 @@ pub(crate) async fn serve_control(shared: &Arc<NodeShared>, bytes: &[u8]) -> Vec
             return reply::encode_status(&ReplyStatus::BadRequest(&message));
         }
     };
+    if let Some(why) = test_hooks::refusal(&request, hooks) {
+        return reply::encode_status(&ReplyStatus::BadRequest(&why));
+    }
     let cpu_reading = matches!(request, ControlRequest::CpuReading);
     let answer = match admin(shared, request).await {
         Ok(answer) => answer,
@@ -340,5 +349,6 @@ async fn admin(
     })
 }
 
+mod test_hooks;
 #[cfg(test)]
 mod tests;

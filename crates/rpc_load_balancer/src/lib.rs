@@ -52,6 +52,19 @@
 //! files or bytes) makes every session of the node mutual TLS 1.3; plaintext nodes and nodes of
 //! another CA cannot connect, and the cookie still applies. See [`TlsConfig`].
 //!
+//! # Cargo features
+//!
+//! - `telemetry` (on by default): spans, events and metrics (see [`telemetry`]); off only to
+//!   measure what they cost.
+//! - `test-hooks` (off by default): fault injection for tests — pinned or failing CPU
+//!   samplers, garbled CPU replies, another wire version, and carrying out the control
+//!   requests that kill a balancer's actor or crash its Poller. The `rpclb` binary turns it on
+//!   for its test flags. The hooks are hidden from these docs in every build and are not for
+//!   production: turn the feature on in `[dev-dependencies]` only. The configuration reference
+//!   (docs/reference/configuration.md, "Test hooks") lists them. The hooks' control requests
+//!   keep their place on the wire in every build, and a node built without the feature
+//!   answers them with [`Error::BadRequest`].
+//!
 //! # Using ractor_cluster in your binary
 //!
 //! ractor_cluster turns on ractor's `cluster` feature for the whole build, so **every message

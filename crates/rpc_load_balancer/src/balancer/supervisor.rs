@@ -32,7 +32,10 @@ pub(crate) const RESTART_WINDOW: Duration = Duration::from_secs(10);
 pub enum SupervisorMsg {
     /// Start the LoadBalancer again (after a failed restart attempt).
     RestartLoadBalancer,
-    /// Start algorithm child `index` again.
+    /// Internal, hidden from the docs: the supervisor's own timer message to start algorithm
+    /// child `index` again after its backoff. Sent from outside it does nothing while the
+    /// child runs, and would skip the backoff otherwise; don't send it.
+    #[doc(hidden)]
     RestartChild(usize),
 }
 

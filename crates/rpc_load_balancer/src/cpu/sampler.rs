@@ -36,13 +36,9 @@ use crate::Error;
 /// [`CpuSampler::System`].
 ///
 /// The text form (`rpclb node --cpu-sampler SPEC`, [`FromStr`] and [`Display`](fmt::Display))
-/// is one of `system`, `process`, `runtime`, `const:N`, `panic` and
-/// `const-then-panic:N:AFTER_MS`; a [`CpuSampler::Custom`] displays as `custom` and has no
-/// text form.
-///
-/// The test samplers ([`CpuSampler::Const`], [`CpuSampler::Panic`],
-/// [`CpuSampler::ConstThenPanic`]) pin or break a node's reading, for tests of LeastCpu and of
-/// its failure handling (also through `rpclb node` flags).
+/// is one of `system`, `process` and `runtime`; a [`CpuSampler::Custom`] displays as `custom`
+/// and has no text form. (A build with the `test-hooks` feature adds samplers that pin or break
+/// a node's reading, for tests; see the crate's feature list.)
 ///
 /// The node samples on tokio's blocking pool, never on the runtime's workers. The measuring
 /// samplers (System, Process, Runtime) **withhold their first sample**: a utilisation is a
@@ -98,13 +94,21 @@ pub enum CpuSampler {
     /// negative value or value above 100 is a failed sample. Build it with
     /// [`CpuSampler::custom`].
     Custom(Arc<dyn Fn() -> f64 + Send + Sync>),
-    /// Test sampler: always this value, from the first sample on. A value outside 0–100 (or
-    /// NaN) fails every sample.
+    /// Test sampler (feature `test-hooks`, hidden from the docs; text form `const:N`): always
+    /// this value, from the first sample on. A value outside 0–100 (or NaN) fails every sample.
+    #[cfg(any(test, feature = "test-hooks"))]
+    #[doc(hidden)]
     Const(f64),
-    /// Test sampler: panics on every sample (the node never publishes a reading).
+    /// Test sampler (feature `test-hooks`, hidden from the docs; text form `panic`): panics on
+    /// every sample (the node never publishes a reading).
+    #[cfg(any(test, feature = "test-hooks"))]
+    #[doc(hidden)]
     Panic,
-    /// Test sampler: `value` until `after` has passed since sampling started, then panics on
-    /// every sample (the node's last reading then ages).
+    /// Test sampler (feature `test-hooks`, hidden from the docs; text form
+    /// `const-then-panic:N:AFTER_MS`): `value` until `after` has passed since sampling started,
+    /// then panics on every sample (the node's last reading then ages).
+    #[cfg(any(test, feature = "test-hooks"))]
+    #[doc(hidden)]
     ConstThenPanic {
         /// The value before the switch, % (0–100).
         value: f64,
@@ -128,8 +132,11 @@ impl fmt::Debug for CpuSampler {
             Self::Process => f.write_str("Process"),
             Self::Runtime => f.write_str("Runtime"),
             Self::Custom(_) => f.write_str("Custom(..)"),
+            #[cfg(any(test, feature = "test-hooks"))]
             Self::Const(value) => f.debug_tuple("Const").field(value).finish(),
+            #[cfg(any(test, feature = "test-hooks"))]
             Self::Panic => f.write_str("Panic"),
+            #[cfg(any(test, feature = "test-hooks"))]
             Self::ConstThenPanic { value, after } => f
                 .debug_struct("ConstThenPanic")
                 .field("value", value)
@@ -139,9 +146,8 @@ impl fmt::Debug for CpuSampler {
     }
 }
 
-/// The flag syntax: `system`, `process`, `runtime`, `const:N`, `panic`,
-/// `const-then-panic:N:AFTER_MS`, and `custom` for a [`CpuSampler::Custom`] (which does not
-/// parse back).
+/// The flag syntax: `system`, `process`, `runtime`, and `custom` for a [`CpuSampler::Custom`]
+/// (which does not parse back).
 impl fmt::Display for CpuSampler {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -149,8 +155,11 @@ impl fmt::Display for CpuSampler {
             Self::Process => f.write_str("process"),
             Self::Runtime => f.write_str("runtime"),
             Self::Custom(_) => f.write_str("custom"),
+            #[cfg(any(test, feature = "test-hooks"))]
             Self::Const(value) => write!(f, "const:{value}"),
+            #[cfg(any(test, feature = "test-hooks"))]
             Self::Panic => f.write_str("panic"),
+            #[cfg(any(test, feature = "test-hooks"))]
             Self::ConstThenPanic { value, after } => {
                 write!(f, "const-then-panic:{value}:{}", after.as_millis())
             }
@@ -159,16 +168,17 @@ impl fmt::Display for CpuSampler {
 }
 
 /// The forms [`CpuSampler`]'s [`FromStr`] accepts, for error messages.
-const SPECS: &str =
-    "system, process, runtime, const:N, panic, const-then-panic:N:AFTER_MS (N in %, AFTER in ms)";
+const SPECS: &str = "system, process, runtime (and with the `test-hooks` feature the test \
+samplers const:N, panic, const-then-panic:N:AFTER_MS, N in %, AFTER in ms)";
 
-/// Parses the flag syntax (see [`CpuSampler`]). `N` is a percentage, 0 to 100; `AFTER_MS` is
-/// whole milliseconds.
+/// Whether this build has the test samplers (feature `test-hooks`).
+const TEST_SAMPLERS: bool = cfg!(any(test, feature = "test-hooks"));
+
+/// Parses the flag syntax (see [`CpuSampler`]).
 ///
 /// Errors: [`Error::InvalidConfig`] with option `cpu_sampler`, its reason naming the bad part
 /// (an unknown sampler, a missing or extra `:` part, a number that does not parse or is not
-/// within 0–100). (A [`CpuSampler::Const`] built in code may hold any value: every sample of
-/// an out-of-range one fails, with a warning.)
+/// within 0–100, a test sampler in a build without the `test-hooks` feature).
 impl FromStr for CpuSampler {
     type Err = Error;
 
@@ -190,6 +200,7 @@ impl FromStr for CpuSampler {
                 )))
             }
         };
+        #[cfg(any(test, feature = "test-hooks"))]
         let percent = |text: &str| {
             let value = text
                 .parse::<f64>()
@@ -206,11 +217,17 @@ impl FromStr for CpuSampler {
             "system" => arity(0, "system").map(|()| Self::System),
             "process" => arity(0, "process").map(|()| Self::Process),
             "runtime" => arity(0, "runtime").map(|()| Self::Runtime),
+            "panic" | "const" | "const-then-panic" if !TEST_SAMPLERS => {
+                Err(invalid(test_sampler_refused(spec)))
+            }
+            #[cfg(any(test, feature = "test-hooks"))]
             "panic" => arity(0, "panic").map(|()| Self::Panic),
+            #[cfg(any(test, feature = "test-hooks"))]
             "const" => {
                 arity(1, "const:N")?;
                 Ok(Self::Const(percent(args[0])?))
             }
+            #[cfg(any(test, feature = "test-hooks"))]
             "const-then-panic" => {
                 arity(2, "const-then-panic:N:AFTER_MS")?;
                 let value = percent(args[0])?;
@@ -235,6 +252,15 @@ impl FromStr for CpuSampler {
     }
 }
 
+/// Why a test sampler's text form `spec` does not parse in a build without the `test-hooks`
+/// feature.
+fn test_sampler_refused(spec: &str) -> String {
+    format!(
+        "{spec:?} is a test sampler: it needs rpc_load_balancer's `test-hooks` feature, which this \
+         build does not have (the rpclb binary's default build has it)"
+    )
+}
+
 /// What a sampler gave this time.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Sample {
@@ -248,7 +274,8 @@ enum Sample {
 /// a blocking-pool thread for each sample.
 struct SamplerState {
     sampler: CpuSampler,
-    /// When sampling started (for [`CpuSampler::ConstThenPanic`]).
+    /// When sampling started (for the `const-then-panic` test sampler).
+    #[cfg(any(test, feature = "test-hooks"))]
     started: Instant,
     /// sysinfo's state (System and Process).
     system: Option<sysinfo::System>,
@@ -264,6 +291,7 @@ impl SamplerState {
     fn new(sampler: CpuSampler, runtime: Option<tokio::runtime::Handle>) -> Self {
         Self {
             sampler,
+            #[cfg(any(test, feature = "test-hooks"))]
             started: Instant::now(),
             system: None,
             primed_at: None,
@@ -275,13 +303,15 @@ impl SamplerState {
     /// Takes one sample. `Err` is a failed sample with the reason; may panic (test samplers,
     /// custom functions).
     fn sample(&mut self) -> Result<Sample, String> {
+        #[cfg(any(test, feature = "test-hooks"))]
+        let started = self.started;
         let Self {
             sampler,
-            started,
             system,
             primed_at,
             previous,
             runtime,
+            ..
         } = self;
         match sampler {
             CpuSampler::System => {
@@ -320,8 +350,11 @@ impl SamplerState {
                 Ok(busy_share(previous, busy, Instant::now(), workers))
             }
             CpuSampler::Custom(sample) => Ok(Sample::Value(sample())),
+            #[cfg(any(test, feature = "test-hooks"))]
             CpuSampler::Const(value) => Ok(Sample::Value(*value)),
+            #[cfg(any(test, feature = "test-hooks"))]
             CpuSampler::Panic => panic!("the `panic` test sampler panics on every sample"),
+            #[cfg(any(test, feature = "test-hooks"))]
             CpuSampler::ConstThenPanic { value, after } => {
                 if started.elapsed() >= *after {
                     panic!(
@@ -441,7 +474,7 @@ async fn run(node: String, interval: Duration, mut state: SamplerState) {
             Ok(Err(why)) => why,
             Err(panic) => format!(
                 "the sampler panicked: {}",
-                crate::endpoint::panic_message(panic.as_ref())
+                crate::panic::panic_message(panic.as_ref())
             ),
         };
         tracing::warn!(
@@ -525,6 +558,16 @@ mod tests {
         assert_eq!(CpuSampler::custom(|| 1.0).to_string(), "custom");
         assert_eq!(format!("{:?}", CpuSampler::custom(|| 1.0)), "Custom(..)");
         assert_eq!(format!("{:?}", CpuSampler::Const(2.0)), "Const(2.0)");
+    }
+
+    #[test]
+    fn a_build_without_test_hooks_names_the_feature_when_refusing_a_test_sampler() {
+        let reason = test_sampler_refused("const:5");
+        assert!(
+            reason.starts_with("\"const:5\" is a test sampler"),
+            "{reason}"
+        );
+        assert!(reason.contains("`test-hooks` feature"), "{reason}");
     }
 
     #[test]

@@ -220,7 +220,21 @@ async fn control_of(
     request: &ControlRequest,
 ) -> Result<ControlReply, crate::Error> {
     let bytes = postcard::to_extend(request, crate::wire::start_message(8)).unwrap();
-    let reply = serve_control(shared, &bytes).await;
+    decode_control(shared, serve_control(shared, &bytes).await)
+}
+
+/// Serves `request` as a node built without the `test-hooks` feature would, and decodes the
+/// reply as a caller would.
+async fn control_without_hooks(
+    shared: &Arc<NodeShared>,
+    request: &ControlRequest,
+) -> Result<ControlReply, crate::Error> {
+    let bytes = postcard::to_extend(request, crate::wire::start_message(8)).unwrap();
+    decode_control(shared, answer_control(shared, &bytes, false).await)
+}
+
+/// Decodes a control reply of `shared` as a caller would.
+fn decode_control(shared: &Arc<NodeShared>, reply: Vec<u8>) -> Result<ControlReply, crate::Error> {
     crate::call::decode_reply(
         &shared.name,
         "control",
@@ -421,6 +435,41 @@ async fn crash_poller_is_admin_gated() {
         }
         other => panic!("expected the poller's error, got {other:?}"),
     }
+}
+
+#[tokio::test]
+async fn a_node_built_without_test_hooks_refuses_them_with_bad_request_and_serves_the_rest() {
+    let shared = shared_named(
+        "no-hooks",
+        NodeConfig::new("no-hooks", "127.0.0.1:0")
+            .cookie("c")
+            .remote_admin(true),
+    );
+    for request in [
+        ControlRequest::KillLoadBalancer("work".into()),
+        ControlRequest::CrashPoller("work".into()),
+    ] {
+        // Built with the hooks (as this test build is), the request is carried out: no such
+        // balancer or Poller here, a remote error naming it.
+        match control_of(&shared, &request).await {
+            Err(crate::Error::Remote { message, .. }) => {
+                assert!(message.contains("work"), "{message}")
+            }
+            other => panic!("expected the hook's own error for {request:?}, got {other:?}"),
+        }
+        // Built without them, it is refused unrun, as an unknown request is.
+        match control_without_hooks(&shared, &request).await {
+            Err(crate::Error::BadRequest { node, message }) => {
+                assert_eq!(node, shared.name);
+                assert!(message.contains("`test-hooks`"), "{message}");
+            }
+            other => panic!("expected BadRequest for {request:?}, got {other:?}"),
+        }
+    }
+    assert!(matches!(
+        control_without_hooks(&shared, &ControlRequest::Ping).await,
+        Ok(ControlReply::Pong { .. })
+    ));
 }
 
 #[tokio::test]

@@ -74,7 +74,7 @@ impl NodeConfig {
     /// `max_payload_bytes` 8 MiB, `call_timeout` 10 s, `connect_timeout` 5 s,
     /// `dial_backoff_max` 2 s, `reconnect_give_up` 60 s, `heartbeat_interval` 1 s,
     /// `heartbeat_timeout` 3 s, `remote_admin` off, `cpu_sampler` [`CpuSampler::System`],
-    /// `cpu_sample_interval` 1,000 ms, `cpu_reply_garbage` and `cpu_reply_error` off, no `excluded_node_patterns`,
+    /// `cpu_sample_interval` 1,000 ms, no `excluded_node_patterns`,
     /// no `tls` (plain TCP), not a `client`, `max_handshakes` 1,024
     /// ([`DEFAULT_MAX_HANDSHAKES`](crate::DEFAULT_MAX_HANDSHAKES)), `handshake_frame_limit`
     /// 16 KiB ([`DEFAULT_HANDSHAKE_FRAME_LIMIT`](crate::DEFAULT_HANDSHAKE_FRAME_LIMIT)).
@@ -257,9 +257,10 @@ impl NodeConfig {
         self
     }
 
-    /// Test hook: the wire version this node speaks (default
-    /// [`WIRE_VERSION`](crate::WIRE_VERSION)), to run a node of "another version" in
-    /// compatibility tests. It is process-wide, like the node. Not for production.
+    /// Test hook (feature `test-hooks`, hidden from the docs): the wire version this node
+    /// speaks (default [`WIRE_VERSION`](crate::WIRE_VERSION)), to run a node of "another
+    /// version" in compatibility tests. It is process-wide, like the node. Not for production.
+    #[cfg(any(test, feature = "test-hooks"))]
     #[doc(hidden)]
     pub fn wire_version(mut self, version: u16) -> Self {
         self.wire_version = version;
@@ -282,9 +283,9 @@ impl NodeConfig {
         self
     }
 
-    /// Whether other nodes may start and stop balancers here and kill their LoadBalancer actors
-    /// through [`ControlRequest`](crate::ControlRequest)s (default `false`; read-only requests
-    /// are always answered). Anyone holding the cookie can then change this node's
+    /// Whether other nodes may start and stop balancers here through
+    /// [`ControlRequest`](crate::ControlRequest)s (default `false`; read-only requests are always
+    /// answered). It also gates the fault-injection requests of the `test-hooks` feature. Anyone holding the cookie can then change this node's
     /// membership: enable it for operators' tools and tests.
     pub fn remote_admin(mut self, enabled: bool) -> Self {
         self.remote_admin = enabled;
@@ -295,8 +296,7 @@ impl NodeConfig {
     /// [`LeastCpu`](crate::LeastCpu) balancers anywhere in the cluster; default
     /// [`CpuSampler::System`] (the whole machine). Every node samples and answers CPU-reading
     /// requests, whatever algorithms its own balancers use. See [`CpuSampler`] for the
-    /// choices (whole machine, this process, the tokio runtime, your own function, test
-    /// samplers).
+    /// choices (whole machine, this process, the tokio runtime, your own function).
     pub fn cpu_sampler(mut self, sampler: CpuSampler) -> Self {
         self.cpu_sampler = sampler;
         self
@@ -311,20 +311,26 @@ impl NodeConfig {
         self
     }
 
-    /// Fault injection for tests (default `false`): when `true` the node answers
+    /// Test hook (feature `test-hooks`, hidden from the docs); fault injection, default
+    /// `false`: when `true` the node answers
     /// [`ControlRequest::CpuReading`](crate::ControlRequest::CpuReading) with bytes that do not
     /// decode, so the caller gets an [`Error::Codec`] instead of a reading. Its sampling and
     /// every other request are unaffected. Never enable it in production.
+    #[cfg(any(test, feature = "test-hooks"))]
+    #[doc(hidden)]
     pub fn cpu_reply_garbage(mut self, garbage: bool) -> Self {
         self.cpu_reply_garbage = garbage;
         self
     }
 
-    /// Fault injection for tests (default `false`): when `true` the node answers
+    /// Test hook (feature `test-hooks`, hidden from the docs); fault injection, default
+    /// `false`: when `true` the node answers
     /// [`ControlRequest::CpuReading`](crate::ControlRequest::CpuReading) with an error, so the
     /// caller gets an [`Error::Remote`] (a LeastCpu Poller counts it as a `remote_error`)
     /// instead of a reading. Its sampling and every other request are unaffected; it takes
-    /// precedence over [`NodeConfig::cpu_reply_garbage`]. Never enable it in production.
+    /// precedence over `NodeConfig::cpu_reply_garbage`. Never enable it in production.
+    #[cfg(any(test, feature = "test-hooks"))]
+    #[doc(hidden)]
     pub fn cpu_reply_error(mut self, error: bool) -> Self {
         self.cpu_reply_error = error;
         self
