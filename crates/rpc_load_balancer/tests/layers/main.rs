@@ -90,9 +90,6 @@ const KNOWN_VIOLATIONS: &[(&str, &str)] = &[
     // sampler: a cycle inside the node layer. Goes with the node state split (the load source
     // given what it needs).
     ("cpu", "node"),
-    // `ControlReply::Stopped` carries a `DrainReport`: goes when it is defined with the
-    // protocol (as `CpuReading` is).
-    ("control", "balancer"),
     // The client side of a call takes `NodeShared` (peers, caps, telemetry flags) and, for a
     // local run, `balancer::OwnedInFlightToken`: goes with one call pipeline over the node's
     // split state.
