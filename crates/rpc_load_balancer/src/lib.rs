@@ -73,6 +73,7 @@ pub mod control;
 pub mod cpu;
 mod deadline;
 mod endpoint;
+mod entry;
 mod error;
 pub mod filter;
 pub mod function;

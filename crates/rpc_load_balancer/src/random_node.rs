@@ -29,7 +29,7 @@ use std::time::Duration;
 use rand::Rng as _;
 use tokio::time::Instant;
 
-use crate::balancer::{Balancer, OwnedInFlightToken};
+use crate::balancer::{Balancer, BalancerLookup, OwnedInFlightToken};
 use crate::filter::{self, NodeFilter};
 use crate::function::RemoteFunction;
 use crate::node::shared::{Lifecycle, NodeShared};

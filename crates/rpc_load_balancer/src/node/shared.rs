@@ -92,10 +92,17 @@ impl NodeShared {
             abandoned: Arc::default(),
             stopped: AtomicBool::new(false),
             balancers: BalancerRegistry::default(),
-            balancer_admin: crate::balancer::admin::answer,
+            balancer_admin: super::balancer_registry::no_balancer_admin,
             tls: None,
             handshakes: None,
         }
+    }
+
+    /// Makes the control requests about balancers go to `admin` (given by the balancer layer;
+    /// without it they are answered with [`Error::BadRequest`]).
+    pub(crate) fn with_balancer_admin(mut self, admin: crate::endpoint::BalancerAdmin) -> Self {
+        self.balancer_admin = admin;
+        self
     }
 
     /// Makes every dial of this node use `tls` (`None`: plain TCP).
