@@ -388,7 +388,8 @@ impl<F: RemoteFunction> RandomNodeCall<F> {
             .timeout(target.timeout);
         if let Some(tracked) = tracked {
             // Held by the run itself when it runs on this node.
-            call = call.counted_by(tracked);
+            let abandoned = Arc::clone(tracked.abandoned());
+            call = call.counted_by(tracked, abandoned);
         }
         let reply = call.await?;
         Ok((reply, target.node))

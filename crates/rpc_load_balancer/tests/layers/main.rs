@@ -96,11 +96,9 @@ const KNOWN_VIOLATIONS: &[(&str, &str)] = &[
     // sampler: a cycle inside the node layer. Goes with the node state split (the load source
     // given what it needs).
     ("cpu", "node"),
-    // The client side of a call takes `NodeShared` (peers, caps, telemetry flags) and, for a
-    // local run, `balancer::OwnedInFlightToken`: goes with one call pipeline over the node's
-    // split state.
+    // The client side of a call takes `NodeShared` (peers, caps, telemetry flags): goes with
+    // one call pipeline over the node's split state.
     ("call", "node"),
-    ("call", "balancer"),
     // The serving side takes `NodeShared` (registry, cancel table, caps), answers peer
     // requests (`node::on_joined`, `NodeEvent`) and CPU-reading requests (`cpu::cache`):
     // goes when it is given its own state and the node's requests reach the node through a
