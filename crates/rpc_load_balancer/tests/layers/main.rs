@@ -99,12 +99,11 @@ const KNOWN_VIOLATIONS: &[(&str, &str)] = &[
     // The client side of a call takes `NodeShared` (peers, caps, telemetry flags): goes with
     // one call pipeline over the node's split state.
     ("call", "node"),
-    // The serving side takes `NodeShared` (registry, cancel table, caps), answers peer
-    // requests (`node::on_joined`, `NodeEvent`) and CPU-reading requests (`cpu::cache`):
-    // goes when it is given its own state and the node's requests reach the node through a
-    // handler, as the balancers' do (`endpoint::BalancerAdmin`).
+    // The serving side takes `NodeShared` (registry, cancel table, caps) and answers peer
+    // requests (`node::on_joined`, `NodeEvent`): goes when it is given its own state and the
+    // node's requests reach the node through a handler, as the balancers' do
+    // (`endpoint::BalancerAdmin`) and the CPU readings do (`endpoint::CpuReadings`).
     ("endpoint", "node"),
-    ("endpoint", "cpu"),
 ];
 
 const RULES: Rules = Rules {
