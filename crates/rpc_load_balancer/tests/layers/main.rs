@@ -89,12 +89,14 @@ const KNOWN_VIOLATIONS: &[(&str, &str)] = &[
     ("telemetry", "algorithm"),
     ("telemetry", "balancer"),
     // The LeastCpu Poller is spawned as an algorithm child (`AlgorithmChild`,
-    // `LeastCpuOptions`), and `cpu::selection` asks each LeastCpu balancer for its scores:
-    // goes when the Poller is a load source the balancer runs beside its selector.
+    // `LeastCpuOptions`; and `cpu`'s defaults test names `LeastCpu`): goes when the Poller is a
+    // load source the balancer runs beside its selector.
     ("cpu", "algorithm"),
-    // The Poller and `cpu::selection` take the node's shared state, and the node starts the
-    // sampler: a cycle inside the node layer. Goes with the node state split (the load source
-    // given what it needs).
+    // The Poller takes the node's shared state (`Node::current`, `NodeShared`: its calls and
+    // the registry's members), `cpu::selection` the node's registry (each LeastCpu balancer's
+    // scores through `RegisteredBalancer::cpu_selection`), and the node starts the sampler: a
+    // cycle inside the node layer. Goes when the load source is given what it needs (members,
+    // a way to send `CpuReading`) and `selection` moves beside the balancer admin handler.
     ("cpu", "node"),
     // The client side of a call takes `NodeShared` (peers, caps, telemetry flags): goes with
     // one call pipeline over the node's split state.
