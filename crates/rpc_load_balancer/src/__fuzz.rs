@@ -160,7 +160,8 @@ fn fuzzed_node() -> NodeShared {
     let config = NodeConfig::new("fuzz", "127.0.0.1:0")
         .cookie("fuzz")
         .max_payload_bytes(MAX_PAYLOAD);
-    let shared = NodeShared::new("fuzz@127.0.0.1".into(), "127.0.0.1:0".into(), None, &config);
+    let shared = NodeShared::new("fuzz@127.0.0.1".into(), "127.0.0.1:0".into(), None, &config)
+        .with_balancer_admin(crate::balancer::admin::answer);
     let registered = [
         shared.registry.register(Echo),
         shared.registry.register(Add),

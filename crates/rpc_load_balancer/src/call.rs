@@ -11,7 +11,6 @@ use ractor::rpc::CallResult;
 use ractor::{ActorRef, MessagingErr, RpcReplyPort};
 use tracing::Instrument;
 
-use crate::balancer::OwnedInFlightToken;
 use crate::control::{ControlReply, ControlRequest};
 use crate::error::{PayloadDirection, RemoteFailure};
 use crate::function::{CallContext, RemoteFunction, Signal};
@@ -36,9 +35,10 @@ pub struct Call<F: RemoteFunction> {
     node: String,
     args: F::Args,
     timeout: Option<Duration>,
-    /// The balancer count that tracks this call (a random-node call's `load_balancer`), if
-    /// one does.
-    counted: Option<OwnedInFlightToken>,
+    /// The count that tracks this call (a random-node call's `load_balancer`: its balancer's
+    /// in-flight token), if one does, and what cancels the call when that count's drain
+    /// gives up.
+    counted: Option<(Box<dyn Send + Sync>, Arc<Signal>)>,
     function: PhantomData<fn() -> F>,
 }
 
@@ -54,10 +54,15 @@ impl<F: RemoteFunction> Call<F> {
         }
     }
 
-    /// Counts the call with `token` until it has ended (in the run itself when it runs on this
-    /// node), and cancels it when that balancer's drain gives up.
-    pub(crate) fn counted_by(mut self, token: OwnedInFlightToken) -> Self {
-        self.counted = Some(token);
+    /// Counts the call with `token` (a balancer's in-flight token: the transport does not
+    /// know its type) until it has ended (in the run itself when it runs on this node), and
+    /// cancels it when `abandoned` fires (that balancer's drain gave up).
+    pub(crate) fn counted_by(
+        mut self,
+        token: impl Send + Sync + 'static,
+        abandoned: Arc<Signal>,
+    ) -> Self {
+        self.counted = Some((Box::new(token), abandoned));
         self
     }
 
@@ -80,11 +85,11 @@ impl<F: RemoteFunction> IntoFuture for Call<F> {
             let mut telemetry = RpcTelemetry::start("call", F::NAME, None);
             telemetry.target(&Arc::from(self.node.as_str()));
             let span = telemetry.span().clone();
-            let abandoned = match &self.counted {
-                Some(token) => Arc::clone(token.abandoned()),
-                None => Arc::clone(&self.shared.abandoned),
+            let (counted, abandoned) = match self.counted {
+                Some((token, abandoned)) => (Some(token), abandoned),
+                None => (None, Arc::clone(&self.shared.abandoned)),
             };
-            let (shared, node, counted) = (&self.shared, &self.node, self.counted);
+            let (shared, node) = (&self.shared, &self.node);
             let outcome = call::<F, _>(shared, node, self.args, timeout, counted, &abandoned)
                 .instrument(span)
                 .await;

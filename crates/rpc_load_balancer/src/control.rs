@@ -9,6 +9,10 @@
 
 use serde::{Deserialize, Serialize};
 
+mod drain_report;
+
+pub use drain_report::{DrainOutcome, DrainReport};
+
 /// A control request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -95,7 +99,7 @@ pub enum ControlRequest {
         addr: String,
     },
     /// Stop the named balancer on the target, as [`ControlRequest::StopBalancer`], and answer
-    /// with its [`DrainReport`](crate::DrainReport): [`ControlReply::Stopped`]. Admin-gated; a
+    /// with its [`DrainReport`]: [`ControlReply::Stopped`]. Admin-gated; a
     /// remote error ([`Error::UnknownBalancer`](crate::Error::UnknownBalancer)) if no such
     /// balancer runs on the target. A node older than this request answers
     /// [`Error::BadRequest`](crate::Error::BadRequest) and stops nothing: send it
@@ -156,7 +160,7 @@ pub enum ControlReply {
     /// LeastCpu balancer runs there.
     CpuSelection(Vec<(String, Vec<(String, f64)>)>),
     /// How the stop of a balancer went ([`ControlRequest::StopBalancerReport`]).
-    Stopped(crate::DrainReport),
+    Stopped(DrainReport),
 }
 
 /// One node's CPU reading as held or reported: utilisation in percent (0–100) and its age in

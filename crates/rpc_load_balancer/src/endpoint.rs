@@ -19,7 +19,7 @@ use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
-use crate::control::{ControlReply, ControlRequest};
+use crate::control::{ControlReply, ControlRequest, CpuReading};
 use crate::function::{CallContext, Signal};
 use crate::node::shared::NodeShared;
 // Re-exported for `cpu::sampler` (which names it here).
@@ -276,6 +276,16 @@ fn garbage_reply() -> Vec<u8> {
 pub(crate) type BalancerAdmin =
     fn(Arc<NodeShared>, ControlRequest) -> BoxFuture<'static, Result<ControlReply, crate::Error>>;
 
+/// The CPU readings a node answers `CpuReading` and `CpuReadings` with, given by the node
+/// (`NodeShared::cpu_readings`: its sampler's cache), which the serving side does not know.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CpuReadings {
+    /// The reading of the node of this full name, with its age now; `None` while it has none.
+    pub(crate) own: fn(&str) -> Option<CpuReading>,
+    /// Every reading held, `(node, reading)` sorted by node, with their ages now.
+    pub(crate) all: fn() -> Vec<(String, CpuReading)>,
+}
+
 /// Carries out one control request; those about balancers through the node's
 /// [`BalancerAdmin`] (after the `remote_admin` check for the admin ones).
 async fn admin(
@@ -302,9 +312,9 @@ async fn admin(
             ControlReply::Done
         }
         ControlRequest::CpuReading => {
-            ControlReply::CpuReading(crate::cpu::cache().get(&shared.name))
+            ControlReply::CpuReading((shared.cpu_readings.own)(&shared.name))
         }
-        ControlRequest::CpuReadings => ControlReply::CpuReadings(crate::cpu::readings()),
+        ControlRequest::CpuReadings => ControlReply::CpuReadings((shared.cpu_readings.all)()),
         ControlRequest::Cancel(id) => {
             if shared.calls.cancel(id) {
                 tracing::debug!(call_id = id, "call cancelled by its caller");

@@ -86,6 +86,7 @@ pub mod control;
 pub mod cpu;
 mod deadline;
 mod endpoint;
+mod entry;
 mod error;
 pub mod filter;
 pub mod function;

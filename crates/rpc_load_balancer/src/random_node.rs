@@ -29,7 +29,7 @@ use std::time::Duration;
 use rand::Rng as _;
 use tokio::time::Instant;
 
-use crate::balancer::{Balancer, OwnedInFlightToken};
+use crate::balancer::{Balancer, BalancerLookup, OwnedInFlightToken};
 use crate::filter::{self, NodeFilter};
 use crate::function::RemoteFunction;
 use crate::node::shared::{Lifecycle, NodeShared};
@@ -388,7 +388,8 @@ impl<F: RemoteFunction> RandomNodeCall<F> {
             .timeout(target.timeout);
         if let Some(tracked) = tracked {
             // Held by the run itself when it runs on this node.
-            call = call.counted_by(tracked);
+            let abandoned = Arc::clone(tracked.abandoned());
+            call = call.counted_by(tracked, abandoned);
         }
         let reply = call.await?;
         Ok((reply, target.node))

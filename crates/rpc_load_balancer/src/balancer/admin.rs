@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 
-use super::{member_name, Balancer, BalancerConfig};
+use super::{member_name, Balancer, BalancerConfig, BalancerLookup};
 use crate::control::{ControlReply, ControlRequest};
 use crate::node::shared::NodeShared;
 use crate::Error;

@@ -43,6 +43,7 @@ mod drain;
 mod in_flight;
 mod load_balancer;
 mod members;
+mod registered;
 mod shared;
 pub(crate) mod supervisor;
 #[cfg(test)]
@@ -73,6 +74,7 @@ pub use supervisor::SupervisorMsg;
 
 pub(crate) use in_flight::OwnedInFlightToken;
 pub(crate) use members::member_name;
+pub(crate) use registered::BalancerLookup;
 pub(crate) use shared::BalancerShared;
 use supervisor::BalancerSupervisor;
 

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
+use futures_util::StreamExt as _;
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef};
 use rand::Rng as _;
 use tokio::task::JoinSet;
@@ -235,13 +236,13 @@ impl PollerState {
         if self.watcher.is_some() {
             return;
         }
-        let Ok(balancer) = self.args.node.balancers.get(&self.args.balancer) else {
+        let Ok(balancer) = self.args.node.balancers.entry(&self.args.balancer) else {
             return;
         };
-        let mut members = balancer.watch_members();
+        let mut changes = balancer.member_changes();
         let poller = myself.clone();
         self.watcher = Some(tokio::spawn(async move {
-            while members.changed().await.is_ok() {
+            while changes.next().await.is_some() {
                 if poller.cast(PollerMsg::MembersChanged).is_err() {
                     return;
                 }
@@ -253,18 +254,16 @@ impl PollerState {
     fn start_cycle(&mut self) {
         while self.cycles.try_join_next().is_some() {}
         // Before the balancer is registered (a first tick at once) there is nothing to poll.
-        let Ok(balancer) = self.args.node.balancers.get(&self.args.balancer) else {
+        let Ok(balancer) = self.args.node.balancers.entry(&self.args.balancer) else {
             return;
         };
-        let members = balancer.members();
         let nodes: Vec<Arc<str>> = {
             let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-            members
-                .as_slice()
-                .iter()
-                .filter(|m| !m.is_local() && m.node() != self.args.node.name)
-                .filter(|m| pending.insert(Arc::clone(m.node_arc())))
-                .map(|m| Arc::clone(m.node_arc()))
+            balancer
+                .remote_member_nodes()
+                .into_iter()
+                .filter(|node| **node != *self.args.node.name)
+                .filter(|node| pending.insert(Arc::clone(node)))
                 .collect()
         };
         let span = tracing::debug_span!("rpc_load_balancer.least_cpu.poll", load_balancer = %self.args.balancer, members = nodes.len(), failures = tracing::field::Empty);

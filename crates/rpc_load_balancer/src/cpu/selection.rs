@@ -3,12 +3,12 @@
 //!
 //! A reading's raw value and age ([`readings`](super::readings)) don't say what a balancer
 //! routes by: that depends on its `cpu_cache_ttl`. This asks each LeastCpu balancer of the node
-//! for the value it gives each member now — the reading if it is at most the balancer's
-//! `cpu_cache_ttl` old at its source, else [`NEUTRAL_CPU`](super::NEUTRAL_CPU) — through the
-//! same code the `selection explained` event uses
+//! (through the node's registry: `RegisteredBalancer::cpu_selection`) for the value it gives
+//! each member now — the reading if it is at most the balancer's `cpu_cache_ttl` old at its
+//! source, else [`NEUTRAL_CPU`](super::NEUTRAL_CPU) — through the same code the
+//! `selection explained` event uses
 //! ([`SelectionAlgorithm::explain`](crate::SelectionAlgorithm::explain)).
 
-use crate::algorithm::SelectionRequest;
 use crate::node::shared::NodeShared;
 
 /// For each running LeastCpu balancer of `node`, sorted by name: `(balancer, [(member node,
@@ -18,27 +18,7 @@ pub(crate) fn values(node: &NodeShared) -> Vec<(String, Vec<(String, f64)>)> {
         .balancers
         .running()
         .into_iter()
-        .filter(|b| b.is_running() && b.algorithm_name() == "least_cpu")
-        .map(|balancer| {
-            let members = balancer.members();
-            let request = SelectionRequest {
-                balancer: balancer.name(),
-                key: None,
-                version: SelectionRequest::UNCACHED,
-            };
-            let mut values = if members.as_slice().is_empty() {
-                Vec::new()
-            } else {
-                balancer
-                    .shared()
-                    .config
-                    .algorithm
-                    .explain(members.as_slice(), 0, &request)
-                    .scores
-            };
-            values.sort_by(|a, b| a.0.cmp(&b.0));
-            (balancer.name().to_string(), values)
-        })
+        .filter_map(|balancer| Some((balancer.name().to_string(), balancer.cpu_selection()?)))
         .collect();
     balancers.sort_by(|a, b| a.0.cmp(&b.0));
     balancers

@@ -1,21 +1,64 @@
 //! The balancer registry: the balancers started on this node, by name, so that a name runs
 //! one balancer at a time, a control request or a LeastCpu Poller can find its balancer, and
 //! the node's shutdown can stop them all.
+//!
+//! The node holds each balancer as a [`RegisteredBalancer`], a trait the balancer layer
+//! implements: the node (a lower layer) never names the balancer's types.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::balancer::{Balancer, BalancerShared};
+use futures_util::future::BoxFuture;
+use futures_util::stream::BoxStream;
+
+use crate::control::{ControlReply, ControlRequest, DrainReport};
 use crate::Error;
+
+/// What the node needs of a balancer started on it: to tell it apart, stop it at shutdown,
+/// and give its load sources (the LeastCpu Poller) and diagnostics the members to work on.
+/// Implemented by the balancer layer (`balancer::Balancer`).
+pub(crate) trait RegisteredBalancer: Send + Sync + 'static {
+    /// The balancer's name.
+    fn name(&self) -> &str;
+
+    /// Whether this balancer's own actors still run (draining included).
+    fn is_own_running(&self) -> bool;
+
+    /// The address of this balancer's state: tells its entry from one of a balancer started
+    /// under the same name since.
+    fn state_ptr(&self) -> *const ();
+
+    /// Stops it gracefully (draining, as `Balancer::stop` does) and resolves to its report.
+    fn stop(&self) -> BoxFuture<'static, DrainReport>;
+
+    /// The nodes of its members whose calls do not run in this process, in member order.
+    fn remote_member_nodes(&self) -> Vec<Arc<str>>;
+
+    /// Yields once per change of its members (joins and leaves), until the balancer's state
+    /// is gone.
+    fn member_changes(&self) -> BoxStream<'static, ()>;
+
+    /// For a running LeastCpu balancer: `(member node, value %)` that its selection gives each
+    /// member now (see `ControlRequest::CpuSelection`); `None` for other algorithms.
+    fn cpu_selection(&self) -> Option<Vec<(String, f64)>>;
+
+    /// The balancer itself, for the layer that implements this trait to get its own type
+    /// back.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A registered balancer, shared.
+pub(crate) type Registered = Arc<dyn RegisteredBalancer>;
 
 /// Balancers started on this node by name; `None` while one is starting.
 #[derive(Default)]
 pub(crate) struct BalancerRegistry {
-    balancers: Mutex<HashMap<String, Option<Balancer>>>,
+    balancers: Mutex<HashMap<String, Option<Registered>>>,
 }
 
 impl BalancerRegistry {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Option<Balancer>>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Option<Registered>>> {
         self.balancers
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -40,7 +83,8 @@ impl BalancerRegistry {
     }
 
     /// Records `balancer`, started under the name it reserved.
-    pub(crate) fn register(&self, balancer: Balancer) {
+    pub(crate) fn register(&self, balancer: impl RegisteredBalancer) {
+        let balancer: Registered = Arc::new(balancer);
         self.lock()
             .insert(balancer.name().to_string(), Some(balancer));
     }
@@ -53,12 +97,12 @@ impl BalancerRegistry {
         }
     }
 
-    /// Forgets the balancer whose state is `shared` when it has stopped: only its own entry
+    /// Forgets the balancer whose state is `state` when it has stopped: only its own entry
     /// (a balancer started under the name since, or reserving it, stays).
-    pub(crate) fn release(&self, name: &str, shared: &Arc<BalancerShared>) {
+    pub(crate) fn release<S>(&self, name: &str, state: &Arc<S>) {
         let mut balancers = self.lock();
         if let Some(Some(balancer)) = balancers.get(name) {
-            if Arc::ptr_eq(balancer.shared(), shared) {
+            if std::ptr::eq(balancer.state_ptr(), Arc::as_ptr(state).cast()) {
                 balancers.remove(name);
             }
         }
@@ -67,9 +111,9 @@ impl BalancerRegistry {
     /// The running balancer called `name`.
     ///
     /// Errors: [`Error::UnknownBalancer`].
-    pub(crate) fn get(&self, name: &str) -> Result<Balancer, Error> {
+    pub(crate) fn entry(&self, name: &str) -> Result<Registered, Error> {
         match self.lock().get(name) {
-            Some(Some(balancer)) if balancer.is_own_running() => Ok(balancer.clone()),
+            Some(Some(balancer)) if balancer.is_own_running() => Ok(Arc::clone(balancer)),
             _ => Err(Error::UnknownBalancer {
                 balancer: name.to_string(),
             }),
@@ -77,7 +121,7 @@ impl BalancerRegistry {
     }
 
     /// Every running balancer (to stop them at shutdown).
-    pub(crate) fn running(&self) -> Vec<Balancer> {
+    pub(crate) fn running(&self) -> Vec<Registered> {
         self.lock()
             .values()
             .flatten()
@@ -85,4 +129,34 @@ impl BalancerRegistry {
             .cloned()
             .collect()
     }
+}
+
+/// The balancer admin handler of a node state that was given none (unit tests and fuzzing of
+/// the lower layers): it answers as a node with no balancers started — no members, calls in
+/// flight, served calls or LeastCpu scores; [`Error::UnknownBalancer`] for a stop;
+/// [`Error::BadRequest`] naming the request for a start (and any other request: the test
+/// hooks' kill and Poller crash). A started node is given the balancer layer's
+/// (`Node::start`, `Node::attach`).
+pub(crate) fn no_balancer_admin(
+    shared: Arc<super::shared::NodeShared>,
+    request: ControlRequest,
+) -> BoxFuture<'static, Result<ControlReply, Error>> {
+    Box::pin(async move {
+        Ok(match request {
+            ControlRequest::InFlight(_) => ControlReply::InFlight(None),
+            ControlRequest::Members(_) => ControlReply::Members(None),
+            ControlRequest::Served(_) => ControlReply::Served(None),
+            ControlRequest::CpuSelection => ControlReply::CpuSelection(Vec::new()),
+            ControlRequest::StopBalancer(balancer)
+            | ControlRequest::StopBalancerReport(balancer) => {
+                return Err(Error::UnknownBalancer { balancer })
+            }
+            other => {
+                return Err(Error::BadRequest {
+                    node: shared.name.clone(),
+                    message: format!("this node runs no balancers: {other:?}"),
+                })
+            }
+        })
+    })
 }

@@ -41,6 +41,7 @@ pub use event::NodeEvent;
 pub use preauth::{DEFAULT_HANDSHAKE_FRAME_LIMIT, DEFAULT_MAX_HANDSHAKES};
 pub use tls::TlsConfig;
 
+pub(crate) use balancer_registry::{BalancerRegistry, RegisteredBalancer};
 pub(crate) use mesh::on_joined;
 
 use crate::call::{self, Call};
@@ -91,7 +92,7 @@ struct NodeInner {
     sampler: Mutex<Option<JoinHandle<()>>>,
     shut_down: AtomicBool,
     /// What the shutdown's stop of each balancer reported, sorted by balancer.
-    drains: Mutex<Vec<crate::DrainReport>>,
+    drains: Mutex<Vec<crate::control::DrainReport>>,
 }
 
 impl NodeInner {

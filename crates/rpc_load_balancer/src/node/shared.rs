@@ -61,6 +61,8 @@ pub(crate) struct NodeShared {
     pub(crate) balancers: BalancerRegistry,
     /// Answers the control requests about those balancers for the serving side.
     pub(crate) balancer_admin: crate::endpoint::BalancerAdmin,
+    /// The CPU readings the serving side answers with: the process's cache (`cpu`).
+    pub(crate) cpu_readings: crate::endpoint::CpuReadings,
     /// `NodeConfig::tls`, loaded: every dial uses it (`tls::dial`).
     pub(crate) tls: Option<Arc<super::tls::TlsSetup>>,
     /// The node's own listener's connections not authenticated yet (`None` when attached).
@@ -92,10 +94,21 @@ impl NodeShared {
             abandoned: Arc::default(),
             stopped: AtomicBool::new(false),
             balancers: BalancerRegistry::default(),
-            balancer_admin: crate::balancer::admin::answer,
+            balancer_admin: super::balancer_registry::no_balancer_admin,
+            cpu_readings: crate::endpoint::CpuReadings {
+                own: |node| crate::cpu::cache().get(node),
+                all: crate::cpu::readings,
+            },
             tls: None,
             handshakes: None,
         }
+    }
+
+    /// Makes the control requests about balancers go to `admin` (given by the balancer layer;
+    /// without it they are answered with [`Error::BadRequest`]).
+    pub(crate) fn with_balancer_admin(mut self, admin: crate::endpoint::BalancerAdmin) -> Self {
+        self.balancer_admin = admin;
+        self
     }
 
     /// Makes every dial of this node use `tls` (`None`: plain TCP).
@@ -158,5 +171,28 @@ impl NodeShared {
             peer == addr
                 || (parsed.is_some() && peer.parse::<std::net::SocketAddr>().ok() == parsed)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_serving_side_answers_cpu_requests_from_the_process_cache() {
+        let config = NodeConfig::new("cpu-source", "127.0.0.1:0").cookie("c");
+        let shared = NodeShared::new("cpu-source@127.0.0.1".into(), String::new(), None, &config);
+        assert_eq!(
+            (shared.cpu_readings.own)(&shared.name),
+            None,
+            "no reading yet"
+        );
+        crate::cpu::cache().store(&shared.name, 37.5, 20);
+        let own = (shared.cpu_readings.own)(&shared.name).expect("the stored reading");
+        assert_eq!(own.cpu, 37.5);
+        assert!(own.age_ms >= 20, "{own:?}");
+        let all = (shared.cpu_readings.all)();
+        let held = all.iter().find(|(node, _)| *node == shared.name);
+        assert_eq!(held.map(|(_, r)| r.cpu), Some(37.5), "{all:?}");
     }
 }

@@ -31,7 +31,7 @@ impl Node {
     ///
     /// Returns the [`DrainReport`](crate::DrainReport) of each balancer it stopped, sorted by
     /// balancer name (empty when none ran); a second call returns the same.
-    pub async fn shutdown(&self) -> Vec<crate::DrainReport> {
+    pub async fn shutdown(&self) -> Vec<crate::control::DrainReport> {
         let inner = &self.inner;
         let mut lifecycle = inner.shared.lifecycle.subscribe();
         if !inner.shut_down.swap(true, Ordering::AcqRel) {

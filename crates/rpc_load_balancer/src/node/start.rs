@@ -1,6 +1,8 @@
-//! Bringing a node up: the process's one node slot ([`Node::current`]), [`Node::start`] (a
-//! NodeServer of its own) and [`Node::attach`] (the app's NodeServer), both assembling the
-//! same parts in the order the module docs of `node` give.
+//! Bringing a node up: the process's one node slot ([`Node::current`]), the work of
+//! [`Node::start`] (a NodeServer of its own) and [`Node::attach`] (the app's NodeServer), both
+//! assembling the same parts in the order the module docs of `node` give. The public entry
+//! points themselves are the facade's (`entry.rs`): they give the node the balancer layer's
+//! admin handler.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,19 +51,14 @@ impl Drop for Claim {
 }
 
 impl Node {
-    /// Starts this process's node: binds `config`'s listen address (port 0 picks a free
-    /// port), starts a `NodeServer` (isolated mode: the node dials the full mesh itself, one
-    /// dial per address, over TLS when [`NodeConfig::tls`] is set and plain TCP otherwise),
-    /// and dials `config`'s peers in the background. It starts sampling its CPU at once (see
-    /// [`NodeConfig::cpu_sampler`]).
+    /// [`Node::start`] with `admin` answering the control requests about balancers (the
+    /// balancer layer's handler, given by the facade).
     ///
-    /// Errors: [`Error::InvalidConfig`] naming the bad option (`tls.cert`, `tls.key`, `tls.ca`
-    /// or `tls.server_name` for TLS files that are missing, unreadable or not valid PEM, a
-    /// key that is not the certificate's, or a certificate that peers dialling this node would
-    /// reject: not signed by the CA, expired or not yet valid, or not naming the advertised
-    /// host (or `TlsConfig::server_name`)); [`Error::NodeAlreadyRunning`] if this process
-    /// already runs a node; [`Error::Startup`] if the address cannot be bound.
-    pub async fn start(config: NodeConfig) -> Result<Node, Error> {
+    /// Errors: as [`Node::start`].
+    pub(crate) async fn start_with(
+        config: NodeConfig,
+        admin: crate::endpoint::BalancerAdmin,
+    ) -> Result<Node, Error> {
         let valid = config.validate(false)?;
         let tls = load_tls(&config)?;
         if let Some(tls) = &tls {
@@ -77,16 +74,8 @@ impl Node {
         } = listener::start(&config, &valid, acceptor).await?;
         let listen_addr = SocketAddr::new(valid.bind_ip, port).to_string();
         let addrs = (listen_addr, Some(format!("{}:{port}", valid.host)));
-        let node = Self::assemble(
-            server,
-            Some(handshakes),
-            config.full_name(),
-            addrs,
-            &config,
-            tls,
-            claim,
-        )
-        .await;
+        let node =
+            Self::assemble(server, Some(handshakes), addrs, &config, tls, claim, admin).await;
         if let Some(task) = accept_task {
             match &node {
                 // Stopped with the dialers at shutdown.
@@ -102,23 +91,14 @@ impl Node {
         node
     }
 
-    /// Makes a node of a `NodeServer` the app already runs (`server`). `config.name` and the
-    /// advertised host must be the `node_name` and `hostname` that server was built with (its
-    /// full name is `node_name@hostname`); its listen address and cookie are the server's own
-    /// and are ignored here. Run the server in `NodeConnectionMode::Isolated`: the node dials
-    /// the full mesh itself (ractor_cluster does not relay pg groups between nodes).
-    /// [`Node::shutdown`] leaves the server running.
-    /// Like [`Node::start`], it starts sampling this process's CPU.
+    /// [`Node::attach`] with `admin` answering the control requests about balancers (the
+    /// balancer layer's handler, given by the facade).
     ///
-    /// With [`NodeConfig::tls`] the node's own dials use TLS; whether the server accepts only
-    /// TLS is the server's encryption mode (see [`TlsConfig::acceptor`]).
-    ///
-    /// [`TlsConfig::acceptor`]: crate::TlsConfig::acceptor
-    ///
-    /// Errors: as [`Node::start`], without bind failures.
-    pub async fn attach(
+    /// Errors: as [`Node::attach`].
+    pub(crate) async fn attach_with(
         server: ActorRef<NodeServerMessage>,
         config: NodeConfig,
+        admin: crate::endpoint::BalancerAdmin,
     ) -> Result<Node, Error> {
         let valid = config.validate(true)?;
         let tls = load_tls(&config)?;
@@ -127,7 +107,7 @@ impl Node {
         }
         let claim = Claim::take()?;
         let addrs = (String::new(), None);
-        Self::assemble(server, None, config.full_name(), addrs, &config, tls, claim).await
+        Self::assemble(server, None, addrs, &config, tls, claim, admin).await
     }
 
     /// Builds the node around `server`; `own_listener` is set when the node started the
@@ -135,18 +115,20 @@ impl Node {
     async fn assemble(
         server: ActorRef<NodeServerMessage>,
         own_listener: Option<Arc<preauth::Handshakes>>,
-        name: String,
         (listen_addr, connection_string): (String, Option<String>),
         config: &NodeConfig,
         tls: Option<Arc<tls::TlsSetup>>,
         claim: Claim,
+        admin: crate::endpoint::BalancerAdmin,
     ) -> Result<Node, Error> {
+        let name = config.full_name();
         crate::wire::set_local_version(config.wire_version);
         let owns_server = own_listener.is_some();
         let shared = Arc::new(
             NodeShared::new(name.clone(), listen_addr, connection_string, config)
                 .with_tls(tls)
-                .with_handshakes(own_listener),
+                .with_handshakes(own_listener)
+                .with_balancer_admin(admin),
         );
         let _ = shared.server.set(server.clone());
         let startup = |what: &str, e: &dyn std::fmt::Display| Error::Startup {

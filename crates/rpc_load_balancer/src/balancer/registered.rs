@@ -1,0 +1,99 @@
+//! A balancer as its node's registry holds it: [`Balancer`] implements the node's
+//! [`RegisteredBalancer`], so the node stops it at shutdown and its load sources and
+//! diagnostics read its members without naming the balancer layer; [`BalancerLookup`] gives
+//! the balancer layer (and the facade) its own handle back by name.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use futures_util::stream::BoxStream;
+
+use super::Balancer;
+use crate::algorithm::SelectionRequest;
+use crate::control::DrainReport;
+use crate::node::{BalancerRegistry, RegisteredBalancer};
+use crate::Error;
+
+impl RegisteredBalancer for Balancer {
+    fn name(&self) -> &str {
+        Balancer::name(self)
+    }
+
+    fn is_own_running(&self) -> bool {
+        Balancer::is_own_running(self)
+    }
+
+    fn state_ptr(&self) -> *const () {
+        Arc::as_ptr(self.shared()).cast()
+    }
+
+    fn stop(&self) -> BoxFuture<'static, DrainReport> {
+        let balancer = self.clone();
+        Box::pin(async move { Balancer::stop(&balancer).await })
+    }
+
+    fn remote_member_nodes(&self) -> Vec<Arc<str>> {
+        self.members()
+            .as_slice()
+            .iter()
+            .filter(|m| !m.is_local())
+            .map(|m| Arc::clone(m.node_arc()))
+            .collect()
+    }
+
+    fn member_changes(&self) -> BoxStream<'static, ()> {
+        let members = self.watch_members();
+        Box::pin(futures_util::stream::unfold(
+            members,
+            |mut members| async move { members.changed().await.ok().map(|()| ((), members)) },
+        ))
+    }
+
+    fn cpu_selection(&self) -> Option<Vec<(String, f64)>> {
+        if !(self.is_running() && self.algorithm_name() == "least_cpu") {
+            return None;
+        }
+        let members = self.members();
+        let request = SelectionRequest {
+            balancer: self.name(),
+            key: None,
+            version: SelectionRequest::UNCACHED,
+        };
+        let mut values = if members.as_slice().is_empty() {
+            Vec::new()
+        } else {
+            self.shared()
+                .config
+                .algorithm
+                .explain(members.as_slice(), 0, &request)
+                .scores
+        };
+        values.sort_by(|a, b| a.0.cmp(&b.0));
+        Some(values)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// The node's registry, read by the balancer layer: its entries as [`Balancer`] handles.
+pub(crate) trait BalancerLookup {
+    /// The running balancer called `name`.
+    ///
+    /// Errors: [`Error::UnknownBalancer`].
+    fn get(&self, name: &str) -> Result<Balancer, Error>;
+}
+
+impl BalancerLookup for BalancerRegistry {
+    fn get(&self, name: &str) -> Result<Balancer, Error> {
+        self.entry(name)?
+            .as_any()
+            .downcast_ref::<Balancer>()
+            .cloned()
+            .ok_or_else(|| Error::UnknownBalancer {
+                balancer: name.to_string(),
+            })
+    }
+}
