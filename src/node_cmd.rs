@@ -137,6 +137,7 @@ pub async fn run(args: NodeArgs) -> CmdResult {
     if let Some(version) = args.wire_version {
         config = config.wire_version(version);
     }
+    rpc_load_balancer::send_newer_wire_fields(args.wire_extra_field);
     if let Some(host) = &args.advertise {
         config = config.advertise_host(host);
     }

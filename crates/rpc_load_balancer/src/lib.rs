@@ -105,6 +105,8 @@ pub use node::{
 pub use payload::{Payload, PAYLOAD_TAIL_ROOM};
 pub use random_node::{RandomNodeCall, RandomNodeCast};
 pub use retry::{Retry, RetryCount, MIN_RETRY_WAIT};
+#[cfg(feature = "test-hooks")]
+pub use wire::newer_fields::send_newer_wire_fields;
 pub use wire::{RpcMessage, ENDPOINT_GROUP, SCOPE, WIRE_VERSION};
 
 /// The README's code blocks, compiled as doc tests so they stay true.
