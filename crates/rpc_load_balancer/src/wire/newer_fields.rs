@@ -16,6 +16,8 @@ const NEWER_FIELD: Option<(u64, &str)> = Some((42, "a field of a newer release")
 /// number and a string, 29 bytes) after every call header, reply status and control request it
 /// sends, as a node of a newer release that appended a field would (`on = true`), or stop
 /// (`false`). Process-wide, like the wire version; nodes of this release skip the field.
+/// Hidden from the docs: not for production use.
+#[doc(hidden)]
 pub fn send_newer_wire_fields(on: bool) {
     SEND.store(on, Ordering::Relaxed);
 }
