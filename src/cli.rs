@@ -308,6 +308,11 @@ pub struct NodeArgs {
     /// Test hook: speak this wire version instead of the library's (compatibility tests).
     #[arg(long, value_name = "N", hide = true)]
     pub wire_version: Option<u16>,
+    /// Test flag: append a field no release knows to every call header, reply status and
+    /// control request this node sends, as a node of a newer release would (compatibility
+    /// tests).
+    #[arg(long)]
+    pub wire_extra_field: bool,
     /// After leaving a balancer at stop or SIGTERM, how long this node still serves calls
     /// selected before others saw it leave, in ms (later ones go to other members).
     #[arg(

@@ -21,26 +21,28 @@ fn emit(value: serde_json::Value) {
     let _ = writeln!(out, "{value}").and_then(|()| out.flush());
 }
 
-/// The test flags `--cpu-reply` and `--wire-version` (the library's test hooks).
+/// The test flags `--cpu-reply`, `--wire-version` and `--wire-extra-field` (the library's test
+/// hooks).
 #[cfg(feature = "test-hooks")]
 fn apply_test_flags(config: NodeConfig, args: &NodeArgs) -> CmdResult<NodeConfig> {
     let config = config
         .cpu_reply_garbage(args.cpu_reply == "garbage")
         .cpu_reply_error(args.cpu_reply == "error");
+    rpc_load_balancer::send_newer_wire_fields(args.wire_extra_field);
     Ok(match args.wire_version {
         Some(version) => config.wire_version(version),
         None => config,
     })
 }
 
-/// Without the `test-hooks` feature the test flags `--cpu-reply` and `--wire-version` are
-/// refused (the node does not start) rather than ignored.
+/// Without the `test-hooks` feature the test flags `--cpu-reply`, `--wire-version` and
+/// `--wire-extra-field` are refused (the node does not start) rather than ignored.
 #[cfg(not(feature = "test-hooks"))]
 fn apply_test_flags(config: NodeConfig, args: &NodeArgs) -> CmdResult<NodeConfig> {
-    if args.cpu_reply != "normal" || args.wire_version.is_some() {
+    if args.cpu_reply != "normal" || args.wire_version.is_some() || args.wire_extra_field {
         return Err(
-            "--cpu-reply and --wire-version are test flags: this rpclb was built without \
-                    its `test-hooks` feature"
+            "--cpu-reply, --wire-version and --wire-extra-field are test flags: this rpclb was \
+                    built without its `test-hooks` feature"
                 .into(),
         );
     }

@@ -48,6 +48,7 @@ mod telemetry;
 mod tls;
 mod tutorial;
 mod unauthenticated;
+mod wire_fields;
 mod wire_version;
 
 use std::time::Duration;

@@ -67,7 +67,7 @@ fn decode_everything(bytes: &[u8]) {
     let _ = decode_reply::<()>("fuzz", Fail::NAME, bytes.to_vec(), FUZZ_TIMEOUT);
     let _ = decode_reply::<Payload>("fuzz", PayloadEcho::NAME, bytes.to_vec(), FUZZ_TIMEOUT);
     if let Ok(body) = split_version(bytes) {
-        let _ = postcard::from_bytes::<ControlRequest>(body);
+        let _ = crate::wire::decode_control::<ControlRequest>(body);
     }
 }
 

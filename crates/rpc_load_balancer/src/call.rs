@@ -20,7 +20,7 @@ use crate::wire::header::{
     decode_call, encode_call, encode_call_owned, restamp_call, take_args, CallHeader,
 };
 use crate::wire::reply::{self, ReplyStatus};
-use crate::wire::{start_message, DecodeError, RpcMessage};
+use crate::wire::{DecodeError, RpcMessage};
 use crate::{Error, Unavailable};
 
 mod local_cap;
@@ -149,7 +149,7 @@ pub(crate) async fn control(
     timeout: Duration,
 ) -> Result<ControlReply, Error> {
     let endpoint = shared.endpoint_of(node)?;
-    let bytes = postcard::to_extend(request, start_message(8)).map_err(|e| Error::Codec {
+    let bytes = crate::wire::encode_control(request).map_err(|e| Error::Codec {
         function: "control".into(),
         message: e.to_string(),
     })?;
@@ -462,7 +462,7 @@ fn cancel(actor: &ActorRef<RpcMessage>, id: u64) {
     if id == 0 {
         return;
     }
-    let Ok(bytes) = postcard::to_extend(&ControlRequest::Cancel(id), start_message(16)) else {
+    let Ok(bytes) = crate::wire::encode_control(&ControlRequest::Cancel(id)) else {
         return;
     };
     // (A call dropped outside any runtime cannot send; its handler stops at its deadline.)

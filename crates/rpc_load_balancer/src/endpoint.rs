@@ -227,8 +227,9 @@ async fn answer_control(shared: &Arc<NodeShared>, bytes: &[u8], hooks: bool) -> 
             return reply::encode_status(&ReplyStatus::BadRequest(&why))
         }
     };
-    let request: ControlRequest = match postcard::from_bytes(body) {
-        Ok(request) => request,
+    // Fields a newer release appended after the request are skipped (see `wire::section`).
+    let request: ControlRequest = match crate::wire::decode_control(body) {
+        Ok((request, _newer)) => request,
         Err(e) => {
             let message = format!("unknown control request: {e}");
             return reply::encode_status(&ReplyStatus::BadRequest(&message));

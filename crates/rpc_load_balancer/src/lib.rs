@@ -120,6 +120,10 @@ pub use node::{
 pub use payload::{Payload, PAYLOAD_TAIL_ROOM};
 pub use random_node::{RandomNodeCall, RandomNodeCast};
 pub use retry::{Retry, RetryCount, MIN_RETRY_WAIT};
+// Test hook (hidden): `rpclb node --wire-extra-field`.
+#[cfg(feature = "test-hooks")]
+#[doc(hidden)]
+pub use wire::newer_fields::send_newer_wire_fields;
 pub use wire::{RpcMessage, ENDPOINT_GROUP, SCOPE, WIRE_VERSION};
 
 /// The README's code blocks, compiled as doc tests so they stay true.

@@ -16,7 +16,7 @@ proptest! {
         let _ = decode_call(&bytes);
         let _ = reply::decode(&bytes);
         if let Ok(body) = super::split_version(&bytes) {
-            let _ = postcard::from_bytes::<ControlRequest>(body);
+            let _ = super::decode_control::<ControlRequest>(body);
         }
     }
 
@@ -556,6 +556,31 @@ fn corpus_seeds() -> Vec<(String, Vec<u8>)> {
     for (name, bytes) in statuses {
         add(&format!("reply-{name}"), bytes);
     }
+
+    // A field of a newer release appended to a header, a status and a control request: skipped.
+    let newer = postcard::to_allocvec(&Some((42u64, "a field of a newer release"))).unwrap();
+    let x = postcard::to_allocvec("x").unwrap();
+    let echo = postcard::to_allocvec(&header(Echo::NAME, Some("b"), 1_000)).unwrap();
+    add(
+        "appended-field-call-echo",
+        framed(&x, &[&echo[..], &newer].concat()),
+    );
+    add(
+        "appended-field-call-echo-cut",
+        framed(&x, &[&echo[..], &newer[..3]].concat()),
+    );
+    add(
+        "appended-field-reply-ok",
+        framed(&x, &[&[0x00][..], &newer].concat()),
+    );
+    add(
+        "appended-field-reply-failed",
+        framed(&[], &[&[0x02, 0x03][..], b"why", &newer].concat()),
+    );
+    add(
+        "appended-field-control-ping",
+        [control(&ControlRequest::Ping), newer.clone()].concat(),
+    );
     let reading = CpuReading {
         cpu: 12.5,
         age_ms: 300,

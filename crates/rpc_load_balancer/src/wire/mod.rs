@@ -13,6 +13,10 @@
 //! * a **reply** is `[version][value if Ok][ReplyStatus][status length: u32 LE]`;
 //! * a **control** request is `[version][ControlRequest]`, answered with a reply.
 //!
+//! The header, the status and the control request can grow within one version: a decoder
+//! reads the fields it knows and skips the bytes after them, and a newer decoder gives fields
+//! an older sender did not write their defaults ([`section`]).
+//!
 //! Arguments and values are postcard, except a [`Payload`](crate::Payload) that is a
 //! function's whole `Args` or `Reply`: its bytes are the value, unframed. Headers and statuses
 //! go *behind* the value so that a payload's own buffer can become the message (the header
@@ -26,7 +30,12 @@
 //! Don't enable ractor's `blanket_serde` feature: it changes how `Vec<u8>` fields are encoded.
 
 pub(crate) mod header;
+#[cfg(feature = "test-hooks")]
+pub(crate) mod newer_fields;
 pub(crate) mod reply;
+pub(crate) mod section;
+
+pub(crate) use section::{decode_control, encode_control, push_trailer};
 
 #[cfg(test)]
 mod fuzz;
@@ -184,47 +193,6 @@ pub(crate) fn stamp_version(mut message: Vec<u8>) -> Vec<u8> {
             out.extend_from_slice(body);
             out
         }
-    }
-}
-
-/// Appends `value` (postcard) and then its length (u32 LE) to `out`.
-pub(crate) fn push_trailer<T: serde::Serialize + ?Sized>(
-    out: Vec<u8>,
-    value: &T,
-) -> Result<Vec<u8>, postcard::Error> {
-    let start = out.len();
-    let mut out = postcard::to_extend(value, out)?;
-    let len = u32::try_from(out.len() - start).map_err(|_| postcard::Error::SerializeBufferFull)?;
-    out.extend_from_slice(&len.to_le_bytes());
-    Ok(out)
-}
-
-/// Splits `body` into what precedes its trailer and the trailer's encoded value.
-pub(crate) fn split_trailer<'a>(
-    body: &'a [u8],
-    what: &str,
-) -> Result<(&'a [u8], &'a [u8]), DecodeError> {
-    let malformed = || DecodeError::Malformed(format!("no {what} at the end"));
-    let len_at = body.len().checked_sub(TRAILER_LEN).ok_or_else(malformed)?;
-    let mut len = [0; TRAILER_LEN];
-    len.copy_from_slice(&body[len_at..]);
-    let len = usize::try_from(u32::from_le_bytes(len)).map_err(|_| malformed())?;
-    let start = len_at.checked_sub(len).ok_or_else(malformed)?;
-    Ok((&body[..start], &body[start..len_at]))
-}
-
-/// Decodes a trailer's value, which must fill it exactly.
-pub(crate) fn decode_trailer<'a, T: serde::Deserialize<'a>>(
-    trailer: &'a [u8],
-    what: &str,
-) -> Result<T, DecodeError> {
-    match postcard::take_from_bytes::<T>(trailer) {
-        Ok((value, [])) => Ok(value),
-        Ok((_, rest)) => Err(DecodeError::Malformed(format!(
-            "{} stray bytes in the {what}",
-            rest.len()
-        ))),
-        Err(e) => Err(DecodeError::Malformed(format!("{what}: {e}"))),
     }
 }
 

@@ -6,14 +6,20 @@ use std::ops::Range;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    decode_trailer, encoded_len, push_trailer, split_trailer, split_version, stamp_version,
-    start_message, value_len, version_len, DecodeError, TRAILER_LEN, VERSION_LEN,
+    encoded_len, push_trailer,
+    section::{decode_trailer, split_trailer},
+    split_version, stamp_version, start_message, value_len, version_len, DecodeError, TRAILER_LEN,
+    VERSION_LEN,
 };
 use crate::payload;
 #[cfg(test)]
 use crate::payload::Payload;
 
 /// What happened to a call on the serving node.
+///
+/// Fields a later release appends to every reply (a load report) follow the status in its
+/// section; [`decode_range`] skips them (see [`super::section`]). A new variant is a new wire
+/// version: an older caller cannot decode it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum ReplyStatus<'a> {
     /// The function returned a value; its encoding follows the status.
@@ -119,7 +125,8 @@ pub(crate) fn decode_range(bytes: &[u8]) -> Result<(ReplyStatus<'_>, Range<usize
     let body = split_version(bytes)?;
     let at = bytes.len() - body.len();
     let (value, trailer) = split_trailer(body, "reply status")?;
-    let status = decode_trailer(trailer, "reply status")?;
+    // Fields a newer release appended are skipped (none is read yet: see `section`).
+    let (status, _newer) = decode_trailer(trailer, "reply status")?;
     Ok((status, at..at + value.len()))
 }
 

@@ -1,0 +1,62 @@
+//! Instructions per call (callgrind): `call_count MODE N` makes N + 1 calls to a function
+//! on this node; count (Ir(N) - Ir(0)) / N. MODE `local`: the registered type, run in-process
+//! (as the `local_call` bench); `wire`: another type of the same name, so the call goes
+//! through the endpoint actor with the full wire path (encode header and arguments, decode
+//! them, encode the reply and its status, decode them).
+
+use std::time::Duration;
+
+use rpc_load_balancer::{FunctionError, Node, NodeConfig, RemoteFunction};
+
+struct Echo;
+impl RemoteFunction for Echo {
+    const NAME: &'static str = "echo";
+    type Args = Vec<u8>;
+    type Reply = Vec<u8>;
+    async fn call(&self, args: Vec<u8>) -> Result<Vec<u8>, FunctionError> {
+        Ok(args)
+    }
+}
+
+/// `echo` as another type: not the registered one, so never run in-process.
+struct EchoOverTheWire;
+impl RemoteFunction for EchoOverTheWire {
+    const NAME: &'static str = "echo";
+    type Args = Vec<u8>;
+    type Reply = Vec<u8>;
+    async fn call(&self, args: Vec<u8>) -> Result<Vec<u8>, FunctionError> {
+        Ok(args)
+    }
+}
+
+fn main() {
+    let mode = std::env::args().nth(1).unwrap_or_default();
+    let n: u64 = std::env::args()
+        .nth(2)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(0);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let node = Node::start(NodeConfig::new("bench", "127.0.0.1:0").cookie("bench"))
+            .await
+            .unwrap();
+        node.register(Echo).unwrap();
+        let payload = vec![7u8; 100];
+        for _ in 0..n + 1 {
+            let reply = if mode == "wire" {
+                node.call::<EchoOverTheWire>(node.name(), payload.clone())
+                    .timeout(Duration::from_secs(1))
+                    .await
+            } else {
+                node.call::<Echo>(node.name(), payload.clone())
+                    .timeout(Duration::from_secs(1))
+                    .await
+            };
+            std::hint::black_box(reply.unwrap());
+        }
+        node.shutdown().await;
+    });
+}
