@@ -132,7 +132,7 @@ pub enum ControlReply {
     /// `(member node, calls in flight to it)` per member, sorted by node; `None` if the
     /// balancer is not started there. Counted only by algorithms that read the counts
     /// (LeastConnections, PowerOfTwo; see
-    /// [`SelectionAlgorithm::counts_in_flight`](crate::SelectionAlgorithm::counts_in_flight)),
+    /// [`Needs::in_flight`](crate::routing::Needs::in_flight)),
     /// all 0 for the others.
     InFlight(Option<Vec<(String, u64)>>),
     /// The target's own CPU reading (% and age in ms at the moment it answered), or `None`

@@ -37,6 +37,7 @@
 //! ```
 
 mod call;
+mod child;
 mod config;
 mod drain;
 mod in_flight;
@@ -65,6 +66,7 @@ use ractor::{Actor, ActorCell, ActorRef};
 use tokio::sync::watch;
 
 pub use call::{BalancedCall, BalancedCast};
+pub use child::{Child, SpawnChild};
 pub use config::{BalancerConfig, DEFAULT_DRAIN_TIMEOUT, DEFAULT_LEAVE_GRACE};
 pub use drain::{DrainOutcome, DrainReport};
 pub use members::{Member, Members};
@@ -77,6 +79,7 @@ use supervisor::BalancerSupervisor;
 
 use crate::function::RemoteFunction;
 use crate::node::shared::NodeShared;
+use crate::routing::{Outcome, OutcomeKind, Request};
 use crate::{Error, Node};
 
 /// A handle to a balancer started on this node. Cheap to clone.
@@ -150,10 +153,10 @@ impl Balancer {
         parent: Option<ActorCell>,
     ) -> Result<Balancer, Error> {
         config.validate()?;
-        config.algorithm.init(&config.name)?;
         let name = config.name.clone();
+        // Builds the balancer's selector: bad algorithm options fail the start here.
+        let shared = Arc::new(BalancerShared::new(config, Arc::clone(&node))?);
         node.reserve_balancer(&name)?;
-        let shared = Arc::new(BalancerShared::new(config, Arc::clone(&node)));
         let actor_name = Some(format!("rpc_load_balancer/@balancer/{name}"));
         let spawned = match parent {
             Some(parent) => {
@@ -343,8 +346,8 @@ impl Balancer {
     /// is counted in flight: use [`Balancer::select_node`] or calls for that.
     ///
     /// Errors: [`Error::UnknownBalancer`] once stopped; [`Error::NoMembers`]; the algorithm's
-    /// own errors; [`Error::InvalidConfig`] (`algorithm`) when a custom algorithm's
-    /// [`choose_nodes`](crate::SelectionAlgorithm::choose_nodes) breaks its contract (an index
+    /// own errors; [`Error::InvalidConfig`] (`algorithm`) when a custom selector's
+    /// [`pick_many`](crate::routing::Selector::pick_many) breaks its contract (an index
     /// out of range, a repeat, or other than `min(count, members)` indices).
     pub fn select_nodes(&self, count: usize, key: Option<&[u8]>) -> Result<Vec<String>, Error> {
         let current = self.current();
@@ -357,13 +360,15 @@ impl Balancer {
                 balancer: shared.name.clone(),
             });
         }
-        let request = crate::SelectionRequest {
+        let request = Request {
             balancer: &shared.name,
             key,
             version: members.version(),
         };
         let algorithm = &shared.config.algorithm;
-        let picked = algorithm.choose_nodes(members.as_slice(), count, &request)?;
+        let picked = shared
+            .selector
+            .pick_many(members.views(), count, &request)?;
         let broken = || Error::InvalidConfig {
             option: "algorithm",
             reason: format!(
@@ -480,9 +485,12 @@ impl Balancer {
     }
 }
 
-/// One selected member. Dropping the guard releases the selection in the algorithm, exactly
-/// once, whatever happened to the call (success, error, timeout, panic, cancellation). It
-/// borrows the balancer and holds the members snapshot it was chosen from.
+/// One selected member. Dropping the guard releases the selection in the balancer's selector
+/// ([`Selector::released`](crate::routing::Selector::released)), exactly once, whatever
+/// happened to the call (success, error, timeout, panic, cancellation); a selector that
+/// [learns](crate::routing::Selector::learns) observes it as
+/// [`OutcomeKind::Cancelled`] unless the routed call reported how it ended. It borrows the
+/// balancer and holds the members snapshot it was chosen from.
 pub struct SelectionGuard<'a> {
     shared: SharedRef<'a>,
     /// The snapshot the member was picked from: an arc-swap guard, which keeps it alive
@@ -491,6 +499,9 @@ pub struct SelectionGuard<'a> {
     index: usize,
     /// The stripe of the balancer's in-flight total this selection counts on.
     stripe: usize,
+    /// When the member was picked, on the balancer's clock — only when its selector learns
+    /// (no clock is read otherwise); taken when the outcome is reported.
+    picked_at: Option<Duration>,
 }
 
 /// The balancer state a [`SelectionGuard`] counts in: borrowed from the handle, or owned when
@@ -539,7 +550,7 @@ impl<'a> SelectionGuard<'a> {
         index: usize,
     ) -> Self {
         if shared.counts_members {
-            members.as_slice()[index].acquire();
+            members.views()[index].acquire();
         }
         Self::acquired(shared, members, index)
     }
@@ -551,7 +562,7 @@ impl<'a> SelectionGuard<'a> {
         index: usize,
     ) -> SelectionGuard<'static> {
         if shared.counts_members {
-            members.as_slice()[index].acquire();
+            members.views()[index].acquire();
         }
         SelectionGuard::counted(SharedRef::Owned(shared), members, index)
     }
@@ -575,12 +586,35 @@ impl<'a> SelectionGuard<'a> {
     ) -> Self {
         shared.metrics.enter();
         let stripe = shared.in_flight.acquire();
+        let picked_at = shared.learns.then(|| shared.clock.now());
         Self {
             shared,
             members,
             index,
             stripe,
+            picked_at,
         }
+    }
+
+    /// Reports how the routed call of this selection ended to a selector that learns (the
+    /// latency: from the pick to now on the balancer's clock); `kind` is not even computed
+    /// for one that does not. At most once: later reports, and the drop, report nothing more.
+    #[inline]
+    pub(crate) fn report(&mut self, kind: impl FnOnce() -> OutcomeKind) {
+        if let Some(at) = self.picked_at.take() {
+            self.observe(at, kind());
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn observe(&self, at: Duration, kind: OutcomeKind) {
+        let latency = self.shared.clock.now().saturating_sub(at);
+        self.shared.selector.observe(&Outcome {
+            member: self.member().view(),
+            latency,
+            kind,
+        });
     }
 
     /// The selected member's node (full name).
@@ -604,10 +638,14 @@ impl std::fmt::Debug for SelectionGuard<'_> {
 
 impl Drop for SelectionGuard<'_> {
     fn drop(&mut self) {
-        if self.shared.counts_members {
-            self.member().release();
+        if let Some(at) = self.picked_at.take() {
+            self.observe(at, OutcomeKind::Cancelled);
         }
-        self.shared.config.algorithm.release_node(self.member());
+        let view = self.member().view();
+        if self.shared.counts_members {
+            view.release();
+        }
+        self.shared.selector.released(view);
         self.shared.in_flight.release(self.stripe);
         self.shared.metrics.exit();
     }

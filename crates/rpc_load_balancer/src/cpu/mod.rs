@@ -18,28 +18,10 @@ pub(crate) mod poller;
 pub(crate) mod sampler;
 pub(crate) mod selection;
 
+pub use crate::load::{CpuReading, NEUTRAL_CPU};
+pub(crate) use cache::cache;
 pub use cache::readings;
-pub(crate) use cache::{cache, CpuSlot};
 pub use sampler::CpuSampler;
-
-use serde::{Deserialize, Serialize};
-
-/// What a missing or stale reading counts as: 50 % (the original's rule). It is neutral only
-/// among members near 50 %: when every member with a fresh reading is above
-/// 50 + `cpu_threshold`, a member without one — a node just started, one whose sampler fails,
-/// or one that hangs — gets the calls, until heartbeats drop a hung node
-/// (`NodeConfig::heartbeat_timeout`, 3 s by default).
-pub const NEUTRAL_CPU: f64 = 50.0;
-
-/// One node's CPU reading as held or reported: utilisation in percent (0–100) and its age in
-/// ms (time since the node's sampler took it, as of when this value was produced).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct CpuReading {
-    /// CPU utilisation, % (0–100), to 0.01.
-    pub cpu: f64,
-    /// Age of the sample, ms.
-    pub age_ms: u64,
-}
 
 #[cfg(test)]
 mod tests {

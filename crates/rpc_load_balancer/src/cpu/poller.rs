@@ -19,9 +19,10 @@ use rand::Rng as _;
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
-use crate::algorithm::{AlgorithmChild, LeastCpuOptions};
+use crate::balancer::Child;
 use crate::control::{ControlReply, ControlRequest};
 use crate::node::shared::NodeShared;
+use crate::routing::CpuPolling;
 use crate::telemetry::PollMetrics;
 use crate::{Error, Node};
 
@@ -39,9 +40,9 @@ pub(crate) fn poller_name(balancer: &str) -> String {
 }
 
 /// The Poller child of balancer `balancer`.
-pub(crate) fn child(balancer: &str, options: LeastCpuOptions) -> AlgorithmChild {
+pub(crate) fn child(balancer: &str, options: CpuPolling) -> Child {
     let balancer = balancer.to_string();
-    AlgorithmChild {
+    Child {
         name: poller_name(&balancer),
         // Only the balancer's first Poller waits out the startup jitter: a restarted one polls
         // at once, so a crash does not leave readings stale for up to the jitter.
@@ -109,7 +110,7 @@ struct PollerArgs {
     node: Arc<NodeShared>,
     metrics: PollMetrics,
     balancer: String,
-    options: LeastCpuOptions,
+    options: CpuPolling,
     /// A restart (not the balancer's first Poller): no startup jitter.
     restart: bool,
 }

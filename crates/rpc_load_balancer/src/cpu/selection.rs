@@ -6,10 +6,10 @@
 //! for the value it gives each member now — the reading if it is at most the balancer's
 //! `cpu_cache_ttl` old at its source, else [`NEUTRAL_CPU`](super::NEUTRAL_CPU) — through the
 //! same code the `selection explained` event uses
-//! ([`SelectionAlgorithm::explain`](crate::SelectionAlgorithm::explain)).
+//! ([`Selector::explain`](crate::routing::Selector::explain) of the balancer's selector).
 
-use crate::algorithm::SelectionRequest;
 use crate::node::shared::NodeShared;
+use crate::routing::Request;
 
 /// For each running LeastCpu balancer of `node`, sorted by name: `(balancer, [(member node,
 /// value % that selection gives it now)])`, members sorted by node.
@@ -20,19 +20,18 @@ pub(crate) fn values(node: &NodeShared) -> Vec<(String, Vec<(String, f64)>)> {
         .filter(|b| b.is_running() && b.algorithm_name() == "least_cpu")
         .map(|balancer| {
             let members = balancer.members();
-            let request = SelectionRequest {
+            let request = Request {
                 balancer: balancer.name(),
                 key: None,
-                version: SelectionRequest::UNCACHED,
+                version: members.version(),
             };
-            let mut values = if members.as_slice().is_empty() {
+            let mut values = if members.is_empty() {
                 Vec::new()
             } else {
                 balancer
                     .shared()
-                    .config
-                    .algorithm
-                    .explain(members.as_slice(), 0, &request)
+                    .selector
+                    .explain(members.views(), 0, &request)
                     .scores
             };
             values.sort_by(|a, b| a.0.cmp(&b.0));

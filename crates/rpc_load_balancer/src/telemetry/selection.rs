@@ -6,8 +6,7 @@ use std::sync::Arc;
 use metrics::{Counter, Gauge, Histogram, SharedString};
 
 use super::{NODE_SELECTED, NODE_SELECTED_EMPTY, POOL_SIZE, RPC_IN_FLIGHT};
-use crate::algorithm::{SelectionAlgorithm, SelectionRequest};
-use crate::balancer::Member;
+use crate::routing::{MemberView, Request, Selector};
 
 /// Target of the selection events.
 pub(crate) const TARGET: &str = "rpc_load_balancer::selection";
@@ -49,26 +48,33 @@ impl SelectionMetrics {
         )
     }
 
-    /// Records that `members[chosen]` was picked: one counter increment on the hot path; the
-    /// events only when DEBUG or more is enabled somewhere.
+    /// Records that a member was picked: one increment of its `counter` (its
+    /// `node.selected.count` handle).
     #[inline]
-    pub(crate) fn selected(
+    pub(crate) fn selected(&self, counter: &Counter) {
+        if !super::ENABLED {
+            return;
+        }
+        counter.increment(1);
+    }
+
+    /// The events of a pick of `members[chosen]` by `selector`: only when DEBUG or more is
+    /// enabled somewhere.
+    #[inline]
+    pub(crate) fn explain(
         &self,
-        algorithm: &dyn SelectionAlgorithm,
-        members: &[Member],
+        selector: &dyn Selector,
+        members: &[MemberView],
         chosen: usize,
-        request: &SelectionRequest<'_>,
+        request: &Request<'_>,
     ) {
         if !super::ENABLED {
             return;
         }
-        if let Some(member) = members.get(chosen) {
-            member.selected_counter().increment(1);
-        }
         // One load of the global max level: with no subscriber (or one above DEBUG) nothing
         // else runs.
         if tracing::level_enabled!(tracing::Level::DEBUG) {
-            self.trace_selected(algorithm, members, chosen, request);
+            self.trace_selected(selector, members, chosen, request);
         }
     }
 
@@ -76,10 +82,10 @@ impl SelectionMetrics {
     #[inline(never)]
     fn trace_selected(
         &self,
-        algorithm: &dyn SelectionAlgorithm,
-        members: &[Member],
+        selector: &dyn Selector,
+        members: &[MemberView],
         chosen: usize,
-        request: &SelectionRequest<'_>,
+        request: &Request<'_>,
     ) {
         let Some(member) = members.get(chosen) else {
             return;
@@ -93,7 +99,7 @@ impl SelectionMetrics {
             "node selected"
         );
         if tracing::enabled!(target: TARGET, tracing::Level::DEBUG) {
-            let explanation = algorithm.explain(members, chosen, request);
+            let explanation = selector.explain(members, chosen, request);
             tracing::debug!(
                 target: TARGET,
                 load_balancer = &*self.balancer,
