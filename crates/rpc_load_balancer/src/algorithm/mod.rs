@@ -1,6 +1,6 @@
 //! The built-in selection algorithms: how a balancer picks a member for a call.
 //!
-//! Each is a configuration type implementing [`Algorithm`](crate::routing::Algorithm) (its
+//! Each is a configuration type implementing [`Algorithm`] (its
 //! options are checked when a balancer starts) that builds one private
 //! [`Selector`](crate::routing::Selector) per balancer: the rotation position, weighted
 //! cycle or hash ring of one balancer belongs to that balancer. See [`crate::routing`] for

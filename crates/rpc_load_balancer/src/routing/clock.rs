@@ -4,7 +4,7 @@
 //! 5 ns a read), the clock CPU readings' sample times are on, so a member's
 //! [`cpu`](super::MemberView::cpu) and [`Clock::now_ms`] agree. [`Clock::manual`] gives a
 //! clock that only moves when its [`ManualClock`] is advanced: for the
-//! [test kit](crate::testkit) and simulations. Both start at 2^32 ms (≈ 49.7 days), so
+//! test kit (`rpc_load_balancer::testkit`, feature `testkit`) and simulations. Both start at 2^32 ms (≈ 49.7 days), so
 //! `now − age` stays above 0 for any age a test gives.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use crate::load::clock;
 
-/// A cheap-to-clone handle on a monotonic clock (see the [module docs](self)).
+/// A cheap-to-clone handle on a monotonic clock: the process's coarse clock
+/// ([`Clock::system`]) or a manual one ([`Clock::manual`]); see [`crate::routing`].
 #[derive(Clone, Debug)]
 pub struct Clock(Source);
 

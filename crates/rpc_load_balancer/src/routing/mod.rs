@@ -1,6 +1,7 @@
 //! The routing core: selection decisions as plain code over member views, with an injected
 //! clock and random numbers. No actors, no node, no I/O, no globals: a balancer drives it on a
-//! node, and the [test kit](crate::testkit) (or a simulator) drives the same code without one.
+//! node, and the test kit (`rpc_load_balancer::testkit`, feature `testkit`) or a simulator
+//! drives the same code without one.
 //!
 //! An [`Algorithm`] is configuration: it checks its options and [builds](Algorithm::build)
 //! one [`Selector`] per balancer, whose state belongs to that balancer. The balancer gives
