@@ -51,6 +51,7 @@ struct PowerOfTwoSelector {
 impl PowerOfTwoSelector {
     /// Two distinct indices below `n` (≥ 2) and a coin for ties, from one 64-bit draw: bits
     /// 0–31 pick the first, bits 33–63 the offset of the second, bit 32 the coin.
+    #[inline]
     fn two(&self, n: usize) -> (usize, usize, bool) {
         let x = self.rng.next_u64();
         let n = n as u64;

@@ -499,9 +499,10 @@ pub struct SelectionGuard<'a> {
     index: usize,
     /// The stripe of the balancer's in-flight total this selection counts on.
     stripe: usize,
-    /// When the member was picked, on the balancer's clock — only when its selector learns
-    /// (no clock is read otherwise); taken when the outcome is reported.
-    picked_at: Option<Duration>,
+    /// When the member was picked, in ns on the balancer's clock — only when its selector
+    /// learns (no clock is read otherwise); 0 = nothing to report (the selector does not
+    /// learn, or the outcome was reported). The clock never reads 0 (it starts at 2^32 ms).
+    picked_at: u64,
 }
 
 /// The balancer state a [`SelectionGuard`] counts in: borrowed from the handle, or owned when
@@ -586,7 +587,11 @@ impl<'a> SelectionGuard<'a> {
     ) -> Self {
         shared.metrics.enter();
         let stripe = shared.in_flight.acquire();
-        let picked_at = shared.learns.then(|| shared.clock.now());
+        let picked_at = if shared.learns {
+            Self::now_ns(&shared)
+        } else {
+            0
+        };
         Self {
             shared,
             members,
@@ -601,15 +606,25 @@ impl<'a> SelectionGuard<'a> {
     /// for one that does not. At most once: later reports, and the drop, report nothing more.
     #[inline]
     pub(crate) fn report(&mut self, kind: impl FnOnce() -> OutcomeKind) {
-        if let Some(at) = self.picked_at.take() {
+        if self.picked_at != 0 {
+            let at = std::mem::take(&mut self.picked_at);
             self.observe(at, kind());
         }
     }
 
+    /// The balancer's clock now, in ns (never 0).
     #[cold]
     #[inline(never)]
-    fn observe(&self, at: Duration, kind: OutcomeKind) {
-        let latency = self.shared.clock.now().saturating_sub(at);
+    fn now_ns(shared: &BalancerShared) -> u64 {
+        u64::try_from(shared.clock.now().as_nanos())
+            .unwrap_or(u64::MAX)
+            .max(1)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn observe(&self, at: u64, kind: OutcomeKind) {
+        let latency = Duration::from_nanos(Self::now_ns(&self.shared).saturating_sub(at));
         self.shared.selector.observe(&Outcome {
             member: self.member().view(),
             latency,
@@ -638,7 +653,8 @@ impl std::fmt::Debug for SelectionGuard<'_> {
 
 impl Drop for SelectionGuard<'_> {
     fn drop(&mut self) {
-        if let Some(at) = self.picked_at.take() {
+        if self.picked_at != 0 {
+            let at = std::mem::take(&mut self.picked_at);
             self.observe(at, OutcomeKind::Cancelled);
         }
         let view = self.member().view();
