@@ -585,13 +585,10 @@ impl<'a> SelectionGuard<'a> {
         members: arc_swap::Guard<Arc<Members>>,
         index: usize,
     ) -> Self {
-        shared.metrics.enter();
-        let stripe = shared.in_flight.acquire();
-        let picked_at = if shared.learns {
-            Self::now_ns(&shared)
-        } else {
-            0
-        };
+        let state: &BalancerShared = &shared;
+        state.metrics.enter();
+        let stripe = state.in_flight.acquire();
+        let picked_at = if state.learns { Self::now_ns(state) } else { 0 };
         Self {
             shared,
             members,
@@ -657,12 +654,13 @@ impl Drop for SelectionGuard<'_> {
             let at = std::mem::take(&mut self.picked_at);
             self.observe(at, OutcomeKind::Cancelled);
         }
-        let view = self.member().view();
-        if self.shared.counts_members {
+        let shared: &BalancerShared = &self.shared;
+        let view = &self.members.views()[self.index];
+        if shared.counts_members {
             view.release();
         }
-        self.shared.selector.released(view);
-        self.shared.in_flight.release(self.stripe);
-        self.shared.metrics.exit();
+        shared.selector.released(view);
+        shared.in_flight.release(self.stripe);
+        shared.metrics.exit();
     }
 }
