@@ -104,3 +104,44 @@ async fn a_departed_members_counter_is_freed_with_the_last_holder() {
     a.stop(None);
     b.stop(None);
 }
+
+#[tokio::test]
+async fn cpu_views_read_the_nodes_cache_slots_and_a_leave_keeps_the_reading() {
+    // (Node names unique to this test: the cache is shared by the whole test process.)
+    let metrics = SelectionMetrics::new("least_cpu", "cpu-views");
+    let a = member_actor("cpu-views", "cpuviews-a@h").await;
+    let b = member_actor("cpu-views", "cpuviews-b@h").await;
+    crate::cpu::cache().store("cpuviews-a@h", 10.0, 0);
+    let first = snapshot_cpu(&metrics, 1, &[&a, &b], &Members::default());
+    let now = crate::cpu::clock::now_ms();
+    let cpu =
+        |members: &Members, node: &str| members.get(node).unwrap().view().cpu(now + 1_000, 10_000);
+    assert_eq!(cpu(&first, "cpuviews-a@h"), Some(10.0));
+    assert_eq!(cpu(&first, "cpuviews-b@h"), None, "no reading yet");
+    // A reading stored later is seen through the same view (the slot is shared).
+    crate::cpu::cache().store("cpuviews-b@h", 20.0, 0);
+    assert_eq!(cpu(&first, "cpuviews-b@h"), Some(20.0));
+    // a leaves: its reading stays in the node's cache (other balancers may route to it).
+    let second = snapshot_cpu(&metrics, 2, &[&b], &first);
+    assert_eq!(second.nodes(), ["cpuviews-b@h"]);
+    assert_eq!(
+        crate::cpu::cache().get("cpuviews-a@h").map(|r| r.cpu),
+        Some(10.0)
+    );
+    assert_eq!(cpu(&second, "cpuviews-b@h"), Some(20.0));
+    // Without `cpu`, views keep no reading.
+    let plain = snapshot(&metrics, 3, &[&b], &second);
+    assert_eq!(cpu(&plain, "cpuviews-b@h"), None);
+    a.stop(None);
+    b.stop(None);
+}
+
+fn snapshot_cpu(
+    metrics: &SelectionMetrics,
+    version: u64,
+    actors: &[&ActorRef<RpcMessage>],
+    previous: &Members,
+) -> Members {
+    let cells: Vec<ActorCell> = actors.iter().map(|a| a.get_cell()).collect();
+    Members::from_cells(metrics, version, &cells, previous, true)
+}
