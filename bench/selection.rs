@@ -1,6 +1,7 @@
 //! Cost of one selection for every built-in algorithm at 2, 8 and 32 members:
 //!
-//! * `raw_pick`: the algorithm's `choose_from_nodes` alone;
+//! * `raw_pick`: a selector's `pick` alone (a selector built from the algorithm apart from the
+//!   balancer and told of the balancer's member list, picking over its views);
 //! * `select_and_release`: `Balancer::select_node` plus dropping the guard (stopped check,
 //!   lock-free snapshot load, pick, in-flight counts up and down, selection counter, level
 //!   check, the algorithm's release);
@@ -17,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use rpc_load_balancer::algorithm::{by_name, BUILT_IN};
-use rpc_load_balancer::{Balancer, BalancerConfig, Node, NodeConfig, SelectionRequest};
+use rpc_load_balancer::routing::{BuildContext, Change, Request};
+use rpc_load_balancer::{Balancer, BalancerConfig, Node, NodeConfig};
 use rpclb::harness::join_stand_ins;
 
 fn selection(c: &mut Criterion) {
@@ -48,21 +50,33 @@ fn selection(c: &mut Criterion) {
                 .block_on(balancer.wait_for_members(size, Duration::from_secs(5)))
                 .unwrap();
             let members = balancer.members();
-            let raw = by_name(name).unwrap();
-            let request = SelectionRequest {
+            let raw = by_name(name)
+                .unwrap()
+                .build(&BuildContext::new(&balancer_name))
+                .unwrap();
+            let joined: Vec<Arc<str>> = members
+                .views()
+                .iter()
+                .map(|m| Arc::clone(m.node_arc()))
+                .collect();
+            raw.members_changed(&Change {
+                balancer: &balancer_name,
+                joined: &joined,
+                left: &[],
+                members: members.views(),
+                version: members.version(),
+            });
+            let request = Request {
                 balancer: &balancer_name,
                 key: Some(&key),
-                version: SelectionRequest::UNCACHED,
+                version: members.version(),
             };
-            if *name != "hash_ring" {
-                // (HashRing's raw pick without its snapshot cache would time a ring build.)
-                group.bench_function(BenchmarkId::new("raw_pick", name), |b| {
-                    b.iter(|| {
-                        raw.choose_from_nodes(std::hint::black_box(members.as_slice()), &request)
-                            .unwrap()
-                    })
-                });
-            }
+            group.bench_function(BenchmarkId::new("raw_pick", name), |b| {
+                b.iter(|| {
+                    raw.pick(std::hint::black_box(members.views()), &request)
+                        .unwrap()
+                })
+            });
             group.bench_function(BenchmarkId::new("select_and_release", name), |b| {
                 b.iter(|| {
                     drop(std::hint::black_box(

@@ -9,7 +9,7 @@ use clap::builder::PossibleValuesParser;
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use rpc_load_balancer::algorithm::{LeastCpuOptions, BUILT_IN};
 use rpc_load_balancer::cpu::CpuSampler;
-use rpc_load_balancer::{Error, LeastCpu, NodeConfig, NodeFilter, SelectionAlgorithm, TlsConfig};
+use rpc_load_balancer::{Algorithm, Error, LeastCpu, NodeConfig, NodeFilter, TlsConfig};
 
 /// Names `--algorithm` accepts where `all` is allowed too.
 fn algorithms_or_all() -> Vec<&'static str> {
@@ -655,7 +655,7 @@ impl LeastCpuArgs {
     ///
     /// Errors: [`Error::InvalidConfig`] (`algorithm`) for an unknown name. (Bad LeastCpu
     /// options are refused when the balancer starts.)
-    pub fn algorithm(&self, name: &str) -> Result<Arc<dyn SelectionAlgorithm>, Error> {
+    pub fn algorithm(&self, name: &str) -> Result<Arc<dyn Algorithm>, Error> {
         if name == "least_cpu" {
             return Ok(Arc::new(self.least_cpu()));
         }

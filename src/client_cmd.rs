@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rpc_load_balancer::{
-    Balancer, BalancerConfig, Error, Node, NodeConfig, Payload, RemoteFunction, SelectionAlgorithm,
+    Algorithm, Balancer, BalancerConfig, Error, Node, NodeConfig, Payload, RemoteFunction,
 };
 use serde_json::{json, Value};
 
@@ -62,10 +62,7 @@ pub(crate) async fn join_cluster_with(
 /// a new node within milliseconds of the first peer).
 ///
 /// Errors: the balancer's start error (e.g. invalid algorithm options).
-pub async fn client_balancer(
-    name: &str,
-    algorithm: Arc<dyn SelectionAlgorithm>,
-) -> Result<Balancer, Error> {
+pub async fn client_balancer(name: &str, algorithm: Arc<dyn Algorithm>) -> Result<Balancer, Error> {
     let config = BalancerConfig::new(name)
         .algorithm_arc(algorithm)
         .node_match_list(Vec::<String>::new());

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use rpc_load_balancer::algorithm::{self, BUILT_IN};
 use rpc_load_balancer::cpu::CpuSampler;
-use rpc_load_balancer::{Balancer, BalancerConfig, LeastCpu, NodeConfig, SelectionAlgorithm};
+use rpc_load_balancer::{Algorithm, Balancer, BalancerConfig, LeastCpu, NodeConfig};
 use serde_json::json;
 
 use crate::cli::DemoArgs;
@@ -56,7 +56,7 @@ fn demo_least_cpu() -> LeastCpu {
 const DEMO_CPU_TTL: Duration = Duration::from_millis(1_000);
 
 /// The algorithm called `name` as the demo runs it.
-fn demo_algorithm(name: &str) -> Result<Arc<dyn SelectionAlgorithm>, rpc_load_balancer::Error> {
+fn demo_algorithm(name: &str) -> Result<Arc<dyn Algorithm>, rpc_load_balancer::Error> {
     if name == "least_cpu" {
         return Ok(Arc::new(demo_least_cpu()));
     }

@@ -1,15 +1,13 @@
-//! An algorithm's child actors run beside the balancer and are restarted alone when they fail:
-//! the balancer (its LoadBalancer member) is untouched.
+//! A balancer's child actors (`BalancerConfig::child`) run beside the balancer and are
+//! restarted alone when they fail: the balancer (its LoadBalancer member) is untouched.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use rpc_load_balancer::algorithm::{AlgorithmChild, SelectionAlgorithm};
-use rpc_load_balancer::{
-    Balancer, BalancerConfig, Error, Member, Node, NodeConfig, SelectionRequest,
-};
+use rpc_load_balancer::balancer::Child;
+use rpc_load_balancer::{Balancer, BalancerConfig, Node, NodeConfig, RoundRobin};
 
 /// A child that fails on any message.
 struct Fragile {
@@ -29,36 +27,20 @@ impl Actor for Fragile {
     }
 }
 
-/// First member, with one `Fragile` child named `fragile-<balancer>`.
-struct WithChild {
-    starts: Arc<AtomicU32>,
-}
-
-impl SelectionAlgorithm for WithChild {
-    fn name(&self) -> &'static str {
-        "with_child"
-    }
-    fn choose_from_nodes(
-        &self,
-        _members: &[Member],
-        _request: &SelectionRequest<'_>,
-    ) -> Result<usize, Error> {
-        Ok(0)
-    }
-    fn children(&self, balancer: &str) -> Vec<AlgorithmChild> {
-        let starts = Arc::clone(&self.starts);
-        let name = format!("fragile-{balancer}");
-        vec![AlgorithmChild {
-            name: name.clone(),
-            spawn: Arc::new(move |supervisor| {
-                let (starts, name) = (Arc::clone(&starts), name.clone());
-                Box::pin(async move {
-                    let (actor, _) =
-                        Actor::spawn_linked(Some(name), Fragile { starts }, (), supervisor).await?;
-                    Ok(actor.get_cell())
-                })
-            }),
-        }]
+/// A child `fragile-<balancer>` that counts its starts in `starts`.
+fn fragile(balancer: &str, starts: &Arc<AtomicU32>) -> Child {
+    let starts = Arc::clone(starts);
+    let name = format!("fragile-{balancer}");
+    Child {
+        name: name.clone(),
+        spawn: Arc::new(move |supervisor| {
+            let (starts, name) = (Arc::clone(&starts), name.clone());
+            Box::pin(async move {
+                let (actor, _) =
+                    Actor::spawn_linked(Some(name), Fragile { starts }, (), supervisor).await?;
+                Ok(actor.get_cell())
+            })
+        }),
     }
 }
 
@@ -68,9 +50,9 @@ async fn a_failing_child_is_restarted_alone() {
         .await
         .unwrap();
     let starts = Arc::new(AtomicU32::new(0));
-    let config = BalancerConfig::new("kids").algorithm(WithChild {
-        starts: Arc::clone(&starts),
-    });
+    let config = BalancerConfig::new("kids")
+        .algorithm(RoundRobin::new())
+        .child(fragile("kids", &starts));
     let balancer = Balancer::start(config).await.unwrap();
     assert_eq!(
         starts.load(Ordering::SeqCst),

@@ -1,12 +1,11 @@
 //! Invalid algorithm options refuse the balancer's start with `InvalidConfig` naming the
-//! option, through `Balancer::start` (not just the algorithm's `init`): nothing is started and
+//! option, through `Balancer::start` (not just the algorithm's `build`): nothing is started and
 //! the name stays free for a valid start.
 
 use std::sync::Arc;
 
 use rpc_load_balancer::{
-    Balancer, BalancerConfig, Error, HashRing, Node, NodeConfig, SelectionAlgorithm,
-    WeightedRoundRobin,
+    Algorithm, Balancer, BalancerConfig, Error, HashRing, Node, NodeConfig, WeightedRoundRobin,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -15,7 +14,7 @@ async fn bad_hash_ring_and_weighted_round_robin_options_fail_the_start() {
         .await
         .unwrap();
     let me = node.name().to_string();
-    let cases: Vec<(&str, Arc<dyn SelectionAlgorithm>, &str)> = vec![
+    let cases: Vec<(&str, Arc<dyn Algorithm>, &str)> = vec![
         ("no points", Arc::new(HashRing::new().weight(0)), "weight"),
         (
             "too many points",
@@ -59,7 +58,7 @@ async fn bad_hash_ring_and_weighted_round_robin_options_fail_the_start() {
     }
     // Valid options of both start under the same name.
     for algorithm in [
-        Arc::new(HashRing::new().weight(HashRing::MAX_WEIGHT)) as Arc<dyn SelectionAlgorithm>,
+        Arc::new(HashRing::new().weight(HashRing::MAX_WEIGHT)) as Arc<dyn Algorithm>,
         Arc::new(
             WeightedRoundRobin::new()
                 .weight(&me, WeightedRoundRobin::MAX_WEIGHT)

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rpc_load_balancer::{
-    Balancer, BalancerConfig, FunctionError, LeastConnections, Node, NodeConfig, PowerOfTwo,
-    RemoteFunction, SelectionAlgorithm, SelectionGuard,
+    Algorithm, Balancer, BalancerConfig, FunctionError, LeastConnections, Node, NodeConfig,
+    PowerOfTwo, RemoteFunction, SelectionGuard,
 };
 use rpclb::harness::join_stand_ins;
 use tokio::sync::{oneshot, Notify};
@@ -62,7 +62,7 @@ async fn a_caller_panicking_with_a_guard_releases_it_once() {
     let node = Node::start(NodeConfig::new("guard-panic", "127.0.0.1:0").cookie("exits"))
         .await
         .unwrap();
-    let algorithms: [(&str, Arc<dyn SelectionAlgorithm>); 2] = [
+    let algorithms: [(&str, Arc<dyn Algorithm>); 2] = [
         ("exits-lc", Arc::new(LeastConnections::new())),
         ("exits-p2c", Arc::new(PowerOfTwo::new())),
     ];
@@ -153,7 +153,7 @@ async fn a_task_panicking_during_a_balanced_call_releases_its_selection_once() {
         started: Arc::clone(&started),
     })
     .unwrap();
-    let algorithms: [(&str, Arc<dyn SelectionAlgorithm>); 2] = [
+    let algorithms: [(&str, Arc<dyn Algorithm>); 2] = [
         ("calls-lc", Arc::new(LeastConnections::new())),
         ("calls-p2c", Arc::new(PowerOfTwo::new())),
     ];

@@ -14,8 +14,8 @@ use std::time::Duration;
 use proptest::prelude::*;
 use ractor::ActorRef;
 use rpc_load_balancer::{
-    Balancer, BalancerConfig, LeastConnections, Node, NodeConfig, PowerOfTwo, RpcMessage,
-    SelectionAlgorithm, SelectionGuard,
+    Algorithm, Balancer, BalancerConfig, LeastConnections, Node, NodeConfig, PowerOfTwo,
+    RpcMessage, SelectionGuard,
 };
 use rpclb::harness::{join_stand_ins, stand_in_node};
 
@@ -47,7 +47,7 @@ fn power_of_two_counts_track_live_guards_and_end_at_zero() {
 }
 
 /// Runs the property on balancer `name` with `algorithm`, on a node of its own.
-fn counts_track_live_guards(name: &str, algorithm: impl SelectionAlgorithm) {
+fn counts_track_live_guards(name: &str, algorithm: impl Algorithm) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()

@@ -1,6 +1,6 @@
-//! `SelectionAlgorithm::on_node_change` through a real balancer: the initial snapshot arrives
-//! first (everything joining), then every join and leave, by node name, each with the members
-//! after it and the version of the snapshot the balancer then publishes.
+//! `Selector::members_changed` through a real balancer: the initial snapshot arrives first
+//! (everything joining), then every join and leave, by node name, each with the members after
+//! it and the version of the snapshot the balancer then publishes.
 //!
 //! Runs a `Node` in this process; the other members are local stand-in actors joined to the
 //! balancer's pg group under member names (stopping one makes its member leave).
@@ -8,9 +8,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rpc_load_balancer::algorithm::NodeChange;
+use rpc_load_balancer::routing::{BuildContext, Change, Request};
 use rpc_load_balancer::{
-    Balancer, BalancerConfig, Error, Member, Node, NodeConfig, SelectionAlgorithm, SelectionRequest,
+    Algorithm, Balancer, BalancerConfig, Error, MemberView, Node, NodeConfig, Selector,
 };
 use rpclb::harness::{join_stand_ins, stand_in_node};
 
@@ -26,19 +26,33 @@ struct Seen {
 /// Picks the first member and records every change it is told of.
 #[derive(Default)]
 struct Recording {
-    changes: Mutex<Vec<Seen>>,
+    changes: Arc<Mutex<Vec<Seen>>>,
 }
 
-impl SelectionAlgorithm for Recording {
+impl Algorithm for Recording {
     fn name(&self) -> &'static str {
         "recording"
     }
 
-    fn choose_from_nodes(&self, _: &[Member], _: &SelectionRequest<'_>) -> Result<usize, Error> {
+    fn build(&self, context: &BuildContext<'_>) -> Result<Box<dyn Selector>, Error> {
+        assert_eq!(context.balancer, "changes");
+        Ok(Box::new(RecordingSelector {
+            changes: Arc::clone(&self.changes),
+        }))
+    }
+}
+
+/// The selector of [`Recording`]: shares its record.
+struct RecordingSelector {
+    changes: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Selector for RecordingSelector {
+    fn pick(&self, _: &[MemberView], _: &Request<'_>) -> Result<usize, Error> {
         Ok(0)
     }
 
-    fn on_node_change(&self, change: &NodeChange<'_>) {
+    fn members_changed(&self, change: &Change<'_>) {
         assert_eq!(change.balancer, "changes");
         let names = |nodes: &[Arc<str>]| nodes.iter().map(|n| n.to_string()).collect();
         self.changes.lock().unwrap().push(Seen {

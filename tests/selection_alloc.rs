@@ -171,7 +171,7 @@ fn selection_allocates_nothing_with_an_atomics_recorder() {
 fn start_balancer(
     runtime: &tokio::runtime::Runtime,
     name: &str,
-    algorithm: Arc<dyn rpc_load_balancer::SelectionAlgorithm>,
+    algorithm: Arc<dyn rpc_load_balancer::Algorithm>,
     ids: std::ops::Range<usize>,
 ) -> Balancer {
     let balancer = runtime

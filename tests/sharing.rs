@@ -1,7 +1,7 @@
 //! Contracts around what balancers share or skip: an algorithm instance shared by two
 //! balancers routes each by its own members; CallDirect runs are counted in flight like any
 //! routed call, its selections answer this node, and its calls run here without members; a
-//! custom algorithm that breaks `choose_nodes`' contract gets a typed error.
+//! custom selector that breaks `pick_many`'s contract gets a typed error.
 //!
 //! One `Node` per process: nextest runs each test alone. Members other than this node are
 //! local stand-in actors joined to the balancers' pg groups under member names.
@@ -10,9 +10,10 @@ use std::future::IntoFuture;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rpc_load_balancer::routing::{BuildContext, Request};
 use rpc_load_balancer::{
-    Balancer, BalancerConfig, CallDirect, Error, HashRing, Member, Node, NodeConfig,
-    SelectionAlgorithm, SelectionRequest, WeightedRoundRobin,
+    Algorithm, Balancer, BalancerConfig, CallDirect, Error, HashRing, MemberView, Node, NodeConfig,
+    Selector, WeightedRoundRobin,
 };
 use rpclb::functions::{register_all, Sleep};
 use rpclb::harness::{join_stand_ins, stand_in_node};
@@ -136,18 +137,23 @@ async fn call_direct_runs_are_counted_in_flight() {
 
 /// Returns the first member twice, whatever is asked.
 struct Repeats;
-impl SelectionAlgorithm for Repeats {
+impl Algorithm for Repeats {
     fn name(&self) -> &'static str {
         "repeats"
     }
-    fn choose_from_nodes(&self, _: &[Member], _: &SelectionRequest<'_>) -> Result<usize, Error> {
+    fn build(&self, _: &BuildContext<'_>) -> Result<Box<dyn Selector>, Error> {
+        Ok(Box::new(Repeats))
+    }
+}
+impl Selector for Repeats {
+    fn pick(&self, _: &[MemberView], _: &Request<'_>) -> Result<usize, Error> {
         Ok(0)
     }
-    fn choose_nodes(
+    fn pick_many(
         &self,
-        members: &[Member],
+        members: &[MemberView],
         count: usize,
-        _: &SelectionRequest<'_>,
+        _: &Request<'_>,
     ) -> Result<Vec<usize>, Error> {
         Ok(match count {
             1 => vec![members.len() + 5],
@@ -158,7 +164,7 @@ impl SelectionAlgorithm for Repeats {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_broken_choose_nodes_is_a_typed_error() {
+async fn a_broken_pick_many_is_a_typed_error() {
     let _node = node("broken").await;
     let balancer = Balancer::start(BalancerConfig::new("broken").algorithm(Repeats))
         .await

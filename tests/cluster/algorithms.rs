@@ -6,15 +6,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rpc_load_balancer::{
-    Balancer, BalancerConfig, ControlReply, ControlRequest, LeastConnections, PowerOfTwo,
-    SelectionAlgorithm,
+    Algorithm, Balancer, BalancerConfig, ControlReply, ControlRequest, LeastConnections, PowerOfTwo,
 };
 use rpclb::harness::Cluster;
 
 use crate::{Fail, Sleep, Whoami, BIN, MESH_TIMEOUT};
 
 /// Share of calls (after the first 100) served by the slow node, through `algorithm`.
-async fn slow_node_share(cluster: &Cluster, algorithm: Arc<dyn SelectionAlgorithm>) -> f64 {
+async fn slow_node_share(cluster: &Cluster, algorithm: Arc<dyn Algorithm>) -> f64 {
     let balancer = Balancer::start(
         BalancerConfig::new("work")
             .algorithm_arc(algorithm)

@@ -660,9 +660,7 @@ async fn the_custom_algorithm_example_runs() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(
-        String::from_utf8_lossy(&output.stdout).contains("releases counted by the algorithm: 3")
-    );
+    assert!(String::from_utf8_lossy(&output.stdout).contains("releases counted by the selector: 3"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -140,7 +140,7 @@ pub enum ControlReply {
     /// `(member node, calls in flight to it)` per member, sorted by node; `None` if the
     /// balancer is not started there. Counted only by algorithms that read the counts
     /// (LeastConnections, PowerOfTwo; see
-    /// [`SelectionAlgorithm::counts_in_flight`](crate::SelectionAlgorithm::counts_in_flight)),
+    /// [`Needs::in_flight`](crate::routing::Needs::in_flight)),
     /// all 0 for the others.
     InFlight(Option<Vec<(String, u64)>>),
     /// The target's own CPU reading (% and age in ms at the moment it answered), or `None`
@@ -163,17 +163,9 @@ pub enum ControlReply {
     Stopped(DrainReport),
 }
 
-/// One node's CPU reading as held or reported: utilisation in percent (0–100) and its age in
-/// ms (time since the node's sampler took it, as of when this value was produced). The same
-/// type as [`cpu::CpuReading`](crate::cpu::CpuReading), where the node's sampler and cache
-/// use it.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct CpuReading {
-    /// CPU utilisation, % (0–100), to 0.01.
-    pub cpu: f64,
-    /// Age of the sample, ms.
-    pub age_ms: u64,
-}
+/// One node's CPU reading as held or reported (utilisation in percent and its age in ms):
+/// the type `ControlReply::CpuReading` and `ControlReply::CpuReadings` carry.
+pub use crate::load::CpuReading;
 
 #[cfg(test)]
 mod tests {

@@ -11,9 +11,12 @@
 //!
 //! A [`Balancer`] routes calls to "some member of balancer X": every node that starts the
 //! balancer (and matches its `node_match_list`) is a member, found through a `ractor::pg` group,
-//! and a [`SelectionAlgorithm`] picks one per call — [`Random`], [`RoundRobin`],
+//! and an [`Algorithm`] picks one per call — [`Random`], [`RoundRobin`],
 //! [`WeightedRoundRobin`], [`LeastConnections`], [`PowerOfTwo`], [`HashRing`], [`CallDirect`],
-//! [`LeastCpu`] (by the members' CPU readings, see [`cpu`]) or your own. See the [`balancer`] module for an example, [`telemetry`] for spans and metrics.
+//! [`LeastCpu`] (by the members' CPU readings, see [`cpu`]) or your own: an algorithm builds
+//! each balancer a [`Selector`] in the [`routing`] core, which the test kit (feature
+//! `testkit`) drives without a network. See the [`balancer`] module for an example,
+//! [`telemetry`] for spans and metrics.
 //!
 //! # Quick start
 //!
@@ -73,6 +76,7 @@
 //! ractor's `blanket_serde` feature: it changes the wire encoding of `Vec<u8>`.
 
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 // Entry points for the fuzz target in `fuzz/` and the corpus replay test: behind the
 // off-by-default `fuzzing` feature, hidden, and not part of the public API.
@@ -90,18 +94,23 @@ mod entry;
 mod error;
 pub mod filter;
 pub mod function;
+mod load;
 mod named;
 mod node;
 mod panic;
 mod payload;
 mod random_node;
 mod retry;
+pub mod routing;
 pub mod telemetry;
+#[cfg(any(test, feature = "testkit"))]
+#[cfg_attr(docsrs, doc(cfg(feature = "testkit")))]
+pub mod testkit;
 mod wire;
 
 pub use algorithm::{
-    CallDirect, Explanation, HashRing, LeastConnections, LeastCpu, PowerOfTwo, Random, RoundRobin,
-    SelectionAlgorithm, SelectionRequest, WeightedRoundRobin,
+    CallDirect, HashRing, LeastConnections, LeastCpu, PowerOfTwo, Random, RoundRobin,
+    WeightedRoundRobin,
 };
 pub use balancer::{
     BalancedCall, BalancedCast, Balancer, BalancerConfig, DrainOutcome, DrainReport, Member,
@@ -120,6 +129,7 @@ pub use node::{
 pub use payload::{Payload, PAYLOAD_TAIL_ROOM};
 pub use random_node::{RandomNodeCall, RandomNodeCast};
 pub use retry::{Retry, RetryCount, MIN_RETRY_WAIT};
+pub use routing::{Algorithm, Explanation, MemberView, Selector};
 // Test hook (hidden): `rpclb node --wire-extra-field`.
 #[cfg(feature = "test-hooks")]
 #[doc(hidden)]

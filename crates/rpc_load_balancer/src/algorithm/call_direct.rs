@@ -1,7 +1,6 @@
 //! CallDirect: every routed call runs on the calling node.
 
-use super::{random_distinct, SelectionAlgorithm, SelectionRequest};
-use crate::balancer::Member;
+use crate::routing::{Algorithm, BuildContext, MemberView, Request, Rng, Selector};
 use crate::Error;
 
 /// Runs every routed call and cast on the calling node, in-process, with the same error
@@ -26,61 +25,69 @@ use crate::Error;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct CallDirect;
 
-impl CallDirect {
-    /// This node's index in `members`.
-    ///
-    /// Errors: [`Error::NoEligibleMembers`] when this node is not a member.
-    fn local(members: &[Member], request: &SelectionRequest<'_>) -> Result<usize, Error> {
-        members
-            .iter()
-            .position(Member::is_local)
-            .ok_or_else(|| Error::NoEligibleMembers {
-                balancer: request.balancer.to_string(),
-                reason: "call_direct selects only this node, which is not a member".into(),
-            })
-    }
-}
-
-impl SelectionAlgorithm for CallDirect {
+impl Algorithm for CallDirect {
     fn name(&self) -> &'static str {
         "call_direct"
     }
 
+    fn build(&self, context: &BuildContext<'_>) -> Result<Box<dyn Selector>, Error> {
+        Ok(Box::new(CallDirectSelector {
+            rng: context.rng(None),
+        }))
+    }
+
+    fn is_local(&self) -> bool {
+        true
+    }
+}
+
+/// One balancer's [`CallDirect`] (for selections; its calls select nothing).
+#[derive(Debug)]
+struct CallDirectSelector {
+    rng: Rng,
+}
+
+/// This node's index in `members`.
+///
+/// Errors: [`Error::NoEligibleMembers`] when this node is not a member.
+fn local(members: &[MemberView], request: &Request<'_>) -> Result<usize, Error> {
+    members
+        .iter()
+        .position(MemberView::is_local)
+        .ok_or_else(|| Error::NoEligibleMembers {
+            balancer: request.balancer.to_string(),
+            reason: "call_direct selects only this node, which is not a member".into(),
+        })
+}
+
+impl Selector for CallDirectSelector {
     /// This node, whatever the key. Errors: [`Error::NoEligibleMembers`] when this node is
     /// not a member.
-    fn choose_from_nodes(
-        &self,
-        members: &[Member],
-        request: &SelectionRequest<'_>,
-    ) -> Result<usize, Error> {
-        Self::local(members, request)
+    fn pick(&self, members: &[MemberView], request: &Request<'_>) -> Result<usize, Error> {
+        local(members, request)
     }
 
     /// This node first, then `count - 1` other members at random. Errors:
     /// [`Error::NoEligibleMembers`] when this node is not a member.
-    fn choose_nodes(
+    fn pick_many(
         &self,
-        members: &[Member],
+        members: &[MemberView],
         count: usize,
-        request: &SelectionRequest<'_>,
+        request: &Request<'_>,
     ) -> Result<Vec<usize>, Error> {
-        let local = Self::local(members, request)?;
+        let local = local(members, request)?;
         if count == 0 {
             return Ok(Vec::new());
         }
         let mut chosen = Vec::with_capacity(count.min(members.len()));
         chosen.push(local);
         // Others: distinct indices of the list without this node, mapped back.
-        let others = random_distinct(members.len() - 1, count - 1);
+        let others = self.rng.distinct(members.len() - 1, count - 1);
         chosen.extend(
             others
                 .into_iter()
                 .map(|i| if i >= local { i + 1 } else { i }),
         );
         Ok(chosen)
-    }
-
-    fn is_local(&self) -> bool {
-        true
     }
 }

@@ -1,13 +1,13 @@
 //! HashRing: consistent hashing of a routing key onto the members.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::rng::Rng;
-use super::snapshot_cache::SnapshotCache;
-use super::{random_distinct, Explanation, NodeChange, SelectionAlgorithm, SelectionRequest};
-use crate::balancer::Member;
+use crate::routing::{
+    Algorithm, BuildContext, Change, Explanation, MemberView, PerList, Request, Rng, Selector,
+};
 use crate::Error;
 
 /// Routes a call with a key to the member owning that key on a consistent-hash ring (Karger et
@@ -30,19 +30,18 @@ use crate::Error;
 /// the key's position, wrapping around, and returns `min(count, members)` distinct nodes; the
 /// first is the single-key answer.
 ///
-/// The ring is rebuilt once per membership change, when the balancer publishes a snapshot. One
-/// instance may serve several balancers: it keeps each one's ring (up to 8 balancers cached at
-/// once; beyond that, a balancer whose ring was evicted builds one per keyed selection until its
-/// next membership change).
-#[derive(Debug)]
+/// Each balancer's selector rebuilds its ring once per membership change, before the balancer
+/// publishes the new member list; a selection over another list (a re-selection that excludes
+/// members) builds a ring for it on the spot.
+#[derive(Debug, Clone)]
 pub struct HashRing {
     weight: u32,
-    rng: Rng,
-    keyless: AtomicU64,
-    rings: SnapshotCache<Ring>,
+    seed: Option<u64>,
+    /// Keyless selections of every selector built from this instance.
+    keyless: Arc<AtomicU64>,
 }
 
-/// Sorted points of one members snapshot.
+/// Sorted points of one member list.
 #[derive(Debug)]
 struct Ring {
     /// (point, member index), sorted by point then node name.
@@ -63,9 +62,8 @@ impl HashRing {
     pub fn new() -> Self {
         Self {
             weight: 128,
-            rng: Rng::Thread,
-            keyless: AtomicU64::new(0),
-            rings: SnapshotCache::default(),
+            seed: None,
+            keyless: Arc::default(),
         }
     }
 
@@ -81,12 +79,12 @@ impl HashRing {
 
     /// Keyless picks from `seed` (for tests).
     pub fn seeded(mut self, seed: u64) -> Self {
-        self.rng = Rng::seeded(seed);
+        self.seed = Some(seed);
         self
     }
 
     /// Selections made without a key (routed at random), counted since this instance was
-    /// created, over every balancer it serves; a keyless replica selection counts one.
+    /// created, over every balancer it configures; a keyless replica selection counts one.
     pub fn keyless_selections(&self) -> u64 {
         self.keyless.load(Ordering::Relaxed)
     }
@@ -108,71 +106,8 @@ impl HashRing {
         xxh3_64(key)
     }
 
-    fn build(&self, members: &[Member]) -> Ring {
-        let mut points: Vec<(u64, u32)> = Vec::with_capacity(members.len() * self.weight as usize);
-        for (index, member) in members.iter().enumerate() {
-            for i in 0..self.weight {
-                points.push((Self::point(member.node(), i), index as u32));
-            }
-        }
-        sort_points(&mut points, members);
-        Ring { points }
-    }
-
-    /// Runs `f` on the ring for `members`: the cached one when it is of their snapshot (read
-    /// through an arc-swap guard: no shared reference count is touched), else one built now.
-    fn with_ring<T>(
-        &self,
-        members: &[Member],
-        request: &SelectionRequest<'_>,
-        f: impl FnOnce(&Ring) -> T,
-    ) -> T {
-        self.rings.with(request.version, |cached| match cached {
-            Some(ring) => f(ring),
-            None => f(&self.build(members)),
-        })
-    }
-
-    /// Position of the first point ≥ the key's, wrapping to 0.
-    fn start(ring: &Ring, key: &[u8]) -> usize {
-        let h = Self::key_point(key);
-        let position = ring.points.partition_point(|(point, _)| *point < h);
-        if position == ring.points.len() {
-            0
-        } else {
-            position
-        }
-    }
-
-    fn keyless_pick(&self, members: &[Member], request: &SelectionRequest<'_>) -> usize {
-        self.keyless.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(
-            balancer = request.balancer,
-            "hash ring selection without a key: routed at random"
-        );
-        self.rng.below(members.len())
-    }
-}
-
-/// Sorts `(point, member index)` pairs by point, equal points by the members' node names: two
-/// members whose points collide are ordered the same whatever their order in `members`, so
-/// the key landing there has the same owner on every node.
-pub(super) fn sort_points(points: &mut [(u64, u32)], members: &[Member]) {
-    points.sort_unstable_by(|a, b| {
-        a.0.cmp(&b.0).then_with(|| {
-            members[a.1 as usize]
-                .node()
-                .cmp(members[b.1 as usize].node())
-        })
-    });
-}
-
-impl SelectionAlgorithm for HashRing {
-    fn name(&self) -> &'static str {
-        "hash_ring"
-    }
-
-    fn init(&self, _balancer: &str) -> Result<(), Error> {
+    /// Checks the options. Errors: [`Error::InvalidConfig`] naming `weight`.
+    fn validate(&self) -> Result<(), Error> {
         if self.weight == 0 || self.weight > Self::MAX_WEIGHT {
             return Err(Error::InvalidConfig {
                 option: "weight",
@@ -185,17 +120,101 @@ impl SelectionAlgorithm for HashRing {
         }
         Ok(())
     }
+}
 
-    fn on_node_change(&self, change: &NodeChange<'_>) {
-        self.rings
-            .store(change.balancer, change.version, self.build(change.members));
+impl Algorithm for HashRing {
+    fn name(&self) -> &'static str {
+        "hash_ring"
     }
 
-    fn choose_from_nodes(
+    /// Errors: [`Error::InvalidConfig`] naming `weight`.
+    fn build(&self, context: &BuildContext<'_>) -> Result<Box<dyn Selector>, Error> {
+        self.validate()?;
+        Ok(Box::new(HashRingSelector {
+            weight: self.weight,
+            rng: context.rng(self.seed),
+            keyless: Arc::clone(&self.keyless),
+            ring: PerList::new(),
+        }))
+    }
+}
+
+/// One balancer's [`HashRing`]: the ring of its latest member list.
+#[derive(Debug)]
+struct HashRingSelector {
+    weight: u32,
+    rng: Rng,
+    keyless: Arc<AtomicU64>,
+    ring: PerList<Ring>,
+}
+
+/// Sorts `(point, member index)` pairs by point, equal points by the members' node names: two
+/// members whose points collide are ordered the same whatever their order in `members`, so
+/// the key landing there has the same owner on every node.
+pub(super) fn sort_points(points: &mut [(u64, u32)], members: &[MemberView]) {
+    points.sort_unstable_by(|a, b| {
+        a.0.cmp(&b.0).then_with(|| {
+            members[a.1 as usize]
+                .node()
+                .cmp(members[b.1 as usize].node())
+        })
+    });
+}
+
+impl HashRingSelector {
+    fn build(&self, members: &[MemberView]) -> Ring {
+        let mut points: Vec<(u64, u32)> = Vec::with_capacity(members.len() * self.weight as usize);
+        for (index, member) in members.iter().enumerate() {
+            for i in 0..self.weight {
+                points.push((HashRing::point(member.node(), i), index as u32));
+            }
+        }
+        sort_points(&mut points, members);
+        Ring { points }
+    }
+
+    /// Runs `f` on the ring for `members`: the one held when it is of their list (read
+    /// through an arc-swap guard: no shared reference count is touched), else one built now.
+    fn with_ring<T>(
         &self,
-        members: &[Member],
-        request: &SelectionRequest<'_>,
-    ) -> Result<usize, Error> {
+        members: &[MemberView],
+        request: &Request<'_>,
+        f: impl FnOnce(&Ring) -> T,
+    ) -> T {
+        self.ring.with(request.version, |held| match held {
+            Some(ring) => f(ring),
+            None => f(&self.build(members)),
+        })
+    }
+
+    /// Position of the first point ≥ the key's, wrapping to 0.
+    fn start(ring: &Ring, key: &[u8]) -> usize {
+        let h = HashRing::key_point(key);
+        let position = ring.points.partition_point(|(point, _)| *point < h);
+        if position == ring.points.len() {
+            0
+        } else {
+            position
+        }
+    }
+
+    fn keyless_pick(&self, members: &[MemberView], request: &Request<'_>) -> usize {
+        self.keyless.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(
+            balancer = request.balancer,
+            "hash ring selection without a key: routed at random"
+        );
+        self.rng.below(members.len())
+    }
+}
+
+impl Selector for HashRingSelector {
+    fn members_changed(&self, change: &Change<'_>) {
+        self.ring.store(change.version, self.build(change.members));
+    }
+
+    #[inline]
+    fn pick(&self, members: &[MemberView], request: &Request<'_>) -> Result<usize, Error> {
         let Some(key) = request.key else {
             return Ok(self.keyless_pick(members, request));
         };
@@ -204,15 +223,15 @@ impl SelectionAlgorithm for HashRing {
         }))
     }
 
-    fn choose_nodes(
+    fn pick_many(
         &self,
-        members: &[Member],
+        members: &[MemberView],
         count: usize,
-        request: &SelectionRequest<'_>,
+        request: &Request<'_>,
     ) -> Result<Vec<usize>, Error> {
         let Some(key) = request.key else {
             self.keyless.fetch_add(1, Ordering::Relaxed);
-            return Ok(random_distinct(members.len(), count));
+            return Ok(self.rng.distinct(members.len(), count));
         };
         let wanted = count.min(members.len());
         Ok(self.with_ring(members, request, |ring| {
@@ -231,16 +250,11 @@ impl SelectionAlgorithm for HashRing {
         }))
     }
 
-    fn explain(
-        &self,
-        members: &[Member],
-        chosen: usize,
-        request: &SelectionRequest<'_>,
-    ) -> Explanation {
+    fn explain(&self, members: &[MemberView], chosen: usize, request: &Request<'_>) -> Explanation {
         let rule = match request.key {
             Some(key) => format!(
                 "owner of key point {:#018x} on a ring of {} points per member ({})",
-                Self::key_point(key),
+                HashRing::key_point(key),
                 self.weight,
                 members[chosen].node()
             ),

@@ -1,12 +1,12 @@
 //! LeastConnections: the member with the fewest calls in flight from this node.
 
-use super::rng::Rng;
-use super::{Explanation, SelectionAlgorithm, SelectionRequest};
-use crate::balancer::Member;
+use crate::routing::{
+    Algorithm, BuildContext, Explanation, MemberView, Needs, Request, Rng, Selector,
+};
 use crate::Error;
 
 /// Picks the member with the fewest calls this node's balancer has in flight to it
-/// ([`Member::in_flight`]), ties broken at random (the first least-loaded member after a
+/// ([`MemberView::in_flight`]), ties broken at random (the first least-loaded member after a
 /// random position): a fixed tie order would send every caller to the same idle member.
 ///
 /// Source: the classic least-connections scheduler — LVS's `lc`, nginx's `least_conn` — and
@@ -17,11 +17,11 @@ use crate::Error;
 /// never go below 0. A member that leaves and rejoins (a new member actor) starts at 0, even if
 /// calls of its earlier membership release late; a departed member's counter is freed with the
 /// last selection holding it. Counts are local to the calling node (no coordination between
-/// callers), as in the original; read them with [`Member::in_flight`] or the node's admin
-/// control.
-#[derive(Debug, Default)]
+/// callers), as in the original; read them with [`Member::in_flight`](crate::Member::in_flight)
+/// or the node's admin control.
+#[derive(Debug, Default, Clone, Copy)]
 pub struct LeastConnections {
-    rng: Rng,
+    seed: Option<u64>,
 }
 
 impl LeastConnections {
@@ -32,16 +32,14 @@ impl LeastConnections {
 
     /// Reproducible tie-breaks from `seed` (for tests).
     pub fn seeded(seed: u64) -> Self {
-        Self {
-            rng: Rng::seeded(seed),
-        }
+        Self { seed: Some(seed) }
     }
 }
 
 /// The index of a least-loaded member: scanning from a random position, the first member with
 /// the smallest count. One random draw per selection; when every member ties (an idle cluster)
 /// each is equally likely, and in general no fixed member wins every tie.
-pub(crate) fn least_loaded(members: &[Member], rng: &Rng) -> usize {
+pub(crate) fn least_loaded(members: &[MemberView], rng: &Rng) -> usize {
     let n = members.len();
     let start = rng.below(n);
     let mut best = start;
@@ -60,28 +58,39 @@ pub(crate) fn least_loaded(members: &[Member], rng: &Rng) -> usize {
     best
 }
 
-impl SelectionAlgorithm for LeastConnections {
+impl Algorithm for LeastConnections {
     fn name(&self) -> &'static str {
         "least_connections"
     }
 
-    fn counts_in_flight(&self) -> bool {
-        true
+    fn build(&self, context: &BuildContext<'_>) -> Result<Box<dyn Selector>, Error> {
+        Ok(Box::new(LeastConnectionsSelector {
+            rng: context.rng(self.seed),
+        }))
     }
 
-    fn choose_from_nodes(
-        &self,
-        members: &[Member],
-        _request: &SelectionRequest<'_>,
-    ) -> Result<usize, Error> {
+    fn needs(&self) -> Needs {
+        Needs::NONE.in_flight()
+    }
+}
+
+/// One balancer's [`LeastConnections`].
+#[derive(Debug)]
+struct LeastConnectionsSelector {
+    rng: Rng,
+}
+
+impl Selector for LeastConnectionsSelector {
+    #[inline]
+    fn pick(&self, members: &[MemberView], _request: &Request<'_>) -> Result<usize, Error> {
         Ok(least_loaded(members, &self.rng))
     }
 
     fn explain(
         &self,
-        members: &[Member],
+        members: &[MemberView],
         _chosen: usize,
-        _request: &SelectionRequest<'_>,
+        _request: &Request<'_>,
     ) -> Explanation {
         Explanation {
             rule: "fewest calls in flight; ties at random".into(),

@@ -1,13 +1,12 @@
 //! LeastCpu: a member among the least CPU-loaded, by readings polled in the background.
 
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use super::rng::Rng;
-use super::snapshot_cache::SnapshotCache;
-use super::{AlgorithmChild, Explanation, NodeChange, SelectionAlgorithm, SelectionRequest};
-use crate::balancer::Member;
-use crate::cpu::{self, clock, CpuSlot, NEUTRAL_CPU};
+use crate::load::NEUTRAL_CPU;
+use crate::routing::{
+    Algorithm, BuildContext, Clock, CpuPolling, Explanation, MemberView, Needs, Request, Rng,
+    Selector,
+};
 use crate::Error;
 
 /// Most members whose values one selection keeps on the stack; larger pools read twice.
@@ -18,13 +17,13 @@ const STACK_MEMBERS: usize = 64;
 /// random band keeps callers from herding onto one "coldest" node between polls).
 ///
 /// Readings come from each node's own [`CpuSampler`](crate::cpu::CpuSampler) and are fetched
-/// by this balancer's Poller (an actor its supervisor runs and restarts alone) every
-/// `poll_interval` into the process-wide cache (see [`crate::cpu`]). Selection does no I/O, takes
-/// no lock and allocates nothing: a missing reading, or one older than `cpu_cache_ttl` at its
-/// source, counts as [`NEUTRAL_CPU`] (50 %). One member is picked without reading anything.
-/// One instance may serve several balancers: each keeps its members' slots (up to 8 balancers
-/// cached at once; beyond that, an evicted balancer looks its slots up per selection until its
-/// next membership change).
+/// by this balancer's Poller (an actor its supervisor runs and restarts alone, because this
+/// algorithm [needs](crate::routing::Needs::cpu) CPU readings) every `poll_interval` into the
+/// process-wide cache (see [`crate::cpu`]); the balancer gives each member view its node's
+/// reading ([`MemberView::cpu`]). Selection does no I/O, takes no lock and allocates nothing: a
+/// missing reading, or one older than `cpu_cache_ttl` at its source, counts as
+/// [`NEUTRAL_CPU`](crate::cpu::NEUTRAL_CPU) (50 %). One member is picked without reading
+/// anything.
 ///
 /// Options (validated when the balancer starts, [`Error::InvalidConfig`] naming the option):
 ///
@@ -46,14 +45,10 @@ const STACK_MEMBERS: usize = 64;
 ///     .cpu_threshold(10.0);
 /// assert_eq!(least_cpu.options().cpu_threshold, 10.0);
 /// ```
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub struct LeastCpu {
     options: LeastCpuOptions,
-    rng: Rng,
-    /// Per balancer: the members' cache slots, aligned with its latest snapshot.
-    slots: SnapshotCache<Vec<Arc<CpuSlot>>>,
-    /// Set by `init`: this instance's TTL is registered with the cache (for eviction).
-    registered: OnceLock<()>,
+    seed: Option<u64>,
 }
 
 /// [`LeastCpu`]'s options (see its table). [`Default`] gives the defaults below.
@@ -93,17 +88,16 @@ impl LeastCpu {
     pub fn new() -> Self {
         Self {
             options: LeastCpuOptions::default(),
-            rng: Rng::Thread,
-            slots: SnapshotCache::default(),
-            registered: OnceLock::new(),
+            seed: None,
         }
     }
 
     /// A reproducible pick sequence from `seed` (SplitMix64 over a shared counter).
     pub fn seeded(seed: u64) -> Self {
-        let mut least_cpu = Self::new();
-        least_cpu.rng = Rng::seeded(seed);
-        least_cpu
+        Self {
+            seed: Some(seed),
+            ..Self::new()
+        }
     }
 
     /// Sets `poll_interval` (default 5,000 ms).
@@ -145,10 +139,6 @@ impl LeastCpu {
         &self.options
     }
 
-    fn ttl_ms(&self) -> u64 {
-        self.options.cpu_cache_ttl.as_millis() as u64
-    }
-
     /// Checks the options against a node sampling every `sample_interval`.
     fn validate(&self, sample_interval: Option<Duration>) -> Result<(), Error> {
         let invalid =
@@ -188,32 +178,55 @@ impl LeastCpu {
         }
         Ok(())
     }
+}
 
-    /// The members' slots: cached for the snapshot `version`, else looked up.
-    fn slots_for(&self, members: &[Member], version: u64) -> Vec<Arc<CpuSlot>> {
-        self.slots
-            .with(version, |cached| {
-                cached.filter(|slots| slots.len() == members.len()).cloned()
-            })
-            .unwrap_or_else(|| {
-                members
-                    .iter()
-                    .map(|m| cpu::cache().slot(m.node()))
-                    .collect()
-            })
+impl Algorithm for LeastCpu {
+    fn name(&self) -> &'static str {
+        "least_cpu"
     }
 
-    /// The value a slot counts as now.
+    /// Errors: [`Error::InvalidConfig`] naming `poll_interval`, `cpu_cache_ttl` (zero, or not
+    /// above this node's `cpu_sample_interval`) or `cpu_threshold`.
+    fn build(&self, context: &BuildContext<'_>) -> Result<Box<dyn Selector>, Error> {
+        self.validate(context.cpu_sample_interval)?;
+        Ok(Box::new(LeastCpuSelector {
+            threshold: self.options.cpu_threshold,
+            ttl_ms: self.options.cpu_cache_ttl.as_millis() as u64,
+            clock: context.clock.clone(),
+            rng: context.rng(self.seed),
+        }))
+    }
+
+    fn needs(&self) -> Needs {
+        Needs::NONE.cpu(CpuPolling {
+            poll_interval: self.options.poll_interval,
+            poll_startup_jitter: self.options.poll_startup_jitter,
+            cpu_cache_ttl: self.options.cpu_cache_ttl,
+        })
+    }
+}
+
+/// One balancer's [`LeastCpu`]: the band rule over its member views' readings.
+#[derive(Debug)]
+struct LeastCpuSelector {
+    threshold: f64,
+    ttl_ms: u64,
+    clock: Clock,
+    rng: Rng,
+}
+
+impl LeastCpuSelector {
+    /// The value a member counts as at `now`.
     #[inline]
-    fn value(slot: &CpuSlot, now: u64, ttl: u64) -> f64 {
-        slot.fresh(now, ttl).unwrap_or(NEUTRAL_CPU)
+    fn value(&self, member: &MemberView, now: u64) -> f64 {
+        member.cpu(now, self.ttl_ms).unwrap_or(NEUTRAL_CPU)
     }
 
     /// The band rule over `values`: uniform random among those within the threshold of the
     /// minimum (inclusive).
     fn pick_in_band(&self, values: &[f64]) -> usize {
         let min = values.iter().copied().fold(f64::INFINITY, f64::min);
-        let limit = min + self.options.cpu_threshold;
+        let limit = min + self.threshold;
         let in_band = values.iter().filter(|v| **v <= limit).count();
         let mut nth = self.rng.below(in_band.max(1));
         for (i, v) in values.iter().enumerate() {
@@ -226,123 +239,63 @@ impl LeastCpu {
         }
         0
     }
-}
 
-impl Drop for LeastCpu {
-    fn drop(&mut self) {
-        if self.registered.get().is_some() {
-            cpu::cache().unuse_ttl(self.ttl_ms());
-        }
+    /// Rare: more members than fit on the stack.
+    #[cold]
+    fn pick_large(&self, members: &[MemberView], now: u64) -> usize {
+        let values: Vec<f64> = members.iter().map(|m| self.value(m, now)).collect();
+        self.pick_in_band(&values)
     }
 }
 
-impl SelectionAlgorithm for LeastCpu {
-    fn name(&self) -> &'static str {
-        "least_cpu"
-    }
-
-    /// Errors: [`Error::InvalidConfig`] naming `poll_interval`, `cpu_cache_ttl` (zero, or not
-    /// above this node's `cpu_sample_interval`) or `cpu_threshold`.
-    fn init(&self, _balancer: &str) -> Result<(), Error> {
-        let sample_interval = crate::Node::current().map(|node| node.cpu_sample_interval());
-        self.validate(sample_interval)?;
-        if self.registered.set(()).is_ok() {
-            cpu::cache().use_ttl(self.ttl_ms());
-        }
-        Ok(())
-    }
-
-    fn choose_from_nodes(
-        &self,
-        members: &[Member],
-        request: &SelectionRequest<'_>,
-    ) -> Result<usize, Error> {
-        if members.len() == 1 {
+impl Selector for LeastCpuSelector {
+    /// The band rule over the members' readings: no lock, no allocation up to 64 members.
+    #[inline]
+    fn pick(&self, members: &[MemberView], _request: &Request<'_>) -> Result<usize, Error> {
+        if members.len() <= 1 {
             return Ok(0);
         }
-        Ok(self.slots.with(request.version, |cached| match cached {
-            Some(slots) if slots.len() == members.len() => self.pick_cached(slots),
-            _ => self.pick_uncached(members, request),
-        }))
-    }
-
-    fn on_node_change(&self, change: &NodeChange<'_>) {
-        // Readings are node-keyed and shared: a leave never deletes one (other balancers may
-        // still route to that node); this only re-aligns the balancer's slots with its new
-        // snapshot.
-        let slots = change
-            .members
-            .iter()
-            .map(|m| cpu::cache().slot(m.node()))
-            .collect();
-        self.slots.store(change.balancer, change.version, slots);
+        let now = self.clock.now_ms();
+        if members.len() > STACK_MEMBERS {
+            return Ok(self.pick_large(members, now));
+        }
+        let mut values = [0.0f64; STACK_MEMBERS];
+        for (value, member) in values.iter_mut().zip(members) {
+            *value = self.value(member, now);
+        }
+        Ok(self.pick_in_band(&values[..members.len()]))
     }
 
     fn explain(
         &self,
-        members: &[Member],
+        members: &[MemberView],
         chosen: usize,
-        request: &SelectionRequest<'_>,
+        _request: &Request<'_>,
     ) -> Explanation {
-        let slots = self.slots_for(members, request.version);
-        let now = clock::now_ms();
+        let now = self.clock.now_ms();
         let mut ages = Vec::new();
         let scores = members
             .iter()
-            .zip(slots.iter())
-            .map(|(member, slot)| {
-                let reading = slot.reading(now).map_or("no reading".to_string(), |r| {
-                    format!("{} % {} ms old", r.cpu, r.age_ms)
-                });
+            .map(|member| {
+                let reading = member
+                    .cpu_reading(now)
+                    .map_or("no reading".to_string(), |r| {
+                        format!("{} % {} ms old", r.cpu, r.age_ms)
+                    });
                 ages.push(format!("{}: {reading}", member.node()));
-                (
-                    member.node().to_string(),
-                    Self::value(slot, now, self.ttl_ms()),
-                )
+                (member.node().to_string(), self.value(member, now))
             })
             .collect();
         Explanation {
             rule: format!(
                 "uniform random within {} points of the least CPU (missing or older than {} ms = {NEUTRAL_CPU}); picked {}; readings: {}",
-                self.options.cpu_threshold,
-                self.ttl_ms(),
+                self.threshold,
+                self.ttl_ms,
                 members.get(chosen).map_or("?", |m| m.node()),
                 ages.join(", ")
             ),
             scores,
         }
-    }
-
-    fn children(&self, balancer: &str) -> Vec<AlgorithmChild> {
-        vec![cpu::poller::child(balancer, self.options)]
-    }
-}
-
-impl LeastCpu {
-    /// The band rule over the cached slots of a snapshot: no lock, no allocation up to
-    /// `STACK_MEMBERS` members.
-    #[inline]
-    fn pick_cached(&self, slots: &[Arc<CpuSlot>]) -> usize {
-        let (now, ttl) = (clock::now_ms(), self.ttl_ms());
-        if slots.len() <= STACK_MEMBERS {
-            let mut values = [0.0f64; STACK_MEMBERS];
-            for (value, slot) in values.iter_mut().zip(slots.iter()) {
-                *value = Self::value(slot, now, ttl);
-            }
-            return self.pick_in_band(&values[..slots.len()]);
-        }
-        let values: Vec<f64> = slots.iter().map(|s| Self::value(s, now, ttl)).collect();
-        self.pick_in_band(&values)
-    }
-
-    /// Rare: a member list that is not the cached snapshot's (a re-selection after a failed
-    /// send, or before the first membership change arrived).
-    #[cold]
-    fn pick_uncached(&self, members: &[Member], request: &SelectionRequest<'_>) -> usize {
-        let slots = self.slots_for(members, request.version);
-        let (now, ttl) = (clock::now_ms(), self.ttl_ms());
-        let values: Vec<f64> = slots.iter().map(|s| Self::value(s, now, ttl)).collect();
-        self.pick_in_band(&values)
     }
 }
 

@@ -1,17 +1,17 @@
 //! PowerOfTwo: the less loaded of two members sampled at random.
 
-use super::rng::Rng;
-use super::{Explanation, SelectionAlgorithm, SelectionRequest};
-use crate::balancer::Member;
+use crate::routing::{
+    Algorithm, BuildContext, Explanation, MemberView, Needs, Request, Rng, Selector,
+};
 use crate::Error;
 
 /// Samples two **distinct** members at random and picks the one with fewer calls in flight from
 /// this node (ties: a random one of the two). Source: Mitzenmacher, "The Power of Two Choices in
 /// Randomized Load Balancing" (IEEE TPDS, 2001); tower's `p2c` balancer does the same. Costs
 /// two count reads whatever the cluster size.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, Copy)]
 pub struct PowerOfTwo {
-    rng: Rng,
+    seed: Option<u64>,
 }
 
 impl PowerOfTwo {
@@ -22,13 +22,36 @@ impl PowerOfTwo {
 
     /// Reproducible samples from `seed` (for tests).
     pub fn seeded(seed: u64) -> Self {
-        Self {
-            rng: Rng::seeded(seed),
-        }
+        Self { seed: Some(seed) }
+    }
+}
+
+impl Algorithm for PowerOfTwo {
+    fn name(&self) -> &'static str {
+        "power_of_two"
     }
 
+    fn build(&self, context: &BuildContext<'_>) -> Result<Box<dyn Selector>, Error> {
+        Ok(Box::new(PowerOfTwoSelector {
+            rng: context.rng(self.seed),
+        }))
+    }
+
+    fn needs(&self) -> Needs {
+        Needs::NONE.in_flight()
+    }
+}
+
+/// One balancer's [`PowerOfTwo`].
+#[derive(Debug)]
+struct PowerOfTwoSelector {
+    rng: Rng,
+}
+
+impl PowerOfTwoSelector {
     /// Two distinct indices below `n` (≥ 2) and a coin for ties, from one 64-bit draw: bits
     /// 0–31 pick the first, bits 33–63 the offset of the second, bit 32 the coin.
+    #[inline]
     fn two(&self, n: usize) -> (usize, usize, bool) {
         let x = self.rng.next_u64();
         let n = n as u64;
@@ -39,20 +62,9 @@ impl PowerOfTwo {
     }
 }
 
-impl SelectionAlgorithm for PowerOfTwo {
-    fn name(&self) -> &'static str {
-        "power_of_two"
-    }
-
-    fn counts_in_flight(&self) -> bool {
-        true
-    }
-
-    fn choose_from_nodes(
-        &self,
-        members: &[Member],
-        _request: &SelectionRequest<'_>,
-    ) -> Result<usize, Error> {
+impl Selector for PowerOfTwoSelector {
+    #[inline]
+    fn pick(&self, members: &[MemberView], _request: &Request<'_>) -> Result<usize, Error> {
         if members.len() < 2 {
             return Ok(0);
         }
@@ -68,9 +80,9 @@ impl SelectionAlgorithm for PowerOfTwo {
 
     fn explain(
         &self,
-        members: &[Member],
+        members: &[MemberView],
         chosen: usize,
-        _request: &SelectionRequest<'_>,
+        _request: &Request<'_>,
     ) -> Explanation {
         Explanation {
             rule: format!(
@@ -91,7 +103,9 @@ mod tests {
 
     #[test]
     fn the_two_samples_are_distinct_and_cover_every_pair() {
-        let p2c = PowerOfTwo::seeded(11);
+        let p2c = PowerOfTwoSelector {
+            rng: Rng::seeded(11),
+        };
         for n in 2..10usize {
             let mut pairs = std::collections::HashSet::new();
             let mut coins = [0u32; 2];

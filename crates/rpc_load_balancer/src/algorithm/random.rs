@@ -1,8 +1,6 @@
 //! Random: a uniformly random member per selection.
 
-use super::rng::Rng;
-use super::{Explanation, SelectionAlgorithm, SelectionRequest};
-use crate::balancer::Member;
+use crate::routing::{Algorithm, BuildContext, Explanation, MemberView, Request, Rng, Selector};
 use crate::Error;
 
 /// Picks a member uniformly at random, ignoring any key. Source: the original's default
@@ -10,44 +8,53 @@ use crate::Error;
 ///
 /// Unseeded, it draws from a thread-local generator: no shared state, so callers on many
 /// threads never contend. [`Random::seeded`] makes the sequence reproducible for tests, at the
-/// cost of one shared atomic per pick.
-#[derive(Debug, Default)]
+/// cost of one shared atomic per pick (each balancer's selector starts the sequence anew).
+#[derive(Debug, Default, Clone, Copy)]
 pub struct Random {
-    rng: Rng,
+    seed: Option<u64>,
 }
 
 impl Random {
     /// A random algorithm drawing from a thread-local generator.
     pub fn new() -> Self {
-        Self { rng: Rng::Thread }
+        Self { seed: None }
     }
 
     /// A reproducible sequence from `seed` (SplitMix64 over a shared counter).
     pub fn seeded(seed: u64) -> Self {
-        Self {
-            rng: Rng::seeded(seed),
-        }
+        Self { seed: Some(seed) }
     }
 }
 
-impl SelectionAlgorithm for Random {
+impl Algorithm for Random {
     fn name(&self) -> &'static str {
         "random"
     }
 
-    fn choose_from_nodes(
-        &self,
-        members: &[Member],
-        _request: &SelectionRequest<'_>,
-    ) -> Result<usize, Error> {
+    fn build(&self, context: &BuildContext<'_>) -> Result<Box<dyn Selector>, Error> {
+        Ok(Box::new(RandomSelector {
+            rng: context.rng(self.seed),
+        }))
+    }
+}
+
+/// One balancer's [`Random`].
+#[derive(Debug)]
+struct RandomSelector {
+    rng: Rng,
+}
+
+impl Selector for RandomSelector {
+    #[inline]
+    fn pick(&self, members: &[MemberView], _request: &Request<'_>) -> Result<usize, Error> {
         Ok(self.rng.below(members.len()))
     }
 
     fn explain(
         &self,
-        members: &[Member],
+        members: &[MemberView],
         _chosen: usize,
-        _request: &SelectionRequest<'_>,
+        _request: &Request<'_>,
     ) -> Explanation {
         let seeded = if self.rng.is_seeded() {
             " (seeded)"

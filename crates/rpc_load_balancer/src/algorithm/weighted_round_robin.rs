@@ -4,9 +4,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::rotation::next_position;
-use super::snapshot_cache::SnapshotCache;
-use super::{Explanation, NodeChange, SelectionAlgorithm, SelectionRequest};
-use crate::balancer::Member;
+use crate::routing::{
+    Algorithm, BuildContext, Change, Explanation, MemberView, PerList, Request, Selector,
+};
 use crate::Error;
 
 /// Picks members in a fixed cycle in which each appears as often as its weight: with weights
@@ -22,20 +22,26 @@ use crate::Error;
 /// [`Error::InvalidConfig`] naming `weights` or `default_weight`; when every current member
 /// weighs 0, selection fails with [`Error::NoEligibleMembers`].
 ///
-/// One instance may serve several balancers: each keeps its own cycle and position (up to 8
-/// balancers cached at once; beyond that, an evicted balancer builds its cycle per selection
-/// and shares one position until its next membership change).
-#[derive(Debug)]
+/// One instance may configure several balancers: each balancer's selector keeps its own cycle
+/// and position.
+#[derive(Debug, Clone)]
 pub struct WeightedRoundRobin {
     weights: HashMap<String, u32>,
     default_weight: u32,
-    /// The first position of a balancer's cycle, and the position of selections over lists
-    /// that are no snapshot.
-    next: AtomicUsize,
-    cycles: SnapshotCache<Cycle>,
+    /// The first position of a selector's cycle; `None` = random per selector.
+    start: Option<usize>,
 }
 
-/// One balancer's cycle over one members snapshot: member indices, and the next position.
+/// One balancer's [`WeightedRoundRobin`]: the cycle of its latest member list.
+#[derive(Debug)]
+struct WeightedRoundRobinSelector {
+    weights: WeightedRoundRobin,
+    /// The position of selections over lists that are no published list.
+    next: AtomicUsize,
+    cycle: PerList<Cycle>,
+}
+
+/// One balancer's cycle over one member list: member indices, and the next position.
 #[derive(Debug)]
 struct Cycle {
     slots: Vec<u32>,
@@ -57,8 +63,7 @@ impl WeightedRoundRobin {
         Self {
             weights: HashMap::new(),
             default_weight: 1,
-            next: AtomicUsize::new(rand::random::<u32>() as usize),
-            cycles: SnapshotCache::default(),
+            start: None,
         }
     }
 
@@ -70,13 +75,14 @@ impl WeightedRoundRobin {
     /// or a weight is above [`Self::MAX_WEIGHT`].
     ///
     /// ```
-    /// use rpc_load_balancer::{Error, SelectionAlgorithm, WeightedRoundRobin};
+    /// use rpc_load_balancer::routing::{Algorithm, BuildContext};
+    /// use rpc_load_balancer::{Error, WeightedRoundRobin};
     ///
     /// let weighted = WeightedRoundRobin::new().weight("worker_a@10.0.0.5", 3);
-    /// assert!(weighted.init("jobs").is_ok());
+    /// assert!(weighted.build(&BuildContext::new("jobs")).is_ok());
     /// let short_name = WeightedRoundRobin::new().weight("worker_a", 3);
     /// assert!(matches!(
-    ///     short_name.init("jobs"),
+    ///     short_name.build(&BuildContext::new("jobs")),
     ///     Err(Error::InvalidConfig { option: "weights", .. })
     /// ));
     /// ```
@@ -96,8 +102,8 @@ impl WeightedRoundRobin {
     }
 
     /// The cycle starts at position `offset` (default random per selector); for tests.
-    pub fn starting_at(self, offset: usize) -> Self {
-        self.next.store(offset, Ordering::Relaxed);
+    pub fn starting_at(mut self, offset: usize) -> Self {
+        self.start = Some(offset);
         self
     }
 
@@ -109,7 +115,7 @@ impl WeightedRoundRobin {
     }
 
     /// The smooth weighted cycle over `members`: each index appears `weight / gcd` times.
-    fn build(&self, members: &[Member]) -> Vec<u32> {
+    fn cycle(&self, members: &[MemberView]) -> Vec<u32> {
         let weights: Vec<u64> = members
             .iter()
             .map(|m| u64::from(self.weight_of(m.node())))
@@ -141,7 +147,7 @@ impl WeightedRoundRobin {
 ///
 /// Errors: [`Error::NoEligibleMembers`] when the cycle is empty (every member weighs 0).
 #[inline]
-fn pick(slots: &[u32], next: &AtomicUsize, request: &SelectionRequest<'_>) -> Result<usize, Error> {
+fn pick(slots: &[u32], next: &AtomicUsize, request: &Request<'_>) -> Result<usize, Error> {
     if slots.is_empty() {
         return Err(Error::NoEligibleMembers {
             balancer: request.balancer.to_string(),
@@ -159,12 +165,26 @@ fn gcd(a: u64, b: u64) -> u64 {
     }
 }
 
-impl SelectionAlgorithm for WeightedRoundRobin {
+impl Algorithm for WeightedRoundRobin {
     fn name(&self) -> &'static str {
         "weighted_round_robin"
     }
 
-    fn init(&self, _balancer: &str) -> Result<(), Error> {
+    /// Errors: [`Error::InvalidConfig`] naming `weights` or `default_weight`.
+    fn build(&self, context: &BuildContext<'_>) -> Result<Box<dyn Selector>, Error> {
+        self.validate()?;
+        Ok(Box::new(WeightedRoundRobinSelector {
+            weights: self.clone(),
+            next: AtomicUsize::new(super::round_robin::first_position(self.start, context)),
+            cycle: PerList::new(),
+        }))
+    }
+}
+
+impl WeightedRoundRobin {
+    /// Checks the options. Errors: [`Error::InvalidConfig`] naming `weights` or
+    /// `default_weight`.
+    fn validate(&self) -> Result<(), Error> {
         let invalid = |reason: String| {
             Err(Error::InvalidConfig {
                 option: "weights",
@@ -197,42 +217,44 @@ impl SelectionAlgorithm for WeightedRoundRobin {
         }
         Ok(())
     }
+}
 
-    fn on_node_change(&self, change: &NodeChange<'_>) {
-        // The balancer's position carries over to its new cycle.
+impl Selector for WeightedRoundRobinSelector {
+    fn members_changed(&self, change: &Change<'_>) {
+        // The position carries over to the new cycle.
         let next = self
-            .cycles
-            .latest(change.balancer, |cycle| cycle.next.load(Ordering::Relaxed))
+            .cycle
+            .latest(|cycle| cycle.next.load(Ordering::Relaxed))
             .unwrap_or_else(|| self.next.load(Ordering::Relaxed));
         let cycle = Cycle {
-            slots: self.build(change.members),
+            slots: self.weights.cycle(change.members),
             next: AtomicUsize::new(next),
         };
-        self.cycles.store(change.balancer, change.version, cycle);
+        self.cycle.store(change.version, cycle);
     }
 
-    fn choose_from_nodes(
-        &self,
-        members: &[Member],
-        request: &SelectionRequest<'_>,
-    ) -> Result<usize, Error> {
-        self.cycles.with(request.version, |cached| match cached {
+    #[inline]
+    fn pick(&self, members: &[MemberView], request: &Request<'_>) -> Result<usize, Error> {
+        self.cycle.with(request.version, |held| match held {
             Some(cycle) => pick(&cycle.slots, &cycle.next, request),
-            None => pick(&self.build(members), &self.next, request),
+            None => pick(&self.weights.cycle(members), &self.next, request),
         })
     }
 
     fn explain(
         &self,
-        members: &[Member],
+        members: &[MemberView],
         _chosen: usize,
-        _request: &SelectionRequest<'_>,
+        _request: &Request<'_>,
     ) -> Explanation {
         Explanation {
             rule: "smooth weighted round robin".into(),
             scores: members
                 .iter()
-                .map(|m| (m.node().to_string(), f64::from(self.weight_of(m.node()))))
+                .map(|m| {
+                    let weight = self.weights.weight_of(m.node());
+                    (m.node().to_string(), f64::from(weight))
+                })
                 .collect(),
         }
     }

@@ -75,7 +75,7 @@ pub(crate) fn answer(
                 ControlReply::Done
             }
             ControlRequest::CrashPoller(name) => {
-                crate::cpu::poller::crash(&name)?;
+                super::cpu_poller::crash(&name)?;
                 ControlReply::Done
             }
             other => {

@@ -20,6 +20,7 @@ use crate::call::{self, Sent};
 use crate::function::RemoteFunction;
 use crate::payload;
 use crate::retry::retryable;
+use crate::routing::OutcomeKind;
 use crate::telemetry::RpcTelemetry;
 use crate::{Error, Retry, Unavailable};
 
@@ -185,7 +186,8 @@ impl<F: RemoteFunction> BalancedCall<F> {
             // Held across the call: by a full reference, so it doesn't keep one of the
             // thread's few fast arc-swap slots.
             let members = arc_swap::Guard::from_inner(arc_swap::Guard::into_inner(members));
-            let guard = match shared.config.max_in_flight_per_member {
+            // Reports how the call ended to a selector that learns (else nothing is built).
+            let mut guard = match shared.config.max_in_flight_per_member {
                 None => SelectionGuard::new(shared, members, index),
                 Some(limit) if members.as_slice()[index].try_acquire(limit) => {
                     SelectionGuard::acquired(shared, members, index)
@@ -213,10 +215,12 @@ impl<F: RemoteFunction> BalancedCall<F> {
             // What is left of the call's timeout after waiting for members, if it waited.
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
-                return Err(Error::RequestTimeout {
+                let timed_out = Error::RequestTimeout {
                     node: member.node().to_string(),
                     timeout,
-                });
+                };
+                guard.report(|| OutcomeKind::Timeout);
+                return Err(timed_out);
             }
             // (A re-selected call keeps its deadline too.)
             let timeout = if waited || reselections > 0 {
@@ -238,8 +242,10 @@ impl<F: RemoteFunction> BalancedCall<F> {
                     let served = call::call_local_capped(
                         node, balancer, function, args, timeout, serving, abandoned,
                     )
-                    .await;
-                    return served.map(|reply| (reply, Arc::clone(member.node_arc())));
+                    .await
+                    .map(|reply| (reply, Arc::clone(member.node_arc())));
+                    guard.report(|| OutcomeKind::of(&served));
+                    return served;
                 }
             }
             let balancer = Some(shared.name.as_str());
@@ -258,7 +264,9 @@ impl<F: RemoteFunction> BalancedCall<F> {
             };
             match call::send_encoded::<F>(member.actor(), member.node(), bytes, timeout).await {
                 Sent::Replied(result) => {
-                    return result.map(|reply| (reply, Arc::clone(member.node_arc())))
+                    let result = result.map(|reply| (reply, Arc::clone(member.node_arc())));
+                    guard.report(|| OutcomeKind::of(&result));
+                    return result;
                 }
                 Sent::Unsent((bytes, _id)) if reselections < MAX_RESELECTIONS => {
                     // The member went away before the call left: pick another.
@@ -279,18 +287,26 @@ impl<F: RemoteFunction> BalancedCall<F> {
                 Sent::Dropped => {
                     // The call may have run (the node went away, or the member actor stopped
                     // while serving it): never sent again.
-                    return Err(Error::ServiceUnavailable {
+                    let lost: Result<_, Error> = Err(Error::ServiceUnavailable {
                         node: member.node().to_string(),
                         reason: Unavailable::ConnectionLost,
                     });
+                    guard.report(|| OutcomeKind::of(&lost));
+                    return lost;
                 }
                 Sent::Unsent(_) => {
-                    return Err(Error::ServiceUnavailable {
+                    let unsent: Result<_, Error> = Err(Error::ServiceUnavailable {
                         node: member.node().to_string(),
                         reason: Unavailable::Disconnected,
-                    })
+                    });
+                    guard.report(|| OutcomeKind::of(&unsent));
+                    return unsent;
                 }
-                Sent::Refused(error, _) => return Err(error),
+                Sent::Refused(error, _) => {
+                    let refused = Err(error);
+                    guard.report(|| OutcomeKind::of(&refused));
+                    return refused;
+                }
             }
         }
     }
@@ -402,7 +418,7 @@ impl<F: RemoteFunction> BalancedCast<F> {
             // Held across the call: by a full reference, so it doesn't keep one of the
             // thread's few fast arc-swap slots.
             let members = arc_swap::Guard::from_inner(arc_swap::Guard::into_inner(members));
-            let guard = SelectionGuard::new(shared, members, index);
+            let mut guard = SelectionGuard::new(shared, members, index);
             let member = guard.member();
             telemetry.target(member.node_arc());
             let sent = call::cast_endpoint::<F>(
@@ -419,7 +435,11 @@ impl<F: RemoteFunction> BalancedCast<F> {
                 }) if exclude.len() < MAX_RESELECTIONS => {
                     exclude.push(Arc::clone(member.node_arc()));
                 }
-                other => return other,
+                other => {
+                    // (The latency of a cast: from the pick to its hand-over.)
+                    guard.report(|| OutcomeKind::of(&other));
+                    return other;
+                }
             }
         }
     }

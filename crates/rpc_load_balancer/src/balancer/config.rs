@@ -3,8 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::algorithm::{Random, SelectionAlgorithm};
+use super::Child;
+use crate::algorithm::Random;
 use crate::filter::{self, NodeFilter};
+use crate::routing::Algorithm;
 use crate::Error;
 
 /// Settings of one balancer on one node. The same name started on many nodes forms one
@@ -33,7 +35,8 @@ use crate::Error;
 #[derive(Clone)]
 pub struct BalancerConfig {
     pub(crate) name: String,
-    pub(crate) algorithm: Arc<dyn SelectionAlgorithm>,
+    pub(crate) algorithm: Arc<dyn Algorithm>,
+    pub(crate) children: Vec<Child>,
     pub(crate) node_match_list: Option<Vec<NodeFilter>>,
     pub(crate) call_timeout: Option<Duration>,
     pub(crate) leave_grace: Duration,
@@ -58,6 +61,7 @@ impl std::fmt::Debug for BalancerConfig {
             .field("drain_timeout", &self.drain_timeout)
             .field("retry", &self.retry)
             .field("max_in_flight_per_member", &self.max_in_flight_per_member)
+            .field("children", &self.children)
             .finish()
     }
 }
@@ -69,6 +73,7 @@ impl BalancerConfig {
         Self {
             name: name.into(),
             algorithm: Arc::new(Random::new()),
+            children: Vec::new(),
             node_match_list: None,
             call_timeout: None,
             leave_grace: DEFAULT_LEAVE_GRACE,
@@ -112,22 +117,28 @@ impl BalancerConfig {
         self
     }
 
-    /// The selection algorithm (default [`Random`]).
-    pub fn algorithm(mut self, algorithm: impl SelectionAlgorithm) -> Self {
+    /// The selection algorithm (default [`Random`]). When the balancer starts, it checks the
+    /// algorithm's options and builds the balancer's own selector from it
+    /// ([`Algorithm::build`]).
+    pub fn algorithm(mut self, algorithm: impl Algorithm) -> Self {
         self.algorithm = Arc::new(algorithm);
         self
     }
 
-    /// The selection algorithm, shared (e.g. to keep a handle on it, or to give one instance
-    /// to several balancers). The built-in algorithms keep each balancer's state apart — its
-    /// ring, weighted cycle, rotation position or CPU cache slots, cached per balancer without
-    /// locks or allocation for up to 8 balancers per instance (beyond that, a balancer whose
-    /// entry was evicted derives it per selection until its next membership change). A custom
-    /// algorithm that caches per members snapshot should key its cache on
-    /// [`SelectionRequest::version`](crate::SelectionRequest::version) and
-    /// [`NodeChange::balancer`](crate::algorithm::NodeChange::balancer) likewise.
-    pub fn algorithm_arc(mut self, algorithm: Arc<dyn SelectionAlgorithm>) -> Self {
+    /// The selection algorithm, shared (e.g. to keep a handle on it, or to configure several
+    /// balancers with one instance). Each balancer builds its own selector from it, so their
+    /// state — a ring, weighted cycle, rotation position — stays apart.
+    pub fn algorithm_arc(mut self, algorithm: Arc<dyn Algorithm>) -> Self {
         self.algorithm = algorithm;
+        self
+    }
+
+    /// Runs `child` beside the balancer (e.g. an actor that feeds a custom selector): the
+    /// balancer's supervisor starts it before the LoadBalancer, restarts it alone with a
+    /// backoff (100 ms doubling to 5 s) when it fails, and stops it with the balancer. May be
+    /// given several times.
+    pub fn child(mut self, child: Child) -> Self {
+        self.children.push(child);
         self
     }
 

@@ -2,12 +2,12 @@
 //! node name, so every caller on every node indexes the same list. Built by the LoadBalancer
 //! actor on each membership change and read lock-free by callers.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use ractor::{ActorCell, ActorId, ActorRef};
 
-use crate::telemetry::SelectionMetrics;
+use super::selection_metrics::SelectionMetrics;
+use crate::routing::MemberView;
 use crate::wire::RpcMessage;
 
 /// Prefix of a member actor's registered name: `rpc_load_balancer/<balancer>/<node>`.
@@ -15,30 +15,34 @@ pub(crate) fn member_name(balancer: &str, node: &str) -> String {
     format!("rpc_load_balancer/{balancer}/{node}")
 }
 
-/// One member of a balancer: a node and the actor that serves the balancer there.
+/// One member of a balancer: a node and the actor that serves the balancer there, with the
+/// [view](MemberView) the balancer's selector sees of it.
 #[derive(Clone)]
 pub struct Member {
-    node: Arc<str>,
+    view: MemberView,
     actor: ActorRef<RpcMessage>,
-    local: bool,
     selected: metrics::Counter,
-    in_flight: Arc<AtomicUsize>,
 }
 
 impl Member {
     /// The member's node, full name (`name@host`).
     pub fn node(&self) -> &str {
-        &self.node
+        self.view.node()
     }
 
     /// The node name as a shared string (cheap to clone; no allocation).
     pub fn node_arc(&self) -> &Arc<str> {
-        &self.node
+        self.view.node_arc()
     }
 
     /// Whether the member is this node (calls to it run in-process).
     pub fn is_local(&self) -> bool {
-        self.local
+        self.view.is_local()
+    }
+
+    /// The member as the balancer's selector sees it (same estimates, shared).
+    pub fn view(&self) -> &MemberView {
+        &self.view
     }
 
     /// The id of the actor serving the balancer on that node (it changes when that actor is
@@ -49,33 +53,17 @@ impl Member {
 
     /// Calls and casts routed to this member by this node's balancer and not finished yet
     /// (taken at selection, released when the selection guard drops). Counted only when the
-    /// balancer's algorithm reads the counts
-    /// ([`SelectionAlgorithm::counts_in_flight`](crate::SelectionAlgorithm::counts_in_flight):
-    /// LeastConnections, PowerOfTwo); otherwise always 0 — the balancer's total is
-    /// [`Balancer::in_flight`](crate::Balancer::in_flight).
+    /// balancer's algorithm needs the counts
+    /// ([`Needs::in_flight`](crate::routing::Needs::in_flight): LeastConnections,
+    /// PowerOfTwo) or the balancer caps them (`max_in_flight_per_member`); otherwise always 0
+    /// — the balancer's total is [`Balancer::in_flight`](crate::Balancer::in_flight).
     pub fn in_flight(&self) -> usize {
-        self.in_flight.load(Ordering::Relaxed)
-    }
-
-    /// Counts one more routed call in flight.
-    pub(crate) fn acquire(&self) {
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.view.in_flight()
     }
 
     /// Counts one more routed call in flight if fewer than `limit` are; whether it did.
     pub(crate) fn try_acquire(&self, limit: usize) -> bool {
-        self.in_flight
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < limit).then_some(n + 1)
-            })
-            .is_ok()
-    }
-
-    /// Counts one routed call finished; never below zero.
-    pub(crate) fn release(&self) {
-        let _ = self
-            .in_flight
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        self.view.try_acquire(limit)
     }
 
     /// The member's `node.selected.count` handle.
@@ -98,40 +86,18 @@ impl Member {
             return None;
         }
         Some(Member {
-            node: Arc::from(node),
+            view: MemberView::new(node, cell.get_id().is_local()),
             actor: ActorRef::from(cell.clone()),
-            local: cell.get_id().is_local(),
             selected: metrics::Counter::noop(),
-            in_flight: Arc::default(),
         })
-    }
-
-    #[cfg(test)]
-    pub(crate) fn for_test(node: &str, actor: ActorRef<RpcMessage>) -> Member {
-        Member {
-            node: Arc::from(node),
-            actor,
-            local: false,
-            selected: metrics::Counter::noop(),
-            in_flight: Arc::default(),
-        }
-    }
-
-    /// A member on this node (as a member actor of this process is).
-    #[cfg(test)]
-    pub(crate) fn local_for_test(node: &str, actor: ActorRef<RpcMessage>) -> Member {
-        Member {
-            local: true,
-            ..Member::for_test(node, actor)
-        }
     }
 }
 
 impl std::fmt::Debug for Member {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Member")
-            .field("node", &self.node)
-            .field("local", &self.local)
+            .field("node", &self.node())
+            .field("local", &self.is_local())
             .finish()
     }
 }
@@ -141,6 +107,9 @@ impl std::fmt::Debug for Member {
 pub struct Members {
     version: u64,
     members: Vec<Member>,
+    /// The members' views, in the same order (what the selector picks from, without
+    /// allocating).
+    views: Vec<MemberView>,
 }
 
 impl Members {
@@ -151,27 +120,48 @@ impl Members {
     /// actor on the same node — a restarted member or a reconnected node), even between two
     /// snapshots, starts at 0, and late releases of selections from its earlier membership go
     /// to the earlier counter, which is freed with the last snapshot or guard holding it.
+    /// With `cpu`, each view reads its node's slot of the process's CPU cache.
     pub(crate) fn from_cells(
         metrics: &SelectionMetrics,
         version: u64,
         cells: &[ActorCell],
         previous: &Members,
+        cpu: bool,
     ) -> Members {
         let balancer = metrics.balancer();
         let mut members: Vec<Member> = cells
             .iter()
             .filter_map(|c| Member::from_cell(balancer, c))
             .collect();
-        members.sort_by(|a, b| a.node.cmp(&b.node).then(b.local.cmp(&a.local)));
-        members.dedup_by(|later, first| later.node == first.node);
+        members.sort_by(|a, b| a.node().cmp(b.node()).then(b.is_local().cmp(&a.is_local())));
+        members.dedup_by(|later, first| later.node() == first.node());
         for member in &mut members {
-            member.selected = metrics.member_counter(&member.node);
+            member.selected = metrics.member_counter(member.node_arc());
             let id = member.id();
             if let Some(kept) = previous.as_slice().iter().find(|m| m.id() == id) {
-                member.in_flight = Arc::clone(&kept.in_flight);
+                member.view.keep_stats_of(&kept.view);
+            }
+            if cpu {
+                let slot = crate::cpu::cache().slot(member.node());
+                member.view = member.view.clone().with_cpu_slot(slot);
             }
         }
-        Members { version, members }
+        Members::new(version, members)
+    }
+
+    /// A snapshot of `members` (sorted, one per node) as list `version`.
+    pub(crate) fn new(version: u64, members: Vec<Member>) -> Members {
+        let views = members.iter().map(|m| m.view.clone()).collect();
+        Members {
+            version,
+            members,
+            views,
+        }
+    }
+
+    /// The members' views, in the order of [`as_slice`](Self::as_slice).
+    pub fn views(&self) -> &[MemberView] {
+        &self.views
     }
 
     /// The members, sorted by node name.
@@ -181,7 +171,7 @@ impl Members {
 
     /// Node names of the members, sorted.
     pub fn nodes(&self) -> Vec<String> {
-        self.members.iter().map(|m| m.node.to_string()).collect()
+        self.members.iter().map(|m| m.node().to_string()).collect()
     }
 
     /// Number of members.
@@ -194,20 +184,22 @@ impl Members {
         self.members.is_empty()
     }
 
-    /// Identifies the snapshot: unique within the process (across balancers) and increasing
-    /// with every snapshot a balancer publishes, so algorithms can key caches on it.
+    /// Identifies the snapshot within its balancer: increasing with every snapshot the
+    /// balancer publishes (from 1; 0 for an empty list of a balancer that stopped), so a
+    /// selector can key what it derives from a list on it
+    /// ([`Request::version`](crate::routing::Request::version)).
     pub fn version(&self) -> u64 {
         self.version
     }
 
     /// The member on `node`, if any.
     pub fn get(&self, node: &str) -> Option<&Member> {
-        self.members.iter().find(|m| &*m.node == node)
+        self.members.iter().find(|m| m.node() == node)
     }
 
     /// Whether `node` is a member.
     pub fn contains(&self, node: &str) -> bool {
-        self.members.iter().any(|m| &*m.node == node)
+        self.members.iter().any(|m| m.node() == node)
     }
 }
 

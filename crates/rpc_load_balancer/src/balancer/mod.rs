@@ -38,12 +38,15 @@
 
 pub(crate) mod admin;
 mod call;
+mod child;
 mod config;
+pub(crate) mod cpu_poller;
 mod drain;
 mod in_flight;
 mod load_balancer;
 mod members;
 mod registered;
+mod selection_metrics;
 mod shared;
 pub(crate) mod supervisor;
 #[cfg(test)]
@@ -67,6 +70,7 @@ use ractor::{Actor, ActorCell, ActorRef};
 use tokio::sync::watch;
 
 pub use call::{BalancedCall, BalancedCast};
+pub use child::{Child, SpawnChild};
 pub use config::{BalancerConfig, DEFAULT_DRAIN_TIMEOUT, DEFAULT_LEAVE_GRACE};
 pub use drain::{DrainOutcome, DrainReport};
 pub use members::{Member, Members};
@@ -80,6 +84,7 @@ use supervisor::BalancerSupervisor;
 
 use crate::function::RemoteFunction;
 use crate::node::shared::NodeShared;
+use crate::routing::{Outcome, OutcomeKind, Request};
 use crate::{Error, Node};
 
 /// A handle to a balancer started on this node. Cheap to clone.
@@ -153,10 +158,10 @@ impl Balancer {
         parent: Option<ActorCell>,
     ) -> Result<Balancer, Error> {
         config.validate()?;
-        config.algorithm.init(&config.name)?;
         let name = config.name.clone();
+        // Builds the balancer's selector: bad algorithm options fail the start here.
+        let shared = Arc::new(BalancerShared::new(config, Arc::clone(&node))?);
         node.balancers.reserve(&name)?;
-        let shared = Arc::new(BalancerShared::new(config, Arc::clone(&node)));
         let actor_name = Some(format!("rpc_load_balancer/@balancer/{name}"));
         let spawned = match parent {
             Some(parent) => {
@@ -347,8 +352,8 @@ impl Balancer {
     /// is counted in flight: use [`Balancer::select_node`] or calls for that.
     ///
     /// Errors: [`Error::UnknownBalancer`] once stopped; [`Error::NoMembers`]; the algorithm's
-    /// own errors; [`Error::InvalidConfig`] (`algorithm`) when a custom algorithm's
-    /// [`choose_nodes`](crate::SelectionAlgorithm::choose_nodes) breaks its contract (an index
+    /// own errors; [`Error::InvalidConfig`] (`algorithm`) when a custom selector's
+    /// [`pick_many`](crate::routing::Selector::pick_many) breaks its contract (an index
     /// out of range, a repeat, or other than `min(count, members)` indices).
     pub fn select_nodes(&self, count: usize, key: Option<&[u8]>) -> Result<Vec<String>, Error> {
         let current = self.current();
@@ -361,13 +366,15 @@ impl Balancer {
                 balancer: shared.name.clone(),
             });
         }
-        let request = crate::SelectionRequest {
+        let request = Request {
             balancer: &shared.name,
             key,
             version: members.version(),
         };
         let algorithm = &shared.config.algorithm;
-        let picked = algorithm.choose_nodes(members.as_slice(), count, &request)?;
+        let picked = shared
+            .selector
+            .pick_many(members.views(), count, &request)?;
         let broken = || Error::InvalidConfig {
             option: "algorithm",
             reason: format!(
@@ -484,9 +491,12 @@ impl Balancer {
     }
 }
 
-/// One selected member. Dropping the guard releases the selection in the algorithm, exactly
-/// once, whatever happened to the call (success, error, timeout, panic, cancellation). It
-/// borrows the balancer and holds the members snapshot it was chosen from.
+/// One selected member. Dropping the guard releases the selection in the balancer's selector
+/// ([`Selector::released`](crate::routing::Selector::released)), exactly once, whatever
+/// happened to the call (success, error, timeout, panic, cancellation); a selector that
+/// [learns](crate::routing::Selector::learns) observes it as
+/// [`OutcomeKind::Cancelled`] unless the routed call reported how it ended. It borrows the
+/// balancer and holds the members snapshot it was chosen from.
 pub struct SelectionGuard<'a> {
     shared: SharedRef<'a>,
     /// The snapshot the member was picked from: an arc-swap guard, which keeps it alive
@@ -495,6 +505,10 @@ pub struct SelectionGuard<'a> {
     index: usize,
     /// The stripe of the balancer's in-flight total this selection counts on.
     stripe: usize,
+    /// When the member was picked, in ns on the balancer's clock — only when its selector
+    /// learns (no clock is read otherwise); 0 = nothing to report (the selector does not
+    /// learn, or the outcome was reported). The clock never reads 0 (it starts at 2^32 ms).
+    picked_at: u64,
 }
 
 /// The balancer state a [`SelectionGuard`] counts in: borrowed from the handle, or owned when
@@ -543,7 +557,7 @@ impl<'a> SelectionGuard<'a> {
         index: usize,
     ) -> Self {
         if shared.counts_members {
-            members.as_slice()[index].acquire();
+            members.views()[index].acquire();
         }
         Self::acquired(shared, members, index)
     }
@@ -555,7 +569,7 @@ impl<'a> SelectionGuard<'a> {
         index: usize,
     ) -> SelectionGuard<'static> {
         if shared.counts_members {
-            members.as_slice()[index].acquire();
+            members.views()[index].acquire();
         }
         SelectionGuard::counted(SharedRef::Owned(shared), members, index)
     }
@@ -577,14 +591,48 @@ impl<'a> SelectionGuard<'a> {
         members: arc_swap::Guard<Arc<Members>>,
         index: usize,
     ) -> Self {
-        shared.metrics.enter();
-        let stripe = shared.in_flight.acquire();
+        let state: &BalancerShared = &shared;
+        state.metrics.enter();
+        let stripe = state.in_flight.acquire();
+        let picked_at = if state.learns { Self::now_ns(state) } else { 0 };
         Self {
             shared,
             members,
             index,
             stripe,
+            picked_at,
         }
+    }
+
+    /// Reports how the routed call of this selection ended to a selector that learns (the
+    /// latency: from the pick to now on the balancer's clock); `kind` is not even computed
+    /// for one that does not. At most once: later reports, and the drop, report nothing more.
+    #[inline]
+    pub(crate) fn report(&mut self, kind: impl FnOnce() -> OutcomeKind) {
+        if self.picked_at != 0 {
+            let at = std::mem::take(&mut self.picked_at);
+            self.observe(at, kind());
+        }
+    }
+
+    /// The balancer's clock now, in ns (never 0).
+    #[cold]
+    #[inline(never)]
+    fn now_ns(shared: &BalancerShared) -> u64 {
+        u64::try_from(shared.clock.now().as_nanos())
+            .unwrap_or(u64::MAX)
+            .max(1)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn observe(&self, at: u64, kind: OutcomeKind) {
+        let latency = Duration::from_nanos(Self::now_ns(&self.shared).saturating_sub(at));
+        self.shared.selector.observe(&Outcome {
+            member: self.member().view(),
+            latency,
+            kind,
+        });
     }
 
     /// The selected member's node (full name).
@@ -608,11 +656,17 @@ impl std::fmt::Debug for SelectionGuard<'_> {
 
 impl Drop for SelectionGuard<'_> {
     fn drop(&mut self) {
-        if self.shared.counts_members {
-            self.member().release();
+        if self.picked_at != 0 {
+            let at = std::mem::take(&mut self.picked_at);
+            self.observe(at, OutcomeKind::Cancelled);
         }
-        self.shared.config.algorithm.release_node(self.member());
-        self.shared.in_flight.release(self.stripe);
-        self.shared.metrics.exit();
+        let shared: &BalancerShared = &self.shared;
+        let view = &self.members.views()[self.index];
+        if shared.counts_members {
+            view.release();
+        }
+        shared.selector.released(view);
+        shared.in_flight.release(self.stripe);
+        shared.metrics.exit();
     }
 }

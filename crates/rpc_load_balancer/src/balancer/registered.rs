@@ -10,9 +10,9 @@ use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 
 use super::Balancer;
-use crate::algorithm::SelectionRequest;
 use crate::control::DrainReport;
 use crate::node::{BalancerRegistry, RegisteredBalancer};
+use crate::routing::Request;
 use crate::Error;
 
 impl RegisteredBalancer for Balancer {
@@ -55,18 +55,17 @@ impl RegisteredBalancer for Balancer {
             return None;
         }
         let members = self.members();
-        let request = SelectionRequest {
+        let request = Request {
             balancer: self.name(),
             key: None,
-            version: SelectionRequest::UNCACHED,
+            version: members.version(),
         };
-        let mut values = if members.as_slice().is_empty() {
+        let mut values = if members.is_empty() {
             Vec::new()
         } else {
             self.shared()
-                .config
-                .algorithm
-                .explain(members.as_slice(), 0, &request)
+                .selector
+                .explain(members.views(), 0, &request)
                 .scores
         };
         values.sort_by(|a, b| a.0.cmp(&b.0));

@@ -1,5 +1,5 @@
 //! State of one balancer shared by its handle, its actors and its callers: the members
-//! snapshot (read lock-free), the algorithm and the node.
+//! snapshot (read lock-free), its selector and the node.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -11,15 +11,12 @@ use tokio::sync::watch;
 use super::drain::DrainReport;
 use super::in_flight::InFlightTotal;
 use super::members::{Member, Members};
+use super::selection_metrics::SelectionMetrics;
 use super::{Balancer, BalancerConfig};
-use crate::algorithm::{NodeChange, SelectionRequest};
 use crate::node::shared::NodeShared;
-use crate::telemetry::SelectionMetrics;
+use crate::routing::{BuildContext, Change, Clock, MemberView, Needs, Request, Selector};
 use crate::wire::SCOPE;
 use crate::Error;
-
-/// The next members snapshot's version, process-wide (0 is never used).
-static NEXT_VERSION: AtomicU64 = AtomicU64::new(1);
 
 pub(crate) struct BalancerShared {
     pub(crate) name: String,
@@ -29,7 +26,20 @@ pub(crate) struct BalancerShared {
     pub(crate) member: bool,
     members: ArcSwap<Members>,
     members_watch: watch::Sender<Arc<Members>>,
+    /// The last published snapshot's version (0 before the first): per balancer.
     version: AtomicU64,
+    /// The balancer's own selector, built by its algorithm when it started.
+    pub(crate) selector: Box<dyn Selector>,
+    /// What the views keep for the algorithm ([`Algorithm::needs`](crate::routing::Algorithm::needs)).
+    pub(crate) needs: Needs,
+    /// Whether the selector learns from call outcomes ([`Selector::learns`]): only then does
+    /// the call path read the clock and report outcomes.
+    pub(crate) learns: bool,
+    /// The clock the selector reads (outcome latencies are measured on it).
+    pub(crate) clock: Clock,
+    /// This balancer's `cpu_cache_ttl` registered with the node's CPU cache, if its
+    /// algorithm needs readings (unregistered when this state is dropped).
+    _cpu_ttl: Option<CpuTtl>,
     /// Set when a stop begins, or when the actors are found gone without one: from then on
     /// the balancer routes nothing.
     pub(crate) stopping: AtomicBool,
@@ -52,17 +62,54 @@ pub(crate) struct BalancerShared {
     /// Whether this member takes routed calls; false once its leave grace is over.
     pub(crate) accepting: AtomicBool,
     /// Whether guards also count each member's in-flight selections: only when the algorithm
-    /// reads them ([`SelectionAlgorithm::counts_in_flight`](crate::SelectionAlgorithm::counts_in_flight)),
-    /// so that other algorithms' selections write no memory shared between threads.
+    /// needs them ([`Needs::in_flight`]) or the balancer caps them, so that other algorithms'
+    /// selections write no memory shared between threads.
     pub(crate) counts_members: bool,
 }
 
+/// A `cpu_cache_ttl` registered with the node's CPU cache while it lives (its eviction keeps
+/// readings as long as the largest TTL in use needs them).
+struct CpuTtl(u64);
+
+impl CpuTtl {
+    fn register(ttl_ms: u64) -> Self {
+        crate::cpu::cache().use_ttl(ttl_ms);
+        CpuTtl(ttl_ms)
+    }
+}
+
+impl Drop for CpuTtl {
+    fn drop(&mut self) {
+        crate::cpu::cache().unuse_ttl(self.0);
+    }
+}
+
 impl BalancerShared {
-    pub(crate) fn new(config: BalancerConfig, node: Arc<NodeShared>) -> Self {
+    /// The state of a balancer started with `config` on `node`: builds its selector.
+    ///
+    /// Errors: the algorithm's [`build`](crate::routing::Algorithm::build) errors
+    /// ([`Error::InvalidConfig`] naming the option).
+    pub(crate) fn new(config: BalancerConfig, node: Arc<NodeShared>) -> Result<Self, Error> {
         let member = config.matches_excluding(&node.name, &node.config.excluded_node_patterns);
-        let counts_members =
-            config.algorithm.counts_in_flight() || config.max_in_flight_per_member.is_some();
-        Self {
+        let clock = Clock::system();
+        let selector = config.algorithm.build(&BuildContext {
+            balancer: &config.name,
+            clock: clock.clone(),
+            seed: None,
+            cpu_sample_interval: Some(node.config.cpu_sample_interval),
+        })?;
+        let needs = config.algorithm.needs();
+        let learns = selector.learns();
+        let counts_members = needs.in_flight || config.max_in_flight_per_member.is_some();
+        let cpu_ttl = needs
+            .cpu
+            .map(|cpu| CpuTtl::register(cpu.cpu_cache_ttl.as_millis() as u64));
+        Ok(Self {
+            selector,
+            needs,
+            learns,
+            clock,
+            _cpu_ttl: cpu_ttl,
             in_flight: InFlightTotal::default(),
             served: InFlightTotal::default(),
             abandoned: Arc::default(),
@@ -79,7 +126,7 @@ impl BalancerShared {
             stopping: AtomicBool::new(false),
             stopped: watch::channel(None).0,
             successor: ArcSwapOption::empty(),
-        }
+        })
     }
 
     /// `Err(UnknownBalancer)` once the balancer is stopped: its handles no longer route.
@@ -161,16 +208,16 @@ impl BalancerShared {
         self.members_watch.subscribe()
     }
 
-    /// Rebuilds the snapshot from pg (the truth), tells the algorithm what changed, and
+    /// Rebuilds the snapshot from pg (the truth), tells the selector what changed, and
     /// publishes it. Called by the LoadBalancer actor only (one writer).
     pub(crate) fn refresh(&self) {
         let cells = ractor::pg::get_scoped_members(&SCOPE.to_string(), &self.name);
-        // Versions are unique in the process, not per balancer: an algorithm instance shared
-        // by two balancers never takes one's cached schedule or ring for the other's.
-        let version = NEXT_VERSION.fetch_add(1, Ordering::Relaxed);
-        let first = self.version.swap(version, Ordering::Relaxed) == 0;
+        // Versions are per balancer: its selector is its own.
+        let previous_version = self.version.load(Ordering::Relaxed);
+        let (first, version) = (previous_version == 0, previous_version + 1);
         let previous = self.members.load();
-        let next = Members::from_cells(&self.metrics, version, &cells, &previous);
+        let cpu = self.needs.cpu.is_some();
+        let next = Members::from_cells(&self.metrics, version, &cells, &previous, cpu);
         let before: HashSet<&str> = previous.as_slice().iter().map(Member::node).collect();
         let after: HashSet<&str> = next.as_slice().iter().map(Member::node).collect();
         let joined: Vec<Arc<str>> = next
@@ -195,12 +242,13 @@ impl BalancerShared {
             return;
         }
         // Every published snapshot is announced (also when only a member's actor changed), so
-        // algorithms can key what they derive on the snapshot's version.
-        self.config.algorithm.on_node_change(&NodeChange {
+        // the selector can key what it derives on the snapshot's version.
+        self.version.store(version, Ordering::Relaxed);
+        self.selector.members_changed(&Change {
             balancer: &self.name,
             joined: &joined,
             left: &left,
-            members: next.as_slice(),
+            members: next.views(),
             version,
         });
         tracing::debug!(balancer = %self.name, members = next.len(), ?joined, ?left, "members changed");
@@ -223,7 +271,7 @@ impl BalancerShared {
         self.check_running()?;
         // A guard, not a clone: no reference count shared between threads is written.
         let snapshot = self.members.load();
-        let request = SelectionRequest {
+        let request = Request {
             balancer: &self.name,
             key,
             version: snapshot.version(),
@@ -231,33 +279,35 @@ impl BalancerShared {
         let index = if exclude.iter().any(|node| snapshot.contains(node)) {
             self.pick_excluding(&snapshot, exclude, &request)?
         } else {
-            self.pick(snapshot.as_slice(), &request)?
+            self.pick(snapshot.views(), &request)?
         };
+        if let Some(member) = snapshot.as_slice().get(index) {
+            self.metrics.selected(member.selected_counter());
+        }
         Ok((snapshot, index))
     }
 
-    /// Runs the algorithm over `list` and records the pick.
+    /// Runs the selector over `list` (checking its answer) and traces the pick.
     #[inline]
-    fn pick(&self, list: &[Member], request: &SelectionRequest<'_>) -> Result<usize, Error> {
-        let algorithm = &*self.config.algorithm;
+    fn pick(&self, list: &[MemberView], request: &Request<'_>) -> Result<usize, Error> {
         if list.is_empty() {
             self.metrics.empty();
             return Err(Error::NoMembers {
                 balancer: self.name.clone(),
             });
         }
-        let index = algorithm.choose_from_nodes(list, request)?;
+        let index = self.selector.pick(list, request)?;
         if index >= list.len() {
             return Err(Error::InvalidConfig {
                 option: "algorithm",
                 reason: format!(
                     "{} chose member {index} of {}",
-                    algorithm.name(),
+                    self.config.algorithm.name(),
                     list.len()
                 ),
             });
         }
-        self.metrics.selected(algorithm, list, index, request);
+        self.metrics.explain(&*self.selector, list, index, request);
         Ok(index)
     }
 
@@ -268,17 +318,17 @@ impl BalancerShared {
         &self,
         snapshot: &Members,
         exclude: &[Arc<str>],
-        request: &SelectionRequest<'_>,
+        request: &Request<'_>,
     ) -> Result<usize, Error> {
-        let rest: Vec<Member> = snapshot
-            .as_slice()
+        let rest: Vec<MemberView> = snapshot
+            .views()
             .iter()
             .filter(|m| !exclude.iter().any(|node| **node == *m.node()))
             .cloned()
             .collect();
-        // Not the snapshot's list: nothing an algorithm cached for the snapshot applies.
-        let request = SelectionRequest {
-            version: SelectionRequest::UNCACHED,
+        // Not the snapshot's list: nothing the selector derived for the snapshot applies.
+        let request = Request {
+            version: Request::UNCACHED,
             ..*request
         };
         let chosen = rest[self.pick(&rest, &request)?].node().to_string();

@@ -1,5 +1,6 @@
-//! The BalancerSupervisor actor: runs a balancer's LoadBalancer and its algorithm's children,
-//! and restarts them.
+//! The BalancerSupervisor actor: runs a balancer's LoadBalancer and its children (LeastCpu's
+//! Poller, those of [`BalancerConfig::child`](super::BalancerConfig::child)), and restarts
+//! them.
 //!
 //! ractor has supervision events but no restart strategies, so the policy is here:
 //! * the LoadBalancer is restarted at once when it stops without being asked to (crash or
@@ -19,7 +20,7 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
 use super::load_balancer::LoadBalancer;
 use super::members::member_name;
 use super::shared::BalancerShared;
-use crate::algorithm::AlgorithmChild;
+use super::Child;
 use crate::wire::RpcMessage;
 
 /// Restarts of the LoadBalancer allowed within [`RESTART_WINDOW`].
@@ -50,14 +51,15 @@ impl std::fmt::Debug for SupervisorMsg {
 
 pub(crate) struct BalancerSupervisor;
 
-struct Child {
-    spec: AlgorithmChild,
+/// A child as the supervisor runs it.
+struct Running {
+    spec: Child,
     cell: Option<ActorCell>,
     /// When it was restarted, within the last [`RESTART_WINDOW`].
     restarts: VecDeque<Instant>,
 }
 
-impl Child {
+impl Running {
     /// The delay before the next restart: 100 ms doubled per restart in the window, ≤ 5 s.
     fn next_backoff(&mut self) -> Duration {
         backoff(&mut self.restarts, Instant::now())
@@ -83,7 +85,7 @@ pub(crate) struct SupervisorState {
     shared: Arc<BalancerShared>,
     load_balancer: Option<ActorRef<RpcMessage>>,
     restarts: VecDeque<Instant>,
-    children: Vec<Child>,
+    children: Vec<Running>,
 }
 
 /// Spawns the LoadBalancer under `supervisor`. Its name may still be held for a moment by a
@@ -125,13 +127,15 @@ impl Actor for BalancerSupervisor {
         shared: Arc<BalancerShared>,
     ) -> Result<SupervisorState, ActorProcessingErr> {
         let mut children = Vec::new();
-        for (index, spec) in shared
-            .config
-            .algorithm
-            .children(&shared.name)
+        // The algorithm's load source first (LeastCpu's Poller), then the configured ones.
+        let poller = shared
+            .needs
+            .cpu
+            .map(|polling| super::cpu_poller::child(&shared.name, polling));
+        let specs = poller
             .into_iter()
-            .enumerate()
-        {
+            .chain(shared.config.children.iter().cloned());
+        for (index, spec) in specs.enumerate() {
             let cell = match (spec.spawn)(myself.get_cell()).await {
                 Ok(cell) => Some(cell),
                 Err(error) => {
@@ -142,7 +146,7 @@ impl Actor for BalancerSupervisor {
                     None
                 }
             };
-            children.push(Child {
+            children.push(Running {
                 spec,
                 cell,
                 restarts: VecDeque::new(),

@@ -9,60 +9,10 @@
 //! dropped once no balancer holds them.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use super::{clock, CpuReading};
-
-/// Bits of a packed slot word that hold the sample time (ms, 48 bits ≈ 8,900 years).
-const TIME_BITS: u32 = 48;
-const TIME_MASK: u64 = (1 << TIME_BITS) - 1;
-
-/// One node's latest reading: `cpu` in hundredths of a percent (high 16 bits) and the local
-/// clock ms at which it was sampled at its source (low 48 bits; 0 = no reading).
-#[derive(Debug, Default)]
-pub(crate) struct CpuSlot(AtomicU64);
-
-impl CpuSlot {
-    /// Stores `cpu` (%, clamped to 0–100) sampled `age_ms` before `now_ms`.
-    pub(crate) fn store(&self, cpu: f64, age_ms: u64, now_ms: u64) {
-        let hundredths = (cpu.clamp(0.0, 100.0) * 100.0).round() as u64;
-        let at = now_ms.saturating_sub(age_ms).max(1) & TIME_MASK;
-        self.0
-            .store((hundredths << TIME_BITS) | at, Ordering::Release);
-    }
-
-    /// Forgets the reading.
-    pub(crate) fn clear(&self) {
-        self.0.store(0, Ordering::Release);
-    }
-
-    /// `(cpu %, sampled at ms)`, if there is a reading.
-    #[inline]
-    pub(crate) fn load(&self) -> Option<(f64, u64)> {
-        let word = self.0.load(Ordering::Acquire);
-        let at = word & TIME_MASK;
-        if at == 0 {
-            return None;
-        }
-        Some(((word >> TIME_BITS) as f64 / 100.0, at))
-    }
-
-    /// The reading's CPU if it is at most `ttl_ms` old at `now_ms` (inclusive), else `None`.
-    #[inline]
-    pub(crate) fn fresh(&self, now_ms: u64, ttl_ms: u64) -> Option<f64> {
-        let (cpu, at) = self.load()?;
-        (now_ms.saturating_sub(at) <= ttl_ms).then_some(cpu)
-    }
-
-    /// The reading with its age at `now_ms`.
-    pub(crate) fn reading(&self, now_ms: u64) -> Option<CpuReading> {
-        self.load().map(|(cpu, at)| CpuReading {
-            cpu,
-            age_ms: now_ms.saturating_sub(at),
-        })
-    }
-}
+use super::clock;
+use crate::load::{CpuReading, CpuSlot};
 
 /// The cache: node name → slot, and the `cpu_cache_ttl`s in use (for eviction).
 #[derive(Default)]
@@ -174,31 +124,6 @@ pub fn readings() -> Vec<(String, CpuReading)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_slot_packs_cpu_and_time_and_judges_freshness() {
-        let slot = CpuSlot::default();
-        assert_eq!(slot.load(), None);
-        slot.store(42.567, 100, 1_000);
-        assert_eq!(slot.load(), Some((42.57, 900)));
-        assert_eq!(
-            slot.fresh(1_900, 1_000),
-            Some(42.57),
-            "age 1,000 = ttl is fresh"
-        );
-        assert_eq!(slot.fresh(1_901, 1_000), None, "one ms older is stale");
-        assert_eq!(
-            slot.reading(1_000),
-            Some(CpuReading {
-                cpu: 42.57,
-                age_ms: 100
-            })
-        );
-        slot.store(150.0, 0, 5);
-        assert_eq!(slot.load(), Some((100.0, 5)), "clamped to 100");
-        slot.clear();
-        assert_eq!(slot.load(), None);
-    }
 
     #[test]
     fn stale_entries_are_cleared_then_dropped_when_unheld() {

@@ -14,47 +14,10 @@
 
 mod cache;
 pub(crate) mod clock;
-pub(crate) mod poller;
 pub(crate) mod sampler;
 pub(crate) mod selection;
 
+pub use crate::load::{CpuReading, NEUTRAL_CPU};
+pub(crate) use cache::cache;
 pub use cache::readings;
-pub(crate) use cache::{cache, CpuSlot};
 pub use sampler::CpuSampler;
-// Defined with the control protocol that carries it.
-pub use crate::control::CpuReading;
-
-/// What a missing or stale reading counts as: 50 % (the original's rule). It is neutral only
-/// among members near 50 %: when every member with a fresh reading is above
-/// 50 + `cpu_threshold`, a member without one — a node just started, one whose sampler fails,
-/// or one that hangs — gets the calls, until heartbeats drop a hung node
-/// (`NodeConfig::heartbeat_timeout`, 3 s by default).
-pub const NEUTRAL_CPU: f64 = 50.0;
-
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use crate::algorithm::LeastCpuOptions;
-    use crate::{LeastCpu, NodeConfig};
-
-    #[test]
-    fn the_defaults_are_the_originals() {
-        let ms = Duration::from_millis;
-        assert_eq!(
-            LeastCpuOptions::default(),
-            LeastCpuOptions {
-                poll_interval: ms(5_000),
-                poll_startup_jitter: ms(60_000),
-                cpu_cache_ttl: ms(10_000),
-                cpu_threshold: 5.0,
-            }
-        );
-        assert_eq!(LeastCpu::new().options(), &LeastCpuOptions::default());
-        let node = NodeConfig::new("a", "127.0.0.1:0");
-        assert_eq!(node.cpu_sample_interval, ms(1_000));
-        assert_eq!(node.cpu_sampler.to_string(), "system");
-        assert_eq!(super::NEUTRAL_CPU, 50.0);
-        assert_eq!(super::poller::REMOTE_TIMEOUT, ms(2_000));
-    }
-}

@@ -7,7 +7,7 @@
 //! each member now — the reading if it is at most the balancer's `cpu_cache_ttl` old at its
 //! source, else [`NEUTRAL_CPU`](super::NEUTRAL_CPU) — through the same code the
 //! `selection explained` event uses
-//! ([`SelectionAlgorithm::explain`](crate::SelectionAlgorithm::explain)).
+//! ([`Selector::explain`](crate::routing::Selector::explain) of the balancer's selector).
 
 use crate::node::shared::NodeShared;
 

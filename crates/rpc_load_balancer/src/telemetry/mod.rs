@@ -15,7 +15,7 @@
 //!
 //! The explaining event costs nothing unless DEBUG is enabled for
 //! `rpc_load_balancer::selection`: only then is
-//! [`SelectionAlgorithm::explain`](crate::SelectionAlgorithm::explain) called.
+//! the balancer's [`Selector::explain`](crate::routing::Selector::explain) called.
 //!
 //! **Metrics** (the library installs no recorder; install yours *before* starting balancers,
 //! since per-member handles are registered when a members snapshot is built): see
@@ -27,7 +27,6 @@
 
 mod poll;
 mod rpc;
-mod selection;
 
 /// Whether instrumentation is compiled in (cargo feature `telemetry`, on by default). Without
 /// it, spans, events and metrics are compiled out: only for measuring their cost.
@@ -35,7 +34,6 @@ pub(crate) const ENABLED: bool = cfg!(feature = "telemetry");
 
 pub(crate) use poll::PollMetrics;
 pub(crate) use rpc::RpcTelemetry;
-pub(crate) use selection::SelectionMetrics;
 
 /// `rpc_load_balancer.rpc.request.start.count`: calls and casts started.
 pub const RPC_START: &str = "rpc_load_balancer.rpc.request.start.count";
@@ -109,7 +107,7 @@ const RPC_STATUS_LABELS: &[&str] = &["node", "function", "type", "load_balancer"
 /// `function` the remote function's `NAME`, `type` `call` or `cast`, `load_balancer` the
 /// balancer's name (empty for direct calls), `status` `ok`, the error's
 /// [`code`](crate::Error::code) or [`CANCELLED`] (the caller dropped the call or cast before
-/// its outcome), `algorithm` the algorithm's [`name`](crate::SelectionAlgorithm::name).
+/// its outcome), `algorithm` the algorithm's [`name`](crate::routing::Algorithm::name).
 pub fn describe() -> Vec<SeriesDescription> {
     use metrics::Unit;
     vec![

@@ -40,7 +40,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     // Leaf types every layer may use: errors, deadlines, the payload type, spans and metrics.
     (
         "foundation",
-        &["error", "deadline", "panic", "payload", "telemetry"],
+        &["error", "deadline", "panic", "payload", "telemetry", "load"],
     ),
     // The wire and control protocol.
     ("protocol", &["wire", "control"]),
@@ -56,8 +56,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     // of `balancer`).
     ("membership", &[]),
     // The routing core: selection algorithms over a member view, no I/O.
-    ("routing", &["algorithm"]),
+    ("routing", &["routing", "algorithm", "testkit"]),
     // The balancer: its actors, the retry loop of its calls, drain.
+    // (`balancer::cpu_poller` is the LeastCpu balancer's load source: an actor its supervisor
+    // runs beside the selector, filling the CPU slots the member views read.)
     ("balancer", &["balancer"]),
     // The public facade: the crate root and the entry points built on everything below
     // (`entry`: `Node::start`/`Node::attach`, which give the node the balancer layer's admin
@@ -81,22 +83,9 @@ const LAYERS: &[(&str, &[&str])] = &[
 /// of issue 17 empties this list; a new violation fails the test, and so does an entry here
 /// that no longer is one (remove it). Each says why it exists and what removes it.
 const KNOWN_VIOLATIONS: &[(&str, &str)] = &[
-    // Every algorithm selects over `balancer::Member` (an actor reference and a counter):
-    // goes when selection runs over the routing core's member view.
-    ("algorithm", "balancer"),
-    // `telemetry::selection` takes the algorithm and `Member`: goes when selection metrics
-    // move beside the routing core (or take plain names).
-    ("telemetry", "algorithm"),
-    ("telemetry", "balancer"),
-    // The LeastCpu Poller is spawned as an algorithm child (`AlgorithmChild`,
-    // `LeastCpuOptions`; and `cpu`'s defaults test names `LeastCpu`): goes when the Poller is a
-    // load source the balancer runs beside its selector.
-    ("cpu", "algorithm"),
-    // The Poller takes the node's shared state (`Node::current`, `NodeShared`: its calls and
-    // the registry's members), `cpu::selection` the node's registry (each LeastCpu balancer's
-    // scores through `RegisteredBalancer::cpu_selection`), and the node starts the sampler: a
-    // cycle inside the node layer. Goes when the load source is given what it needs (members,
-    // a way to send `CpuReading`) and `selection` moves beside the balancer admin handler.
+    // `cpu::selection` (the `CpuSelection` diagnostics) reads the node's balancer registry
+    // (`RegisteredBalancer::cpu_selection`) while the node starts the CPU sampler: a cycle
+    // inside the node layer. Goes when `selection` moves beside the balancer admin handler.
     ("cpu", "node"),
     // The client side of a call takes `NodeShared` (peers, caps, telemetry flags): goes with
     // one call pipeline over the node's split state.

@@ -20,11 +20,16 @@ use rand::Rng as _;
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
-use crate::algorithm::{AlgorithmChild, LeastCpuOptions};
+use crate::balancer::Child;
 use crate::control::{ControlReply, ControlRequest};
 use crate::node::shared::NodeShared;
+use crate::routing::CpuPolling;
 use crate::telemetry::PollMetrics;
 use crate::{Error, Node};
+
+/// The target of the Poller's spans and events (where the module lived before it moved into
+/// the balancer layer: log filters keep working).
+const TARGET: &str = "rpc_load_balancer::cpu::poller";
 
 /// How long one remote reading may take.
 pub const REMOTE_TIMEOUT: Duration = Duration::from_millis(2_000);
@@ -40,9 +45,9 @@ pub(crate) fn poller_name(balancer: &str) -> String {
 }
 
 /// The Poller child of balancer `balancer`.
-pub(crate) fn child(balancer: &str, options: LeastCpuOptions) -> AlgorithmChild {
+pub(crate) fn child(balancer: &str, options: CpuPolling) -> Child {
     let balancer = balancer.to_string();
-    AlgorithmChild {
+    Child {
         name: poller_name(&balancer),
         // Only the balancer's first Poller waits out the startup jitter: a restarted one polls
         // at once, so a crash does not leave readings stale for up to the jitter.
@@ -110,7 +115,7 @@ struct PollerArgs {
     node: Arc<NodeShared>,
     metrics: PollMetrics,
     balancer: String,
-    options: LeastCpuOptions,
+    options: CpuPolling,
     /// A restart (not the balancer's first Poller): no startup jitter.
     restart: bool,
 }
@@ -266,7 +271,7 @@ impl PollerState {
                 .filter(|node| pending.insert(Arc::clone(node)))
                 .collect()
         };
-        let span = tracing::debug_span!("rpc_load_balancer.least_cpu.poll", load_balancer = %self.args.balancer, members = nodes.len(), failures = tracing::field::Empty);
+        let span = tracing::debug_span!(target: TARGET, "rpc_load_balancer.least_cpu.poll", load_balancer = %self.args.balancer, members = nodes.len(), failures = tracing::field::Empty);
         let cycle = cycle(Arc::clone(&self.args), nodes, Arc::clone(&self.pending));
         self.cycles.spawn(cycle.instrument(span));
     }
@@ -319,13 +324,13 @@ fn record(args: &PollerArgs, node: &str, reply: Result<ControlReply, Error>) -> 
     let (kind, error) = match reply {
         Ok(ControlReply::CpuReading(Some(reading))) if valid(reading.cpu) => {
             crate::cpu::cache().store(node, reading.cpu, reading.age_ms);
-            tracing::debug!(load_balancer = %args.balancer, node = %node, cpu = reading.cpu, age_ms = reading.age_ms, "cpu reading");
+            tracing::debug!(target: TARGET, load_balancer = %args.balancer, node = %node, cpu = reading.cpu, age_ms = reading.age_ms, "cpu reading");
             return false;
         }
         Ok(ControlReply::CpuReading(None)) => {
             // The node has not sampled yet (or its samples fail): not an error here; its
             // old reading, if any, keeps aging.
-            tracing::debug!(load_balancer = %args.balancer, node = %node, "no cpu reading yet");
+            tracing::debug!(target: TARGET, load_balancer = %args.balancer, node = %node, "no cpu reading yet");
             return false;
         }
         Ok(other) => (
@@ -335,7 +340,7 @@ fn record(args: &PollerArgs, node: &str, reply: Result<ControlReply, Error>) -> 
         Err(error) => (FailureKind::of(&error), error.to_string()),
     };
     args.metrics.failed(node, kind.as_str());
-    tracing::warn!(load_balancer = %args.balancer, node = %node, kind = kind.as_str(), %error, "cpu reading failed");
+    tracing::warn!(target: TARGET, load_balancer = %args.balancer, node = %node, kind = kind.as_str(), %error, "cpu reading failed");
     true
 }
 
@@ -359,6 +364,11 @@ fn valid(cpu: f64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_remote_reading_may_take_two_seconds() {
+        assert_eq!(REMOTE_TIMEOUT, Duration::from_millis(2_000));
+    }
 
     #[test]
     fn failures_are_classified_by_kind() {

@@ -5,9 +5,8 @@ use std::sync::Arc;
 
 use metrics::{Counter, Gauge, Histogram, SharedString};
 
-use super::{NODE_SELECTED, NODE_SELECTED_EMPTY, POOL_SIZE, RPC_IN_FLIGHT};
-use crate::algorithm::{SelectionAlgorithm, SelectionRequest};
-use crate::balancer::Member;
+use crate::routing::{MemberView, Request, Selector};
+use crate::telemetry::{NODE_SELECTED, NODE_SELECTED_EMPTY, POOL_SIZE, RPC_IN_FLIGHT};
 
 /// Target of the selection events.
 pub(crate) const TARGET: &str = "rpc_load_balancer::selection";
@@ -49,26 +48,33 @@ impl SelectionMetrics {
         )
     }
 
-    /// Records that `members[chosen]` was picked: one counter increment on the hot path; the
-    /// events only when DEBUG or more is enabled somewhere.
+    /// Records that a member was picked: one increment of its `counter` (its
+    /// `node.selected.count` handle).
     #[inline]
-    pub(crate) fn selected(
-        &self,
-        algorithm: &dyn SelectionAlgorithm,
-        members: &[Member],
-        chosen: usize,
-        request: &SelectionRequest<'_>,
-    ) {
-        if !super::ENABLED {
+    pub(crate) fn selected(&self, counter: &Counter) {
+        if !crate::telemetry::ENABLED {
             return;
         }
-        if let Some(member) = members.get(chosen) {
-            member.selected_counter().increment(1);
+        counter.increment(1);
+    }
+
+    /// The events of a pick of `members[chosen]` by `selector`: only when DEBUG or more is
+    /// enabled somewhere.
+    #[inline]
+    pub(crate) fn explain(
+        &self,
+        selector: &dyn Selector,
+        members: &[MemberView],
+        chosen: usize,
+        request: &Request<'_>,
+    ) {
+        if !crate::telemetry::ENABLED {
+            return;
         }
         // One load of the global max level: with no subscriber (or one above DEBUG) nothing
         // else runs.
         if tracing::level_enabled!(tracing::Level::DEBUG) {
-            self.trace_selected(algorithm, members, chosen, request);
+            self.trace_selected(selector, members, chosen, request);
         }
     }
 
@@ -76,10 +82,10 @@ impl SelectionMetrics {
     #[inline(never)]
     fn trace_selected(
         &self,
-        algorithm: &dyn SelectionAlgorithm,
-        members: &[Member],
+        selector: &dyn Selector,
+        members: &[MemberView],
         chosen: usize,
-        request: &SelectionRequest<'_>,
+        request: &Request<'_>,
     ) {
         let Some(member) = members.get(chosen) else {
             return;
@@ -93,7 +99,7 @@ impl SelectionMetrics {
             "node selected"
         );
         if tracing::enabled!(target: TARGET, tracing::Level::DEBUG) {
-            let explanation = algorithm.explain(members, chosen, request);
+            let explanation = selector.explain(members, chosen, request);
             tracing::debug!(
                 target: TARGET,
                 load_balancer = &*self.balancer,
@@ -108,7 +114,7 @@ impl SelectionMetrics {
 
     /// Records a selection on an empty pool.
     pub(crate) fn empty(&self) {
-        if !super::ENABLED {
+        if !crate::telemetry::ENABLED {
             return;
         }
         self.empty.increment(1);
@@ -117,7 +123,7 @@ impl SelectionMetrics {
 
     /// Records a new snapshot's size.
     pub(crate) fn pool_changed(&self, size: usize) {
-        if !super::ENABLED {
+        if !crate::telemetry::ENABLED {
             return;
         }
         self.pool_size.record(size as f64);
@@ -126,7 +132,7 @@ impl SelectionMetrics {
     /// A routed call or cast started (selected) / ended.
     #[inline]
     pub(crate) fn enter(&self) {
-        if !super::ENABLED {
+        if !crate::telemetry::ENABLED {
             return;
         }
         self.in_flight.increment(1.0);
@@ -134,7 +140,7 @@ impl SelectionMetrics {
 
     #[inline]
     pub(crate) fn exit(&self) {
-        if !super::ENABLED {
+        if !crate::telemetry::ENABLED {
             return;
         }
         self.in_flight.decrement(1.0);

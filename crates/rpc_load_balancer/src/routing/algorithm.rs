@@ -1,0 +1,123 @@
+//! [`Algorithm`]: the configuration of a way to pick members, which builds one
+//! [`Selector`] per balancer.
+
+use std::time::Duration;
+
+use super::{Clock, Rng, Selector};
+use crate::Error;
+
+/// A selection algorithm as configured: its options, checked and turned into one
+/// [`Selector`] per balancer by [`build`](Self::build) (tower's `MakeBalance` idea). One
+/// instance may configure many balancers; each gets its own selector and state.
+pub trait Algorithm: Send + Sync + 'static {
+    /// A short name for logs and the `algorithm` metric label, e.g. `"round_robin"`.
+    fn name(&self) -> &'static str;
+
+    /// Checks the options and builds the selector of one balancer (when it starts).
+    ///
+    /// Errors: [`Error::InvalidConfig`] naming the option when an option is invalid; the
+    /// balancer then does not start.
+    fn build(&self, context: &BuildContext<'_>) -> Result<Box<dyn Selector>, Error>;
+
+    /// What the balancer must keep in the member views for this algorithm's selectors; asked
+    /// once when the balancer starts. Default: nothing.
+    fn needs(&self) -> Needs {
+        Needs::default()
+    }
+
+    /// `true` makes every routed call run on the calling node without selection
+    /// ([`CallDirect`](crate::CallDirect)). Default `false`.
+    fn is_local(&self) -> bool {
+        false
+    }
+}
+
+/// What a balancer keeps in its member views for an algorithm (see [`Algorithm::needs`]).
+/// [`Default`]: nothing.
+///
+/// ```
+/// use rpc_load_balancer::routing::Needs;
+///
+/// let needs = Needs::default().in_flight();
+/// assert!(needs.in_flight && needs.cpu.is_none());
+/// ```
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Needs {
+    /// Count each member's selections in flight
+    /// ([`MemberView::in_flight`](super::MemberView::in_flight)): taken at each pick,
+    /// released when its guard drops — an atomic shared by the threads that pick that member.
+    /// (A balancer's `max_in_flight_per_member` turns counting on too.)
+    pub in_flight: bool,
+    /// Keep each member's node's CPU reading in its view
+    /// ([`MemberView::cpu`](super::MemberView::cpu)), fetched by a Poller actor the balancer
+    /// runs beside the selector, with these settings.
+    pub cpu: Option<CpuPolling>,
+}
+
+impl Needs {
+    /// Nothing needed.
+    pub const NONE: Needs = Needs {
+        in_flight: false,
+        cpu: None,
+    };
+
+    /// Also count in-flight selections per member.
+    pub const fn in_flight(mut self) -> Self {
+        self.in_flight = true;
+        self
+    }
+
+    /// Also keep CPU readings, polled as `polling` says.
+    pub const fn cpu(mut self, polling: CpuPolling) -> Self {
+        self.cpu = Some(polling);
+        self
+    }
+}
+
+/// How the balancer's Poller fetches its members' CPU readings (see [`Needs::cpu`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuPolling {
+    /// Period of the Poller's fixed-rate ticks (> 0).
+    pub poll_interval: Duration,
+    /// The first poll comes after a uniform random delay in [0, this]; zero polls at once.
+    pub poll_startup_jitter: Duration,
+    /// The oldest reading the selector counts; readings older than 3 × the largest TTL in use
+    /// are evicted from the node's cache.
+    pub cpu_cache_ttl: Duration,
+}
+
+/// What [`Algorithm::build`] gets to build a selector with.
+#[derive(Debug, Clone)]
+pub struct BuildContext<'a> {
+    /// The balancer's name.
+    pub balancer: &'a str,
+    /// The clock the selector reads (never `Instant::now()` directly): the process clock on
+    /// a node, a manual clock in the test kit or a simulator.
+    pub clock: Clock,
+    /// A seed for the selector's random numbers: `Some` for a reproducible run (test kit,
+    /// simulator), overriding the algorithm's own; `None` on a node.
+    pub seed: Option<u64>,
+    /// This node's CPU sampling interval, for options checked against it (LeastCpu's
+    /// `cpu_cache_ttl`); `None` when there is no node (test kit, simulator).
+    pub cpu_sample_interval: Option<Duration>,
+}
+
+impl<'a> BuildContext<'a> {
+    /// A context for balancer `balancer` as on a node without one: the system clock, no
+    /// seed, no CPU sampling interval (e.g. to check an algorithm's options early).
+    pub fn new(balancer: &'a str) -> Self {
+        Self {
+            balancer,
+            clock: Clock::system(),
+            seed: None,
+            cpu_sample_interval: None,
+        }
+    }
+
+    /// The selector's generator: seeded from [`seed`](Self::seed) if set, else from `own`
+    /// (the algorithm's own seed, if it was built seeded), else thread-local.
+    pub fn rng(&self, own: Option<u64>) -> Rng {
+        Rng::from_seed(self.seed.or(own))
+    }
+}

@@ -1,0 +1,48 @@
+//! The routing core: selection decisions as plain code over member views, with an injected
+//! clock and random numbers. No actors, no node, no I/O, no globals: a balancer drives it on a
+//! node, and the test kit (`rpc_load_balancer::testkit`, feature `testkit`) or a simulator
+//! drives the same code without one.
+//!
+//! An [`Algorithm`] is configuration: it checks its options and [builds](Algorithm::build)
+//! one [`Selector`] per balancer, whose state belongs to that balancer. The balancer gives
+//! the selector its member lists and picks, and — if it [learns](Selector::learns) — how
+//! each routed call ended:
+//!
+//! | method | called | default |
+//! |---|---|---|
+//! | [`Algorithm::build`] | once when the balancer starts (checks the options) | — |
+//! | [`Algorithm::needs`] | once when the balancer starts: what the views must keep | nothing |
+//! | [`Algorithm::is_local`] | every routed call: `true` runs it here, selecting nothing | `false` |
+//! | [`Selector::members_changed`] | each new member list, before it is published (the first as everyone joining) | nothing |
+//! | [`Selector::pick`] | every selection, concurrently, with the current members (never empty) | — |
+//! | [`Selector::pick_many`] | replica selection (`count` distinct members) | distinct members at random |
+//! | [`Selector::released`] | exactly once per pick, when its guard drops | nothing |
+//! | [`Selector::learns`] | once when the balancer starts: whether to report outcomes | `false` |
+//! | [`Selector::observe`] | once per pick of a learning selector: the call's [`Outcome`] | nothing |
+//! | [`Selector::explain`] | only when DEBUG is on for `rpc_load_balancer::selection` | the chosen node |
+//!
+//! Members come as [`MemberView`]s sorted by node name, one per node, so index-based
+//! selectors see the same list on every node. [`PerList`] holds what a selector derives from
+//! its latest list; [`Rng`] and [`Clock`] are what it should draw and read time from.
+//!
+//! This module names nothing above it (no balancer, node or actor type): only the crate's
+//! [`Error`](crate::Error) and the plain load data a view carries.
+
+mod algorithm;
+mod clock;
+mod outcome;
+mod per_list;
+mod rng;
+mod selector;
+mod view;
+
+pub use algorithm::{Algorithm, BuildContext, CpuPolling, Needs};
+pub use clock::{Clock, ManualClock};
+pub use outcome::{Outcome, OutcomeKind};
+pub use per_list::PerList;
+pub use rng::Rng;
+pub use selector::{Change, Explanation, Request, Selector};
+pub use view::MemberView;
+
+#[cfg(test)]
+pub(crate) use rng::splitmix64;

@@ -1,0 +1,73 @@
+//! [`Outcome`]: how a routed call or cast of a member ended, for selectors that learn.
+
+use std::time::Duration;
+
+use super::MemberView;
+use crate::{Error, ErrorCode};
+
+/// A routed call or cast of a member ended: given to
+/// [`Selector::observe`](super::Selector::observe) once per selection, only when the selector
+/// [learns](super::Selector::learns).
+#[derive(Debug, Clone, Copy)]
+pub struct Outcome<'a> {
+    /// The member the selection picked.
+    pub member: &'a MemberView,
+    /// From the pick to the reply (for a cast: to the send; for a cancelled selection: to its
+    /// release), on the balancer's [`Clock`](super::Clock).
+    pub latency: Duration,
+    /// How it ended.
+    pub kind: OutcomeKind,
+}
+
+/// How a routed call or cast ended.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutcomeKind {
+    /// A reply (or a cast handed over).
+    Ok,
+    /// An error other than a timeout, by its code: the function's own error
+    /// ([`ErrorCode::ServiceUnavailable`] for a remote failure), a lost connection, a
+    /// refused request, ...
+    Error(ErrorCode),
+    /// No reply within the call's timeout.
+    Timeout,
+    /// The selection ended without a result: its caller stopped waiting (a dropped call
+    /// future), a selection from [`Balancer::select_node`](crate::Balancer::select_node)
+    /// whose guard dropped, or a member that could not take the call and was skipped.
+    Cancelled,
+}
+
+impl OutcomeKind {
+    /// The kind of a call's result: `Ok`, `Timeout` for [`Error::RequestTimeout`], else
+    /// `Error` with the error's code.
+    pub fn of<T>(result: &Result<T, Error>) -> OutcomeKind {
+        match result {
+            Ok(_) => OutcomeKind::Ok,
+            Err(Error::RequestTimeout { .. }) => OutcomeKind::Timeout,
+            Err(error) => OutcomeKind::Error(error.code()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_map_to_kinds() {
+        assert_eq!(OutcomeKind::of(&Ok::<(), Error>(())), OutcomeKind::Ok);
+        let timeout = Error::RequestTimeout {
+            node: "a@h".into(),
+            timeout: Duration::from_millis(5),
+        };
+        assert_eq!(OutcomeKind::of::<()>(&Err(timeout)), OutcomeKind::Timeout);
+        let unknown = Error::UnknownBalancer {
+            balancer: "b".into(),
+        };
+        let code = unknown.code();
+        assert_eq!(
+            OutcomeKind::of::<()>(&Err(unknown)),
+            OutcomeKind::Error(code)
+        );
+    }
+}

@@ -1,0 +1,125 @@
+//! [`Selector`]: one balancer's selection state and rule, built by an
+//! [`Algorithm`](super::Algorithm).
+
+use std::sync::Arc;
+
+use super::{MemberView, Outcome, Rng};
+use crate::Error;
+
+/// What a selection is for: the balancer, the call's routing key, and which member list it
+/// picks from.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// The balancer's name.
+    pub balancer: &'a str,
+    /// The call's key, as bytes (for key-aware algorithms).
+    pub key: Option<&'a [u8]>,
+    /// The version of the member list picked from: per balancer, increasing with every list
+    /// it publishes (the [`Change::version`] the selector was told of), so a selector can use
+    /// what it derived from that list ([`PerList`](super::PerList));
+    /// [`Request::UNCACHED`] for a list that is no published list (a re-selection that
+    /// excludes members): nothing derived applies.
+    pub version: u64,
+}
+
+impl Request<'_> {
+    /// The `version` of a member list that is not a published list.
+    pub const UNCACHED: u64 = u64::MAX;
+}
+
+/// A new member list, given to [`Selector::members_changed`] (the first arrives as every
+/// member joining).
+#[derive(Debug, Clone, Copy)]
+pub struct Change<'a> {
+    /// The balancer's name.
+    pub balancer: &'a str,
+    /// Nodes that became members.
+    pub joined: &'a [Arc<str>],
+    /// Nodes that stopped being members.
+    pub left: &'a [Arc<str>],
+    /// All members after the change, sorted by node name.
+    pub members: &'a [MemberView],
+    /// The new list's version (see [`Request::version`]).
+    pub version: u64,
+}
+
+/// Why a member was picked: see [`Selector::explain`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Explanation {
+    /// The rule that decided, e.g. `"uniform random"`.
+    pub rule: String,
+    /// Each candidate's node and score, where the algorithm scores (lower or higher is better
+    /// as the rule says).
+    pub scores: Vec<(String, f64)>,
+}
+
+/// One balancer's way to pick members, built by [`Algorithm::build`](super::Algorithm::build);
+/// its state belongs to that balancer. See the [module docs](super) for when each method is
+/// called.
+///
+/// Selection runs on callers' tasks, concurrently: [`pick`](Self::pick) takes `&self`, must
+/// not block, lock, allocate, do I/O or panic.
+pub trait Selector: Send + Sync + 'static {
+    /// Picks one of `members` (never empty, sorted by node name, one per node) and returns
+    /// its index in `members`.
+    ///
+    /// Errors: a typed error when no member can be picked, by convention
+    /// [`Error::NoEligibleMembers`] (e.g. all weigh 0), which a routed call retries as it
+    /// retries an empty pool (see [`Retry`](crate::Retry)). The balancer turns an index out
+    /// of range into [`Error::InvalidConfig`] naming `algorithm`.
+    fn pick(&self, members: &[MemberView], request: &Request<'_>) -> Result<usize, Error>;
+
+    /// Replica selection: `min(count, members.len())` distinct indices into `members`, the
+    /// preferred first. Default: distinct members uniformly at random.
+    ///
+    /// Errors: as [`pick`](Self::pick).
+    fn pick_many(
+        &self,
+        members: &[MemberView],
+        count: usize,
+        request: &Request<'_>,
+    ) -> Result<Vec<usize>, Error> {
+        let _ = request;
+        Ok(Rng::Thread.distinct(members.len(), count))
+    }
+
+    /// Learns of a new member list (the first arrives as every member joining), before it is
+    /// published to pickers; called by one writer at a time. Derive per-list data here.
+    fn members_changed(&self, change: &Change<'_>) {
+        let _ = change;
+    }
+
+    /// A selection of `member` ended: called exactly once per pick, when its guard drops,
+    /// however the call ended.
+    fn released(&self, member: &MemberView) {
+        let _ = member;
+    }
+
+    /// Whether [`observe`](Self::observe) wants call outcomes; asked once when the balancer
+    /// starts. When `false` (default) the call path reads no clock and builds no outcome.
+    fn learns(&self) -> bool {
+        false
+    }
+
+    /// A routed call or cast of a member ended (see [`Outcome`]); before its
+    /// [`released`](Self::released). Called only when [`learns`](Self::learns) is `true`, once
+    /// per selection; a selection that ended without a result is
+    /// [`Cancelled`](super::OutcomeKind::Cancelled).
+    fn observe(&self, outcome: &Outcome<'_>) {
+        let _ = outcome;
+    }
+
+    /// Explains a pick for the DEBUG event `selection explained`: the rule that decided and
+    /// each candidate's score. Called only when that event is enabled, so it may allocate.
+    /// Default: `"picked"` with the chosen node, no scores.
+    fn explain(&self, members: &[MemberView], chosen: usize, request: &Request<'_>) -> Explanation {
+        let _ = request;
+        Explanation {
+            rule: format!(
+                "picked {}",
+                members.get(chosen).map_or("?", MemberView::node)
+            ),
+            scores: Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! [`MemberView`]: one member as the routing core sees it.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crate::load::{CpuReading, CpuSlot};
+
+/// One member as the routing core sees it: its node, whether it is this node, and the
+/// estimates the balancer keeps for it (its in-flight count, its node's CPU reading). Cheap to
+/// clone (reference counts); the balancer and the selector share the same estimates.
+#[derive(Clone)]
+pub struct MemberView {
+    node: Arc<str>,
+    local: bool,
+    stats: Arc<MemberStats>,
+    /// The member's node's CPU reading, kept by the balancer when its algorithm
+    /// [needs](super::Needs::cpu) it (shared by every view of that node).
+    cpu: Option<Arc<CpuSlot>>,
+}
+
+/// Per-member estimates, carried from one member list to the next while the member (its
+/// actor) stays the same.
+#[derive(Debug, Default)]
+pub(crate) struct MemberStats {
+    /// Selections of the member in flight (counted only when the algorithm needs it).
+    in_flight: AtomicUsize,
+}
+
+impl MemberView {
+    /// A member on `node` (full name, `name@host`); `local` when it is this node. Its
+    /// estimates start empty: 0 in flight, no CPU reading.
+    pub fn new(node: impl Into<Arc<str>>, local: bool) -> Self {
+        Self {
+            node: node.into(),
+            local,
+            stats: Arc::default(),
+            cpu: None,
+        }
+    }
+
+    /// The member's node, full name (`name@host`).
+    #[inline]
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The node name as a shared string (cheap to clone; no allocation).
+    #[inline]
+    pub fn node_arc(&self) -> &Arc<str> {
+        &self.node
+    }
+
+    /// Whether the member is this node.
+    #[inline]
+    pub fn is_local(&self) -> bool {
+        self.local
+    }
+
+    /// Calls and casts routed to this member by this balancer and not finished yet: taken at
+    /// selection, released when the selection ends. Counted only when the algorithm asks for
+    /// it ([`Needs::in_flight`](super::Needs::in_flight)) or the balancer caps in-flight calls
+    /// per member; otherwise always 0.
+    #[inline]
+    pub fn in_flight(&self) -> usize {
+        self.stats.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// The member's node's CPU utilisation (%, 0–100) if its reading was sampled at most
+    /// `ttl_ms` before `now_ms` (inclusive; both on the selector's
+    /// [`Clock::now_ms`](super::Clock::now_ms)); `None` when there is no reading, it is stale,
+    /// or the balancer keeps none (the algorithm does not [need](super::Needs::cpu) them).
+    /// One atomic load; no lock.
+    #[inline]
+    pub fn cpu(&self, now_ms: u64, ttl_ms: u64) -> Option<f64> {
+        self.cpu.as_ref()?.fresh(now_ms, ttl_ms)
+    }
+
+    /// The member's node's CPU reading with its age at `now_ms`, whatever its age; `None`
+    /// when there is none.
+    pub fn cpu_reading(&self, now_ms: u64) -> Option<CpuReading> {
+        self.cpu.as_ref()?.reading(now_ms)
+    }
+
+    /// This view reading its node's CPU from `slot`.
+    pub(crate) fn with_cpu_slot(mut self, slot: Arc<CpuSlot>) -> Self {
+        self.cpu = Some(slot);
+        self
+    }
+
+    /// The estimates, shared (tests of their lifetime).
+    #[cfg(test)]
+    pub(crate) fn stats(&self) -> &Arc<MemberStats> {
+        &self.stats
+    }
+
+    /// Shares `other`'s estimates (the same member in a new list).
+    pub(crate) fn keep_stats_of(&mut self, other: &MemberView) {
+        self.stats = Arc::clone(&other.stats);
+    }
+
+    /// Counts one more selection in flight.
+    #[inline]
+    pub(crate) fn acquire(&self) {
+        self.stats.in_flight.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one more selection in flight if fewer than `limit` are; whether it did.
+    pub(crate) fn try_acquire(&self, limit: usize) -> bool {
+        self.stats
+            .in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    /// Counts one selection finished; never below zero.
+    #[inline]
+    pub(crate) fn release(&self) {
+        let _ = self
+            .stats
+            .in_flight
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    }
+
+    /// Sets the in-flight count (test kit).
+    #[cfg(any(test, feature = "testkit"))]
+    pub(crate) fn set_in_flight(&self, count: usize) {
+        self.stats.in_flight.store(count, Ordering::Relaxed);
+    }
+}
+
+impl std::fmt::Debug for MemberView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemberView")
+            .field("node", &self.node)
+            .field("local", &self.local)
+            .field("in_flight", &self.in_flight())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_never_go_negative_and_carry_with_the_stats() {
+        let view = MemberView::new("a@h", false);
+        view.release();
+        assert_eq!(view.in_flight(), 0);
+        view.acquire();
+        view.release();
+        view.release();
+        assert_eq!(view.in_flight(), 0);
+        assert!(view.try_acquire(1) && !view.try_acquire(1));
+        let mut next = MemberView::new("a@h", false);
+        assert_eq!(next.in_flight(), 0);
+        next.keep_stats_of(&view);
+        assert_eq!(next.in_flight(), 1);
+        next.release();
+        assert_eq!(view.in_flight(), 0, "one count, shared");
+    }
+
+    #[test]
+    fn cpu_is_fresh_only_within_the_ttl_and_absent_without_a_slot() {
+        let bare = MemberView::new("a@h", true);
+        assert!(bare.is_local());
+        assert_eq!(bare.cpu(1_000, 10), None);
+        let slot = Arc::new(CpuSlot::default());
+        slot.store(30.0, 100, 1_000);
+        let view = bare.with_cpu_slot(Arc::clone(&slot));
+        assert_eq!(view.cpu(1_000, 100), Some(30.0));
+        assert_eq!(view.cpu(1_001, 100), None);
+        assert_eq!(view.cpu_reading(1_001).map(|r| r.age_ms), Some(101));
+    }
+}
