@@ -45,7 +45,7 @@ pub(crate) fn answer(
                 ControlReply::Served(shared.balancers.get(&name).ok().map(|b| b.served() as u64))
             }
             ControlRequest::CpuSelection => {
-                ControlReply::CpuSelection(crate::cpu::selection::values(&shared))
+                ControlReply::CpuSelection(super::cpu_selection::values(&shared))
             }
             ControlRequest::StartBalancer {
                 name,

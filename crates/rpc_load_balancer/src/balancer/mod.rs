@@ -41,6 +41,7 @@ mod call;
 mod child;
 mod config;
 pub(crate) mod cpu_poller;
+mod cpu_selection;
 mod drain;
 mod in_flight;
 mod load_balancer;

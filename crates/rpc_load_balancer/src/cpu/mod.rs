@@ -15,7 +15,6 @@
 mod cache;
 pub(crate) mod clock;
 pub(crate) mod sampler;
-pub(crate) mod selection;
 
 pub use crate::load::{CpuReading, NEUTRAL_CPU};
 pub(crate) use cache::cache;

@@ -83,10 +83,6 @@ const LAYERS: &[(&str, &[&str])] = &[
 /// of issue 17 empties this list; a new violation fails the test, and so does an entry here
 /// that no longer is one (remove it). Each says why it exists and what removes it.
 const KNOWN_VIOLATIONS: &[(&str, &str)] = &[
-    // `cpu::selection` (the `CpuSelection` diagnostics) reads the node's balancer registry
-    // (`RegisteredBalancer::cpu_selection`) while the node starts the CPU sampler: a cycle
-    // inside the node layer. Goes when `selection` moves beside the balancer admin handler.
-    ("cpu", "node"),
     // The client side of a call takes `NodeShared` (peers, caps, telemetry flags): goes with
     // one call pipeline over the node's split state.
     ("call", "node"),

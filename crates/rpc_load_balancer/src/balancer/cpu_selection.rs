@@ -1,11 +1,11 @@
 //! What LeastCpu selection makes of the readings: for diagnostics
 //! ([`ControlRequest::CpuSelection`](crate::ControlRequest::CpuSelection)).
 //!
-//! A reading's raw value and age ([`readings`](super::readings)) don't say what a balancer
+//! A reading's raw value and age ([`readings`](crate::cpu::readings)) don't say what a balancer
 //! routes by: that depends on its `cpu_cache_ttl`. This asks each LeastCpu balancer of the node
 //! (through the node's registry: `RegisteredBalancer::cpu_selection`) for the value it gives
 //! each member now — the reading if it is at most the balancer's `cpu_cache_ttl` old at its
-//! source, else [`NEUTRAL_CPU`](super::NEUTRAL_CPU) — through the same code the
+//! source, else [`NEUTRAL_CPU`](crate::cpu::NEUTRAL_CPU) — through the same code the
 //! `selection explained` event uses
 //! ([`Selector::explain`](crate::routing::Selector::explain) of the balancer's selector).
 
