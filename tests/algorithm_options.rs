@@ -4,12 +4,47 @@
 
 use std::sync::Arc;
 
+use std::time::Duration;
+
+use rpc_load_balancer::routing::{BuildContext, CpuPolling, Needs, Request};
 use rpc_load_balancer::{
-    Algorithm, Balancer, BalancerConfig, Error, HashRing, Node, NodeConfig, WeightedRoundRobin,
+    Algorithm, Balancer, BalancerConfig, Error, HashRing, MemberView, Node, NodeConfig, Selector,
+    WeightedRoundRobin,
 };
 
+/// A custom algorithm asking the balancer to poll CPU readings with `polling`.
+struct Polling(CpuPolling);
+
+struct First;
+
+impl Selector for First {
+    fn pick(&self, _: &[MemberView], _: &Request<'_>) -> Result<usize, Error> {
+        Ok(0)
+    }
+}
+
+impl Algorithm for Polling {
+    fn name(&self) -> &'static str {
+        "polling"
+    }
+    fn build(&self, _: &BuildContext<'_>) -> Result<Box<dyn Selector>, Error> {
+        Ok(Box::new(First))
+    }
+    fn needs(&self) -> Needs {
+        Needs::default().cpu(self.0)
+    }
+}
+
+fn polling(poll_interval_ms: u64, cpu_cache_ttl_ms: u64) -> Polling {
+    Polling(CpuPolling {
+        poll_interval: Duration::from_millis(poll_interval_ms),
+        poll_startup_jitter: Duration::ZERO,
+        cpu_cache_ttl: Duration::from_millis(cpu_cache_ttl_ms),
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_hash_ring_and_weighted_round_robin_options_fail_the_start() {
+async fn bad_hash_ring_weighted_round_robin_and_cpu_polling_options_fail_the_start() {
     let node = Node::start(NodeConfig::new("options", "127.0.0.1:0").cookie("options"))
         .await
         .unwrap();
@@ -35,6 +70,18 @@ async fn bad_hash_ring_and_weighted_round_robin_options_fail_the_start() {
             "a default weight over the maximum",
             Arc::new(WeightedRoundRobin::new().default_weight(WeightedRoundRobin::MAX_WEIGHT + 1)),
             "default_weight",
+        ),
+        // A custom algorithm's polling needs are checked too (a zero interval would spin the
+        // Poller's tick loop).
+        (
+            "a custom algorithm polling every 0 ms",
+            Arc::new(polling(0, 10_000)),
+            "poll_interval",
+        ),
+        (
+            "a custom algorithm counting readings for 0 ms",
+            Arc::new(polling(1_000, 0)),
+            "cpu_cache_ttl",
         ),
     ];
     for (what, algorithm, option) in cases {

@@ -185,7 +185,9 @@ impl Actor for Poller {
             PollerMsg::Tick => {
                 state.watch_members(&myself);
                 state.start_cycle();
-                let interval = state.args.options.poll_interval;
+                // Never zero (the balancer refuses a zero interval at start; a floor keeps
+                // this loop finite whatever it is given).
+                let interval = state.args.options.poll_interval.max(Duration::from_millis(1));
                 let now = Instant::now();
                 state.due += interval;
                 while state.due <= now {

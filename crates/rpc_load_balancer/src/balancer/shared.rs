@@ -99,6 +99,9 @@ impl BalancerShared {
             cpu_sample_interval: Some(node.config.cpu_sample_interval),
         })?;
         let needs = config.algorithm.needs();
+        if let Some(polling) = &needs.cpu {
+            polling.validate()?;
+        }
         let learns = selector.learns();
         let counts_members = needs.in_flight || config.max_in_flight_per_member.is_some();
         let cpu_ttl = needs

@@ -25,8 +25,9 @@ pub trait Algorithm: Send + Sync + 'static {
         Needs::default()
     }
 
-    /// `true` makes every routed call run on the calling node without selection
-    /// ([`CallDirect`](crate::CallDirect)). Default `false`.
+    /// `true` makes every routed call and cast run on the calling node without selection
+    /// ([`CallDirect`](crate::CallDirect)). Default `false`. Explicit selections
+    /// (`Balancer::select_node`, `select_nodes`) still ask the selector.
     fn is_local(&self) -> bool {
         false
     }
@@ -78,13 +79,35 @@ impl Needs {
 /// How the balancer's Poller fetches its members' CPU readings (see [`Needs::cpu`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CpuPolling {
-    /// Period of the Poller's fixed-rate ticks (> 0).
+    /// Period of the Poller's fixed-rate ticks (> 0; checked at start, see [`Self::validate`]).
     pub poll_interval: Duration,
     /// The first poll comes after a uniform random delay in [0, this]; zero polls at once.
     pub poll_startup_jitter: Duration,
-    /// The oldest reading the selector counts; readings older than 3 × the largest TTL in use
-    /// are evicted from the node's cache.
+    /// The oldest reading the selector counts (> 0); readings older than 3 × the largest TTL in
+    /// use are evicted from the node's cache.
     pub cpu_cache_ttl: Duration,
+}
+
+impl CpuPolling {
+    /// Checks the polling options, as the balancer does at start for any algorithm whose
+    /// [`Needs::cpu`] asks for them.
+    ///
+    /// Errors: [`Error::InvalidConfig`] naming `poll_interval` or `cpu_cache_ttl` when it is
+    /// zero.
+    pub fn validate(&self) -> Result<(), Error> {
+        for (option, value) in [
+            ("poll_interval", self.poll_interval),
+            ("cpu_cache_ttl", self.cpu_cache_ttl),
+        ] {
+            if value.is_zero() {
+                return Err(Error::InvalidConfig {
+                    option,
+                    reason: "must be above 0 ms".into(),
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What [`Algorithm::build`] gets to build a selector with.

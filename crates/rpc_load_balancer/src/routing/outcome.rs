@@ -13,7 +13,8 @@ pub struct Outcome<'a> {
     /// The member the selection picked.
     pub member: &'a MemberView,
     /// From the pick to the reply (for a cast: to the send; for a cancelled selection: to its
-    /// release), on the balancer's [`Clock`](super::Clock).
+    /// release), on the balancer's [`Clock`](super::Clock), at its resolution: the system
+    /// clock is coarse (a few ms), so a fast call may read 0.
     pub latency: Duration,
     /// How it ended.
     pub kind: OutcomeKind,

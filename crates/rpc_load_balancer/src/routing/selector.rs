@@ -70,7 +70,9 @@ pub trait Selector: Send + Sync + 'static {
     fn pick(&self, members: &[MemberView], request: &Request<'_>) -> Result<usize, Error>;
 
     /// Replica selection: `min(count, members.len())` distinct indices into `members`, the
-    /// preferred first. Default: distinct members uniformly at random.
+    /// preferred first. Default: distinct members uniformly at random, drawn from thread-local
+    /// entropy (not from [`BuildContext::seed`](super::BuildContext::seed): override it with a
+    /// seeded [`Rng`](super::Rng) when replica picks must repeat under a seed).
     ///
     /// Errors: as [`pick`](Self::pick).
     fn pick_many(
