@@ -30,7 +30,7 @@ fn counts(balancer: &Balancer) -> Vec<(String, usize)> {
 }
 
 /// Counts that `guards` alone account for.
-fn counts_of(balancer: &Balancer, guards: &[SelectionGuard<'_>]) -> Vec<(String, usize)> {
+fn counts_of(balancer: &Balancer, guards: &[SelectionGuard]) -> Vec<(String, usize)> {
     balancer
         .members()
         .as_slice()
@@ -76,7 +76,7 @@ async fn a_caller_panicking_with_a_guard_releases_it_once() {
             .await
             .unwrap();
         // Two guards per member on average stay live throughout.
-        let held: Vec<SelectionGuard<'_>> = (0..6)
+        let held: Vec<SelectionGuard> = (0..6)
             .map(|_| balancer.select_node(None).unwrap())
             .collect();
         let live = counts_of(&balancer, &held);

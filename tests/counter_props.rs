@@ -63,7 +63,7 @@ fn counts_track_live_guards(name: &str, algorithm: impl Algorithm) {
     let stand_ins: RefCell<HashMap<u8, ActorRef<RpcMessage>>> = RefCell::default();
 
     proptest!(ProptestConfig::with_cases(48), |(ops in proptest::collection::vec(op(), 1..40))| {
-        let mut guards: Vec<SelectionGuard<'_>> = Vec::new();
+        let mut guards: Vec<SelectionGuard> = Vec::new();
         for op in ops {
             match op {
                 Op::Select => guards.push(balancer.select_node(None).unwrap()),
@@ -129,7 +129,7 @@ fn non_counting_algorithms_keep_only_the_balancer_total() {
     runtime
         .block_on(balancer.wait_for_members(4, Duration::from_secs(5)))
         .unwrap();
-    let mut guards: Vec<SelectionGuard<'_>> = (0..40)
+    let mut guards: Vec<SelectionGuard> = (0..40)
         .map(|_| balancer.select_node(None).unwrap())
         .collect();
     assert_eq!(balancer.in_flight(), 40);

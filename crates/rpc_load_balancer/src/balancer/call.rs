@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::in_flight::{InFlightToken, OwnedInFlightToken, ServedToken};
 use super::shared::BalancerShared;
-use super::{Balancer, Members, SelectionGuard};
+use super::{Balancer, Members, Selection};
 use crate::call::{self, Sent};
 use crate::function::RemoteFunction;
 use crate::payload;
@@ -188,9 +188,9 @@ impl<F: RemoteFunction> BalancedCall<F> {
             let members = arc_swap::Guard::from_inner(arc_swap::Guard::into_inner(members));
             // Reports how the call ended to a selector that learns (else nothing is built).
             let mut guard = match shared.config.max_in_flight_per_member {
-                None => SelectionGuard::new(shared, members, index),
+                None => Selection::new(&**shared, members, index),
                 Some(limit) if members.as_slice()[index].try_acquire(limit) => {
-                    SelectionGuard::acquired(shared, members, index)
+                    Selection::acquired(&**shared, members, index)
                 }
                 Some(limit) => {
                     // At the cap: another member under it, or refuse at once.
@@ -418,7 +418,7 @@ impl<F: RemoteFunction> BalancedCast<F> {
             // Held across the call: by a full reference, so it doesn't keep one of the
             // thread's few fast arc-swap slots.
             let members = arc_swap::Guard::from_inner(arc_swap::Guard::into_inner(members));
-            let mut guard = SelectionGuard::new(shared, members, index);
+            let mut guard = Selection::new(&**shared, members, index);
             let member = guard.member();
             telemetry.target(member.node_arc());
             let sent = call::cast_endpoint::<F>(

@@ -47,6 +47,7 @@ mod in_flight;
 mod load_balancer;
 mod members;
 mod registered;
+mod selection;
 mod selection_metrics;
 mod shared;
 pub(crate) mod supervisor;
@@ -75,17 +76,19 @@ pub use child::{Child, SpawnChild};
 pub use config::{BalancerConfig, DEFAULT_DRAIN_TIMEOUT, DEFAULT_LEAVE_GRACE};
 pub use drain::{DrainOutcome, DrainReport};
 pub use members::{Member, Members};
+pub use selection::SelectionGuard;
 pub use supervisor::SupervisorMsg;
 
 pub(crate) use in_flight::OwnedInFlightToken;
 pub(crate) use members::member_name;
 pub(crate) use registered::BalancerLookup;
+pub(crate) use selection::Selection;
 pub(crate) use shared::BalancerShared;
 use supervisor::BalancerSupervisor;
 
 use crate::function::RemoteFunction;
 use crate::node::shared::NodeShared;
-use crate::routing::{Outcome, OutcomeKind, Request};
+use crate::routing::Request;
 use crate::{Error, Node};
 
 /// A handle to a balancer started on this node. Cheap to clone.
@@ -325,27 +328,21 @@ impl Balancer {
 
     /// Selects a member without calling it (the original's `select_node`), optionally for a
     /// routing `key`. The returned guard releases the selection when dropped (counting
-    /// algorithms count the member busy until then).
+    /// algorithms count the member busy until then). It is owned (`Send + 'static`): it may
+    /// move into a spawned task and outlive this handle.
     ///
     /// Errors: [`Error::UnknownBalancer`] once stopped; [`Error::NoMembers`] (no retry: it
     /// fails at once); the algorithm's own errors (e.g. [`Error::NoEligibleMembers`]);
     /// [`Error::InvalidConfig`] (`algorithm`) when a custom algorithm returns an index out of
     /// range.
-    pub fn select_node(&self, key: Option<&[u8]>) -> Result<SelectionGuard<'_>, Error> {
-        match self.current() {
-            Current::Own(own) => {
-                let (members, index) = own.shared.choose(key, &[])?;
-                Ok(SelectionGuard::new(&own.shared, members, index))
-            }
-            Current::Followed(successor) => {
-                let (members, index) = successor.shared.choose(key, &[])?;
-                Ok(SelectionGuard::followed(
-                    Arc::clone(&successor.shared),
-                    members,
-                    index,
-                ))
-            }
-        }
+    pub fn select_node(&self, key: Option<&[u8]>) -> Result<SelectionGuard, Error> {
+        let current = self.current();
+        let (members, index) = current.shared.choose(key, &[])?;
+        Ok(SelectionGuard::new(
+            Arc::clone(&current.shared),
+            members,
+            index,
+        ))
     }
 
     /// Replica selection: `min(count, members)` distinct member nodes (full names) for `key`,
@@ -492,45 +489,6 @@ impl Balancer {
     }
 }
 
-/// One selected member. Dropping the guard releases the selection in the balancer's selector
-/// ([`Selector::released`](crate::routing::Selector::released)), exactly once, whatever
-/// happened to the call (success, error, timeout, panic, cancellation); a selector that
-/// [learns](crate::routing::Selector::learns) observes it as
-/// [`OutcomeKind::Cancelled`] unless the routed call reported how it ended. It borrows the
-/// balancer and holds the members snapshot it was chosen from.
-pub struct SelectionGuard<'a> {
-    shared: SharedRef<'a>,
-    /// The snapshot the member was picked from: an arc-swap guard, which keeps it alive
-    /// without writing its shared reference count (for short-lived selections).
-    members: arc_swap::Guard<Arc<Members>>,
-    index: usize,
-    /// The stripe of the balancer's in-flight total this selection counts on.
-    stripe: usize,
-    /// When the member was picked, in ns on the balancer's clock — only when its selector
-    /// learns (no clock is read otherwise); 0 = nothing to report (the selector does not
-    /// learn, or the outcome was reported). The clock never reads 0 (it starts at 2^32 ms).
-    picked_at: u64,
-}
-
-/// The balancer state a [`SelectionGuard`] counts in: borrowed from the handle, or owned when
-/// the handle followed a restarted balancer.
-enum SharedRef<'a> {
-    Borrowed(&'a BalancerShared),
-    Owned(Arc<BalancerShared>),
-}
-
-impl std::ops::Deref for SharedRef<'_> {
-    type Target = BalancerShared;
-
-    #[inline]
-    fn deref(&self) -> &BalancerShared {
-        match self {
-            SharedRef::Borrowed(shared) => shared,
-            SharedRef::Owned(shared) => shared,
-        }
-    }
-}
-
 /// The balancer a handle stands for now (see [`Balancer::current`]).
 pub(crate) enum Current<'a> {
     /// The handle's own.
@@ -548,126 +506,5 @@ impl std::ops::Deref for Current<'_> {
             Current::Own(own) => own,
             Current::Followed(successor) => successor,
         }
-    }
-}
-
-impl<'a> SelectionGuard<'a> {
-    pub(crate) fn new(
-        shared: &'a BalancerShared,
-        members: arc_swap::Guard<Arc<Members>>,
-        index: usize,
-    ) -> Self {
-        if shared.counts_members {
-            members.views()[index].acquire();
-        }
-        Self::acquired(shared, members, index)
-    }
-
-    /// A guard for a selection of a balancer the handle followed (see [`Current`]).
-    fn followed(
-        shared: Arc<BalancerShared>,
-        members: arc_swap::Guard<Arc<Members>>,
-        index: usize,
-    ) -> SelectionGuard<'static> {
-        if shared.counts_members {
-            members.views()[index].acquire();
-        }
-        SelectionGuard::counted(SharedRef::Owned(shared), members, index)
-    }
-
-    /// A guard for a selection whose member count is already taken (by
-    /// [`Member::try_acquire`]), or not kept.
-    pub(crate) fn acquired(
-        shared: &'a BalancerShared,
-        members: arc_swap::Guard<Arc<Members>>,
-        index: usize,
-    ) -> Self {
-        Self::counted(SharedRef::Borrowed(shared), members, index)
-    }
-
-    /// Counts the selection in the balancer's in-flight total and gauge (until dropped).
-    #[inline]
-    fn counted(
-        shared: SharedRef<'a>,
-        members: arc_swap::Guard<Arc<Members>>,
-        index: usize,
-    ) -> Self {
-        let state: &BalancerShared = &shared;
-        state.metrics.enter();
-        let stripe = state.in_flight.acquire();
-        let picked_at = if state.learns { Self::now_ns(state) } else { 0 };
-        Self {
-            shared,
-            members,
-            index,
-            stripe,
-            picked_at,
-        }
-    }
-
-    /// Reports how the routed call of this selection ended to a selector that learns (the
-    /// latency: from the pick to now on the balancer's clock); `kind` is not even computed
-    /// for one that does not. At most once: later reports, and the drop, report nothing more.
-    #[inline]
-    pub(crate) fn report(&mut self, kind: impl FnOnce() -> OutcomeKind) {
-        if self.picked_at != 0 {
-            let at = std::mem::take(&mut self.picked_at);
-            self.observe(at, kind());
-        }
-    }
-
-    /// The balancer's clock now, in ns (never 0).
-    #[cold]
-    #[inline(never)]
-    fn now_ns(shared: &BalancerShared) -> u64 {
-        u64::try_from(shared.clock.now().as_nanos())
-            .unwrap_or(u64::MAX)
-            .max(1)
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn observe(&self, at: u64, kind: OutcomeKind) {
-        let latency = Duration::from_nanos(Self::now_ns(&self.shared).saturating_sub(at));
-        self.shared.selector.observe(&Outcome {
-            member: self.member().view(),
-            latency,
-            kind,
-        });
-    }
-
-    /// The selected member's node (full name).
-    pub fn node(&self) -> &str {
-        self.member().node()
-    }
-
-    /// The selected member.
-    pub fn member(&self) -> &Member {
-        &self.members.as_slice()[self.index]
-    }
-}
-
-impl std::fmt::Debug for SelectionGuard<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SelectionGuard")
-            .field("node", &self.node())
-            .finish()
-    }
-}
-
-impl Drop for SelectionGuard<'_> {
-    fn drop(&mut self) {
-        if self.picked_at != 0 {
-            let at = std::mem::take(&mut self.picked_at);
-            self.observe(at, OutcomeKind::Cancelled);
-        }
-        let shared: &BalancerShared = &self.shared;
-        let view = &self.members.views()[self.index];
-        if shared.counts_members {
-            view.release();
-        }
-        shared.selector.released(view);
-        shared.in_flight.release(self.stripe);
-        shared.metrics.exit();
     }
 }

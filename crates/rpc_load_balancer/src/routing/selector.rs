@@ -92,7 +92,9 @@ pub trait Selector: Send + Sync + 'static {
     }
 
     /// A selection of `member` ended: called exactly once per pick, when its guard drops,
-    /// however the call ended.
+    /// however the call ended — on whichever thread drops it (a
+    /// [`SelectionGuard`](crate::SelectionGuard) may move into another task), and also after
+    /// the balancer stopped.
     fn released(&self, member: &MemberView) {
         let _ = member;
     }

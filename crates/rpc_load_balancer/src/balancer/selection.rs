@@ -1,0 +1,191 @@
+//! One selected member, counted busy until released: the owned [`SelectionGuard`] that
+//! [`Balancer::select_node`](super::Balancer::select_node) gives users, and the borrowed
+//! [`Selection`] a routed call holds inside its own future.
+
+use std::ops::Deref;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{BalancerShared, Member, Members};
+use crate::routing::{Outcome, OutcomeKind};
+
+/// One selected member. Dropping the guard releases the selection, exactly once, whatever
+/// happened to the call (success, error, timeout, panic, cancellation) and wherever it is
+/// dropped (another task or thread, after the balancer stopped): the balancer's selector
+/// hears of it ([`Selector::released`](crate::routing::Selector::released)), the member's
+/// [in-flight count](Member::in_flight) and the balancer's
+/// [`in_flight`](super::Balancer::in_flight) total go down by one, and a selector that
+/// [learns](crate::routing::Selector::learns) observes it as [`OutcomeKind::Cancelled`].
+///
+/// It is owned — `Send`, `Sync` and `'static` — so it can move into a spawned task: it holds
+/// the balancer's state and the members snapshot it was chosen from (each by a reference
+/// count), not a borrow of the [`Balancer`](super::Balancer) handle. A balancer stopped while
+/// a guard is alive counts the selection in flight until the guard drops (its drain waits for
+/// it, up to its `drain_timeout`).
+///
+/// ```
+/// # use rpc_load_balancer::{Balancer, BalancerConfig, Node, NodeConfig};
+/// # #[tokio::main] async fn main() -> Result<(), rpc_load_balancer::Error> {
+/// # let node = Node::start(NodeConfig::new("guard_doc", "127.0.0.1:0").cookie("secret")).await?;
+/// let balancer = Balancer::start(BalancerConfig::new("guarded")).await?;
+/// balancer.wait_for_members(1, std::time::Duration::from_secs(5)).await?;
+/// let guard = balancer.select_node(None)?;
+/// assert_eq!(balancer.in_flight(), 1);
+/// tokio::spawn(async move {
+///     println!("working on {}", guard.node());
+///     // dropped here, in the task: the selection is released
+/// })
+/// .await
+/// .unwrap();
+/// assert_eq!(balancer.in_flight(), 0);
+/// # balancer.stop().await;
+/// # node.shutdown().await;
+/// # Ok(()) }
+/// ```
+pub struct SelectionGuard(Selection<Arc<BalancerShared>>);
+
+impl SelectionGuard {
+    /// Counts a selection of `members[index]` in `shared` (the member's count too, when the
+    /// balancer keeps one) until the guard drops.
+    pub(crate) fn new(
+        shared: Arc<BalancerShared>,
+        members: arc_swap::Guard<Arc<Members>>,
+        index: usize,
+    ) -> Self {
+        // Held for as long as the user likes: by a full reference, so it doesn't keep one of
+        // the selecting thread's few fast arc-swap slots.
+        let members = arc_swap::Guard::from_inner(arc_swap::Guard::into_inner(members));
+        Self(Selection::new(shared, members, index))
+    }
+
+    /// The selected member's node (full name).
+    pub fn node(&self) -> &str {
+        self.0.node()
+    }
+
+    /// The selected member.
+    pub fn member(&self) -> &Member {
+        self.0.member()
+    }
+}
+
+impl std::fmt::Debug for SelectionGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SelectionGuard")
+            .field("node", &self.node())
+            .finish()
+    }
+}
+
+/// A selection counted in its balancer until dropped; `S` holds the balancer's state: a
+/// borrow for a routed call (its future holds the handle), an [`Arc`] for a
+/// [`SelectionGuard`].
+pub(crate) struct Selection<S: Deref<Target = BalancerShared>> {
+    shared: S,
+    /// The snapshot the member was picked from.
+    members: arc_swap::Guard<Arc<Members>>,
+    index: usize,
+    /// The stripe of the balancer's in-flight total this selection counts on.
+    stripe: usize,
+    /// When the member was picked, in ns on the balancer's clock — only when its selector
+    /// learns (no clock is read otherwise); 0 = nothing to report (the selector does not
+    /// learn, or the outcome was reported). The clock never reads 0 (it starts at 2^32 ms).
+    picked_at: u64,
+}
+
+impl<S: Deref<Target = BalancerShared>> Selection<S> {
+    /// Counts a selection of `members[index]`, the member's count included when the balancer
+    /// keeps one.
+    #[inline]
+    pub(crate) fn new(shared: S, members: arc_swap::Guard<Arc<Members>>, index: usize) -> Self {
+        if shared.counts_members {
+            members.views()[index].acquire();
+        }
+        Self::acquired(shared, members, index)
+    }
+
+    /// Counts a selection whose member count is already taken (by [`Member::try_acquire`]),
+    /// or not kept, in the balancer's in-flight total and gauge (until dropped).
+    #[inline]
+    pub(crate) fn acquired(
+        shared: S,
+        members: arc_swap::Guard<Arc<Members>>,
+        index: usize,
+    ) -> Self {
+        let state: &BalancerShared = &shared;
+        state.metrics.enter();
+        let stripe = state.in_flight.acquire();
+        let picked_at = if state.learns { now_ns(state) } else { 0 };
+        Self {
+            shared,
+            members,
+            index,
+            stripe,
+            picked_at,
+        }
+    }
+
+    /// Reports how the routed call of this selection ended to a selector that learns (the
+    /// latency: from the pick to now on the balancer's clock); `kind` is not even computed
+    /// for one that does not. At most once: later reports, and the drop, report nothing more.
+    #[inline]
+    pub(crate) fn report(&mut self, kind: impl FnOnce() -> OutcomeKind) {
+        if self.picked_at != 0 {
+            let at = std::mem::take(&mut self.picked_at);
+            self.observe(at, kind());
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn observe(&self, at: u64, kind: OutcomeKind) {
+        let latency = Duration::from_nanos(now_ns(&self.shared).saturating_sub(at));
+        self.shared.selector.observe(&Outcome {
+            member: self.member().view(),
+            latency,
+            kind,
+        });
+    }
+
+    /// The selected member's node (full name).
+    pub(crate) fn node(&self) -> &str {
+        self.member().node()
+    }
+
+    /// The selected member.
+    pub(crate) fn member(&self) -> &Member {
+        &self.members.as_slice()[self.index]
+    }
+}
+
+impl<S: Deref<Target = BalancerShared>> Drop for Selection<S> {
+    fn drop(&mut self) {
+        if self.picked_at != 0 {
+            let at = std::mem::take(&mut self.picked_at);
+            self.observe(at, OutcomeKind::Cancelled);
+        }
+        let shared: &BalancerShared = &self.shared;
+        let view = &self.members.views()[self.index];
+        if shared.counts_members {
+            view.release();
+        }
+        shared.selector.released(view);
+        shared.in_flight.release(self.stripe);
+        shared.metrics.exit();
+    }
+}
+
+/// The balancer's clock now, in ns (never 0).
+#[cold]
+#[inline(never)]
+fn now_ns(shared: &BalancerShared) -> u64 {
+    u64::try_from(shared.clock.now().as_nanos())
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
+/// The guard is owned: it moves into spawned tasks and threads.
+const _: fn() = || {
+    fn owned<T: Send + Sync + 'static>() {}
+    owned::<SelectionGuard>();
+};
