@@ -187,7 +187,11 @@ impl Actor for Poller {
                 state.start_cycle();
                 // Never zero (the balancer refuses a zero interval at start; a floor keeps
                 // this loop finite whatever it is given).
-                let interval = state.args.options.poll_interval.max(Duration::from_millis(1));
+                let interval = state
+                    .args
+                    .options
+                    .poll_interval
+                    .max(Duration::from_millis(1));
                 let now = Instant::now();
                 state.due += interval;
                 while state.due <= now {

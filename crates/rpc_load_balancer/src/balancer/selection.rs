@@ -140,10 +140,13 @@ impl<S: Deref<Target = BalancerShared>> Selection<S> {
     #[inline(never)]
     fn observe(&self, at: u64, kind: OutcomeKind) {
         let latency = Duration::from_nanos(now_ns(&self.shared).saturating_sub(at));
-        self.shared.selector.observe(&Outcome {
+        let outcome = Outcome {
             member: self.member().view(),
             latency,
             kind,
+        };
+        contain(&self.shared, "observe", || {
+            self.shared.selector.observe(&outcome)
         });
     }
 
@@ -169,7 +172,7 @@ impl<S: Deref<Target = BalancerShared>> Drop for Selection<S> {
         if shared.counts_members {
             view.release();
         }
-        shared.selector.released(view);
+        contain(shared, "released", || shared.selector.released(view));
         shared.in_flight.release(self.stripe);
         shared.metrics.exit();
     }
@@ -189,3 +192,19 @@ const _: fn() = || {
     fn owned<T: Send + Sync + 'static>() {}
     owned::<SelectionGuard>();
 };
+
+/// Runs a selector's `observe` or `released` (user code) so that a panic in it stops there: it
+/// is logged at ERROR and the selection is still released — the counts, the drain and the
+/// caller's reply never depend on it (a panic while the guard drops during an unwind would
+/// otherwise abort the process).
+#[inline]
+fn contain(shared: &BalancerShared, method: &'static str, f: impl FnOnce()) {
+    if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        tracing::error!(
+            balancer = %shared.name,
+            method,
+            panic = %crate::panic::panic_message(panic.as_ref()),
+            "the balancer's selector panicked; the selection is released all the same"
+        );
+    }
+}

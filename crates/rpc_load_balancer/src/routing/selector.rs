@@ -95,6 +95,7 @@ pub trait Selector: Send + Sync + 'static {
     /// however the call ended — on whichever thread drops it (a
     /// [`SelectionGuard`](crate::SelectionGuard) may move into another task), and also after
     /// the balancer stopped.
+    /// A panic here is caught and logged at ERROR; the counts are released all the same.
     fn released(&self, member: &MemberView) {
         let _ = member;
     }
@@ -109,6 +110,8 @@ pub trait Selector: Send + Sync + 'static {
     /// [`released`](Self::released). Called only when [`learns`](Self::learns) is `true`, once
     /// per selection; a selection that ended without a result is
     /// [`Cancelled`](super::OutcomeKind::Cancelled).
+    /// A panic here is caught and logged at ERROR: the call's reply and the selection's release
+    /// do not depend on it.
     fn observe(&self, outcome: &Outcome<'_>) {
         let _ = outcome;
     }
