@@ -61,7 +61,9 @@ pub struct SelectorKit {
 }
 
 /// One pick the kit holds until it is [released](SelectorKit::release) or
-/// [completed](SelectorKit::complete) (exactly once: it is not `Clone`).
+/// [completed](SelectorKit::complete) (exactly once: it is not `Clone`). Unlike the balancer's
+/// guard it does not release itself: a `Picked` that is dropped keeps its member counted in
+/// flight, and the selector never hears of it — hand each one back to the kit that made it.
 #[derive(Debug)]
 #[must_use = "release or complete a pick"]
 pub struct Picked {
@@ -205,18 +207,22 @@ impl SelectorKit {
     }
 
     fn change(&mut self, joining: Vec<MemberView>, leaving: &[String]) {
+        // Sets, so a change of many members stays O(n log n) (simulations join thousands).
+        let leaving: std::collections::HashSet<&str> = leaving.iter().map(String::as_str).collect();
         let mut joined = Vec::new();
         let mut left = Vec::new();
         let mut members: Vec<MemberView> = Vec::with_capacity(self.members.len());
         for member in &self.members {
-            if leaving.iter().any(|n| n == member.node()) {
+            if leaving.contains(member.node()) {
                 left.push(Arc::clone(member.node_arc()));
             } else {
                 members.push(member.clone());
             }
         }
+        let mut present: std::collections::HashSet<Arc<str>> =
+            members.iter().map(|m| Arc::clone(m.node_arc())).collect();
         for view in joining {
-            if !members.iter().any(|m| m.node() == view.node()) {
+            if present.insert(Arc::clone(view.node_arc())) {
                 joined.push(Arc::clone(view.node_arc()));
                 members.push(view);
             }
