@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use super::clock;
+use crate::load::clock;
 use crate::load::{CpuReading, CpuSlot};
 
 /// The cache: node name → slot, and the `cpu_cache_ttl`s in use (for eviction).

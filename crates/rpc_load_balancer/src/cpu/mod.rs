@@ -13,7 +13,6 @@
 //! balancer's `cpu_cache_ttl` counts as [`NEUTRAL_CPU`] (50 %).
 
 mod cache;
-pub(crate) mod clock;
 pub(crate) mod sampler;
 
 pub use crate::load::{CpuReading, NEUTRAL_CPU};

@@ -113,7 +113,7 @@ async fn cpu_views_read_the_nodes_cache_slots_and_a_leave_keeps_the_reading() {
     let b = member_actor("cpu-views", "cpuviews-b@h").await;
     crate::cpu::cache().store("cpuviews-a@h", 10.0, 0);
     let first = snapshot_cpu(&metrics, 1, &[&a, &b], &Members::default());
-    let now = crate::cpu::clock::now_ms();
+    let now = crate::load::clock::now_ms();
     let cpu =
         |members: &Members, node: &str| members.get(node).unwrap().view().cpu(now + 1_000, 10_000);
     assert_eq!(cpu(&first, "cpuviews-a@h"), Some(10.0));
