@@ -13,14 +13,14 @@ use crate::{Whoami, BIN, MESH_TIMEOUT};
 
 /// One finished call: who served it, when it was started and when its reply arrived.
 #[derive(Debug, Clone)]
-struct Served {
-    node: String,
-    started: Instant,
-    replied: Instant,
+pub(crate) struct Served {
+    pub(crate) node: String,
+    pub(crate) started: Instant,
+    pub(crate) replied: Instant,
 }
 
 /// 32 callers calling `whoami` through `work` until `stop` is set; every outcome.
-fn load(
+pub(crate) fn load(
     work: &Balancer,
     stop: &Arc<AtomicBool>,
 ) -> Vec<tokio::task::JoinHandle<Vec<Result<Served, String>>>> {
@@ -50,7 +50,7 @@ fn load(
 }
 
 /// Joins as a caller of `work` (RoundRobin, not a member) with every child a member.
-async fn caller(cluster: &Cluster) -> (rpc_load_balancer::Node, Balancer) {
+pub(crate) async fn caller(cluster: &Cluster) -> (rpc_load_balancer::Node, Balancer) {
     let me = cluster.join("tester", MESH_TIMEOUT).await.unwrap();
     let work = Balancer::start(
         BalancerConfig::new("work")
@@ -66,7 +66,7 @@ async fn caller(cluster: &Cluster) -> (rpc_load_balancer::Node, Balancer) {
 }
 
 /// Waits (≤ 5 s) until `node` serves calls of `work`, so it has some in flight when stopped.
-async fn serving(me: &rpc_load_balancer::Node, node: &str) {
+pub(crate) async fn serving(me: &rpc_load_balancer::Node, node: &str) {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         match me
@@ -84,7 +84,7 @@ async fn serving(me: &rpc_load_balancer::Node, node: &str) {
 }
 
 /// Records when this node's snapshot of `work` first lacks `node`.
-fn leave_seen(work: &Balancer, node: &str) -> Arc<Mutex<Option<Instant>>> {
+pub(crate) fn leave_seen(work: &Balancer, node: &str) -> Arc<Mutex<Option<Instant>>> {
     let seen: Arc<Mutex<Option<Instant>>> = Arc::default();
     let (mut members, node, record) = (work.watch_members(), node.to_string(), Arc::clone(&seen));
     tokio::spawn(async move {
@@ -95,7 +95,7 @@ fn leave_seen(work: &Balancer, node: &str) -> Arc<Mutex<Option<Instant>>> {
     seen
 }
 
-async fn outcomes(
+pub(crate) async fn outcomes(
     callers: Vec<tokio::task::JoinHandle<Vec<Result<Served, String>>>>,
 ) -> Vec<Served> {
     let mut served = Vec::new();
