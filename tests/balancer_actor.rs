@@ -168,3 +168,59 @@ async fn a_balancer_actor_spawned_the_ractor_way_calls_and_reports_to_its_parent
     app.stop(None);
     assert_eq!(node.shutdown().await, vec![]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_that_keeps_failing_ends_the_balancer_and_its_parent_hears_of_it() {
+    let node = node("actor_gives_up").await;
+    let (events_tx, mut events) = mpsc::unbounded_channel();
+    let (app, _) = Actor::spawn(None, App(events_tx), ()).await.unwrap();
+    let (actor, join) = Actor::spawn_linked(
+        None,
+        BalancerActor,
+        BalancerConfig::new("fragile"),
+        app.get_cell(),
+    )
+    .await
+    .unwrap();
+    let fragile = Balancer::from_actor(&actor).unwrap();
+    let member = format!("rpc_load_balancer/fragile/{}", node.name());
+    // The node's keeper restarts the member 10 times within 10 s; the 11th end gives up.
+    let mut killed = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while fragile.is_running() {
+        assert!(std::time::Instant::now() < deadline, "{killed} kills");
+        if let Some(cell) = ractor::registry::where_is(member.clone()) {
+            cell.kill_and_wait(Some(Duration::from_secs(2)))
+                .await
+                .unwrap();
+            killed += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(killed, 11, "restarted 10 times, given up at the 11th");
+    // The balancer's actor stopped: the parent gets an ordinary ActorTerminated with the
+    // reason, and the report says nothing was drained.
+    let event = next_end(&mut events).await;
+    assert!(
+        event.starts_with(&format!("terminated {}", actor.get_id()))
+            && event.contains("restart limit"),
+        "{event}"
+    );
+    tokio::time::timeout(Duration::from_secs(5), join)
+        .await
+        .expect("the actor's task ends")
+        .unwrap();
+    assert_eq!(fragile.stop().await.outcome, DrainOutcome::Killed);
+    assert!(ractor::registry::where_is(member).is_none());
+    assert!(matches!(
+        Balancer::lookup("fragile"),
+        Err(Error::UnknownBalancer { .. })
+    ));
+    // The name is free again.
+    let again = Balancer::start(BalancerConfig::new("fragile"))
+        .await
+        .unwrap();
+    again.stop().await;
+    app.stop(None);
+    assert_eq!(node.shutdown().await, vec![]);
+}
