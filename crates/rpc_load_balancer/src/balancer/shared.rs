@@ -237,10 +237,11 @@ impl BalancerShared {
         } else {
             tracing::warn!(balancer = %self.name, routed, served, "balancer actors ended without a drain");
         }
-        self.stopped
-            .send_replace(Some(DrainReport::killed(&self.name, routed, served)));
         self.clear();
         self.node.balancers.release(&self.name, self);
+        // Reported last: whoever waits for it finds the name free.
+        self.stopped
+            .send_replace(Some(DrainReport::killed(&self.name, routed, served)));
     }
 
     /// Forgets the members (at stop).

@@ -138,11 +138,18 @@ async fn start(
     let name = config.name.clone();
     // Builds the balancer's selector: bad algorithm options fail the start here.
     let shared = Arc::new(BalancerShared::new(config, Arc::clone(&node))?);
-    if let Some(previous) = node.balancers.draining(&name) {
-        // Its actor has ended and it drains: its member still holds the name.
-        previous.stop().await;
+    loop {
+        if let Some(previous) = node.balancers.draining(&name) {
+            // Its actor has ended and it drains: its member still holds the name.
+            previous.stop().await;
+        }
+        match node.balancers.reserve(&name) {
+            Ok(()) => break,
+            // Its actor ended between the look and the claim: wait for its drain too.
+            Err(_) if node.balancers.draining(&name).is_some() => continue,
+            Err(error) => return Err(error),
+        }
     }
-    node.balancers.reserve(&name)?;
     let started = async {
         let mut children = Vec::new();
         // The algorithm's load source first (LeastCpu's Poller), then the configured ones.

@@ -70,13 +70,13 @@ impl BalancerRegistry {
 
     /// Claims `name` for a balancer being started.
     ///
-    /// Errors: [`Error::BalancerAlreadyStarted`] if one runs or is starting under that name.
+    /// Errors: [`Error::BalancerAlreadyStarted`] if one runs, drains (see
+    /// [`BalancerRegistry::draining`]) or is starting under that name.
     pub(crate) fn reserve(&self, name: &str) -> Result<(), Error> {
         let mut balancers = self.lock();
         match balancers.get(name) {
-            Some(Some(running)) if running.is_own_running() => {}
-            Some(None) => {}
-            _ => {
+            Some(_) => {}
+            None => {
                 balancers.insert(name.to_string(), None);
                 return Ok(());
             }
