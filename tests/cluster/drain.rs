@@ -117,6 +117,42 @@ pub(crate) async fn outcomes(
     served
 }
 
+/// Checks how `leaving` left, from the `served` calls: it held calls when its leaving began at
+/// `began` (started before, replied after); every reply from it came by `ended`; no call
+/// selected after its leave was `seen` went to it; and calls went on after `ended`. Returns
+/// the calls it served.
+pub(crate) fn left_cleanly<'a>(
+    served: &'a [Served],
+    leaving: &str,
+    began: Instant,
+    ended: Instant,
+    seen: &Mutex<Option<Instant>>,
+) -> Vec<&'a Served> {
+    let on_leaving: Vec<&Served> = served.iter().filter(|c| c.node == leaving).collect();
+    let held = on_leaving
+        .iter()
+        .filter(|c| c.started < began && c.replied > began)
+        .count();
+    assert!(
+        held > 0,
+        "no call was in flight on {leaving} when it began to leave"
+    );
+    let last = on_leaving.iter().map(|c| c.replied).max().unwrap();
+    assert!(
+        last <= ended,
+        "a reply from {leaving} came {:?} after it was gone",
+        last - ended
+    );
+    let seen = seen.lock().unwrap().expect("the leave was seen");
+    let late = on_leaving.iter().filter(|c| c.started > seen).count();
+    assert_eq!(
+        late, 0,
+        "{late} calls started after the leave was seen went to {leaving}"
+    );
+    assert!(served.iter().any(|c| c.started > ended), "calls went on");
+    on_leaving
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stopping_a_members_balancer_under_load_fails_no_call() {
     let cluster = Cluster::start(
@@ -172,23 +208,9 @@ async fn stopping_a_members_balancer_under_load_fails_no_call() {
     stop.store(true, Ordering::Relaxed);
     let served = outcomes(callers).await;
 
-    let on_leaving: Vec<&Served> = served.iter().filter(|c| c.node == leaving).collect();
-    let in_flight_at_stop = on_leaving
-        .iter()
-        .filter(|c| c.started < stop_started && c.replied > stop_started)
-        .count();
-    assert!(
-        in_flight_at_stop > 0,
-        "no call was in flight on {leaving} when it stopped"
-    );
     // stop() returned only after the member had served everything it took: every reply from
     // it came before the stop's own reply (one session, in order).
-    let last = on_leaving.iter().map(|c| c.replied).max().unwrap();
-    assert!(
-        last <= stop_ended,
-        "a reply from {leaving} came {:?} after stop returned",
-        last - stop_ended
-    );
+    let on_leaving = left_cleanly(&served, &leaving, stop_started, stop_ended, &seen);
     // …and it took at least the grace (100 ms) plus the rest of the longest call it held.
     let held_longest = on_leaving
         .iter()
@@ -201,17 +223,6 @@ async fn stopping_a_members_balancer_under_load_fails_no_call() {
         stop_ended - stop_started >= Duration::from_millis(100),
         "stop took {:?}",
         stop_ended - stop_started
-    );
-    // Nothing selected after the leave was seen went to it.
-    let seen = seen.lock().unwrap().expect("the leave was seen");
-    let late = on_leaving.iter().filter(|c| c.started > seen).count();
-    assert_eq!(
-        late, 0,
-        "{late} calls started after the leave was seen went to {leaving}"
-    );
-    assert!(
-        served.iter().filter(|c| c.started > stop_ended).count() > 0,
-        "calls went on"
     );
     work.stop().await;
     me.shutdown().await;

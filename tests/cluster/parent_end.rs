@@ -12,7 +12,7 @@ use rpc_load_balancer::{ControlReply, ControlRequest};
 use rpclb::harness::Cluster;
 use tokio::time::Instant;
 
-use crate::drain::{caller, leave_seen, load, outcomes, serving, Served};
+use crate::drain::{caller, leave_seen, left_cleanly, load, outcomes, serving};
 use crate::BIN;
 
 /// Runs the load, ends the parent of node 0's balancer (killed when `kill`), and checks that
@@ -69,30 +69,8 @@ async fn parent_end_under_load_fails_no_call(kill: bool) {
     // No caller saw an error (`outcomes` asserts it).
     let served = outcomes(callers).await;
 
-    let on_leaving: Vec<&Served> = served.iter().filter(|c| c.node == leaving).collect();
-    let held = on_leaving
-        .iter()
-        .filter(|c| c.started < ended && c.replied > ended)
-        .count();
-    assert!(
-        held > 0,
-        "no call was in flight on {leaving} when its parent ended"
-    );
-    // It finished what it held before it went.
-    let last = on_leaving.iter().map(|c| c.replied).max().unwrap();
-    assert!(
-        last <= gone,
-        "a reply from {leaving} came {:?} after its balancer was gone",
-        last - gone
-    );
-    // Nothing selected after the leave was seen went to it, and the others went on serving.
-    let seen = seen.lock().unwrap().expect("the leave was seen");
-    let late = on_leaving.iter().filter(|c| c.started > seen).count();
-    assert_eq!(
-        late, 0,
-        "{late} calls started after the leave went to {leaving}"
-    );
-    assert!(served.iter().any(|c| c.started > gone), "calls went on");
+    // It finished the calls it held before it went, and took nothing after its leave was seen.
+    left_cleanly(&served, &leaving, ended, gone, &seen);
     work.stop().await;
     me.shutdown().await;
     cluster.shutdown().await;

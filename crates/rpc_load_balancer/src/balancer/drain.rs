@@ -3,7 +3,6 @@
 //! defined with the control protocol that carries it (`control::DrainReport`).
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use super::{member_name, Balancer, DRAIN_POLL, MIN_REFUSING, PEERS_SAW_LEAVE};
 
@@ -112,13 +111,7 @@ impl Balancer {
         // The balancer's actor first (its algorithm children with it; it may have ended
         // already), then the node's keeper, which stops the member and waits for it: when this
         // returns, this node has left the group and the member's name is free.
-        let _ = self
-            .supervisor
-            .stop_and_wait(
-                Some("balancer stopped".into()),
-                Some(Duration::from_secs(5)),
-            )
-            .await;
+        super::child::stop_and_wait(&self.supervisor.get_cell()).await;
         shared.stop_keeper().await;
         shared.clear();
         shared.node.balancers.release(&shared.name, shared);

@@ -127,12 +127,7 @@ impl Actor for MemberKeeper {
         // Wait for the member: when a stop returns, this node has left the group and the
         // member's name is free for a new start.
         if let Some(member) = state.member.take() {
-            let _ = member
-                .stop_and_wait(
-                    Some("balancer stopped".into()),
-                    Some(Duration::from_secs(5)),
-                )
-                .await;
+            super::child::stop_and_wait(&member.get_cell()).await;
         }
         Ok(())
     }
@@ -155,12 +150,8 @@ impl Actor for MemberKeeper {
         message: SupervisionEvent,
         state: &mut KeeperState,
     ) -> Result<(), ActorProcessingErr> {
-        let (cell, why) = match &message {
-            SupervisionEvent::ActorTerminated(cell, _, reason) => {
-                (cell, reason.clone().unwrap_or_default())
-            }
-            SupervisionEvent::ActorFailed(cell, error) => (cell, error.to_string()),
-            _ => return Ok(()),
+        let Some((cell, why)) = super::child::ended(&message) else {
+            return Ok(());
         };
         let ours = state
             .member

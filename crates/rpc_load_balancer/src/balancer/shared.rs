@@ -186,12 +186,7 @@ impl BalancerShared {
     /// Stops the keeper (and the member with it) and waits for them (≤ 5 s).
     pub(crate) async fn stop_keeper(&self) {
         if let Some(keeper) = self.keeper.get() {
-            let _ = keeper
-                .stop_and_wait(
-                    Some("balancer stopped".into()),
-                    Some(std::time::Duration::from_secs(5)),
-                )
-                .await;
+            super::child::stop_and_wait(&keeper.get_cell()).await;
         }
     }
 

@@ -243,12 +243,7 @@ impl Actor for BalancerActor {
     ) -> Result<(), ActorProcessingErr> {
         for child in &mut state.children {
             if let Some(cell) = child.cell.take() {
-                let _ = cell
-                    .stop_and_wait(
-                        Some("balancer stopped".into()),
-                        Some(Duration::from_secs(5)),
-                    )
-                    .await;
+                super::child::stop_and_wait(&cell).await;
             }
         }
         Ok(())
@@ -275,12 +270,8 @@ impl Actor for BalancerActor {
         message: SupervisionEvent,
         state: &mut BalancerActorState,
     ) -> Result<(), ActorProcessingErr> {
-        let (cell, why) = match &message {
-            SupervisionEvent::ActorTerminated(cell, _, reason) => {
-                (cell, reason.clone().unwrap_or_default())
-            }
-            SupervisionEvent::ActorFailed(cell, error) => (cell, error.to_string()),
-            _ => return Ok(()),
+        let Some((cell, why)) = super::child::ended(&message) else {
+            return Ok(());
         };
         if state.shared.is_stopping() {
             return Ok(());
