@@ -313,6 +313,11 @@ pub struct NodeArgs {
     /// tests).
     #[arg(long)]
     pub wire_extra_field: bool,
+    /// Test flag: start the `--balancer`s under a parent actor whose `post_stop` is empty
+    /// (as an app's supervisor that does not stop its balancers), which the test hook
+    /// `ControlRequest::EndBalancerParent` stops or kills, instead of standalone.
+    #[arg(long)]
+    pub balancer_parent: bool,
     /// After leaving a balancer at stop or SIGTERM, how long this node still serves calls
     /// selected before others saw it leave, in ms (later ones go to other members).
     #[arg(

@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use rpc_load_balancer::{Balancer, BalancerConfig, Node, NodeConfig, NodeEvent};
+use rpc_load_balancer::{Balancer, BalancerActor, BalancerConfig, Node, NodeConfig, NodeEvent};
 use serde_json::{json, Value};
 use tokio::io::AsyncReadExt;
 use tokio::sync::broadcast::error::RecvError;
@@ -35,18 +35,42 @@ fn apply_test_flags(config: NodeConfig, args: &NodeArgs) -> CmdResult<NodeConfig
     })
 }
 
-/// Without the `test-hooks` feature the test flags `--cpu-reply`, `--wire-version` and
-/// `--wire-extra-field` are refused (the node does not start) rather than ignored.
+/// Without the `test-hooks` feature the test flags `--cpu-reply`, `--wire-version`,
+/// `--wire-extra-field` and `--balancer-parent` are refused (the node does not start) rather
+/// than ignored.
 #[cfg(not(feature = "test-hooks"))]
 fn apply_test_flags(config: NodeConfig, args: &NodeArgs) -> CmdResult<NodeConfig> {
-    if args.cpu_reply != "normal" || args.wire_version.is_some() || args.wire_extra_field {
+    if args.cpu_reply != "normal"
+        || args.wire_version.is_some()
+        || args.wire_extra_field
+        || args.balancer_parent
+    {
         return Err(
-            "--cpu-reply, --wire-version and --wire-extra-field are test flags: this rpclb was \
-                    built without its `test-hooks` feature"
+            "--cpu-reply, --wire-version, --wire-extra-field and --balancer-parent are test \
+             flags: this rpclb was built without its `test-hooks` feature"
                 .into(),
         );
     }
     Ok(config)
+}
+
+/// The parent of `--balancer-parent`: an app's supervisor whose `post_stop` is empty, so it
+/// stops (or is killed) without stopping its balancers; the test hook
+/// `ControlRequest::EndBalancerParent` ends it.
+struct TestParent;
+
+impl ractor::Actor for TestParent {
+    type Msg = ();
+    type State = ();
+    type Arguments = ();
+
+    async fn pre_start(
+        &self,
+        _: ractor::ActorRef<()>,
+        _: (),
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        Ok(())
+    }
 }
 
 /// Keeps the deliberate panics of the `panic` and `const-then-panic` test samplers off stderr
@@ -184,6 +208,10 @@ pub async fn run(args: NodeArgs) -> CmdResult {
     functions::register_all(&node, Duration::from_millis(args.delay_ms))?;
     // The plain ractor_cluster echo that `rpclb bench` measures our calls against.
     let raw_floor = raw_floor::start(node.name()).await?;
+    let parent = match args.balancer_parent {
+        true => Some(ractor::Actor::spawn(None, TestParent, ()).await?.0),
+        false => None,
+    };
     // One instance serves every balancer: the built-ins keep each balancer's ring, cycle,
     // rotation and CPU slots apart.
     for name in &args.balancers {
@@ -195,7 +223,19 @@ pub async fn run(args: NodeArgs) -> CmdResult {
             Some(filters) => config.node_match_list(filters.iter().cloned()),
             None => config,
         };
-        Balancer::start(config).await?;
+        match &parent {
+            // The ractor way: the balancer's actor linked under the parent.
+            Some(parent) => {
+                let (actor, _) =
+                    ractor::Actor::spawn_linked(None, BalancerActor, config, parent.get_cell())
+                        .await
+                        .map_err(|error| format!("balancer {name}: {error}"))?;
+                Balancer::from_actor(&actor)?;
+            }
+            None => {
+                Balancer::start(config).await?;
+            }
+        }
     }
     // Listening before `ready`: a stop signal sent as soon as it is printed is a stop request.
     let mut signals = StopSignals::listen()?;

@@ -13,14 +13,14 @@ use crate::{Whoami, BIN, MESH_TIMEOUT};
 
 /// One finished call: who served it, when it was started and when its reply arrived.
 #[derive(Debug, Clone)]
-struct Served {
-    node: String,
-    started: Instant,
-    replied: Instant,
+pub(crate) struct Served {
+    pub(crate) node: String,
+    pub(crate) started: Instant,
+    pub(crate) replied: Instant,
 }
 
 /// 32 callers calling `whoami` through `work` until `stop` is set; every outcome.
-fn load(
+pub(crate) fn load(
     work: &Balancer,
     stop: &Arc<AtomicBool>,
 ) -> Vec<tokio::task::JoinHandle<Vec<Result<Served, String>>>> {
@@ -50,7 +50,7 @@ fn load(
 }
 
 /// Joins as a caller of `work` (RoundRobin, not a member) with every child a member.
-async fn caller(cluster: &Cluster) -> (rpc_load_balancer::Node, Balancer) {
+pub(crate) async fn caller(cluster: &Cluster) -> (rpc_load_balancer::Node, Balancer) {
     let me = cluster.join("tester", MESH_TIMEOUT).await.unwrap();
     let work = Balancer::start(
         BalancerConfig::new("work")
@@ -66,7 +66,7 @@ async fn caller(cluster: &Cluster) -> (rpc_load_balancer::Node, Balancer) {
 }
 
 /// Waits (≤ 5 s) until `node` serves calls of `work`, so it has some in flight when stopped.
-async fn serving(me: &rpc_load_balancer::Node, node: &str) {
+pub(crate) async fn serving(me: &rpc_load_balancer::Node, node: &str) {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         match me
@@ -84,7 +84,7 @@ async fn serving(me: &rpc_load_balancer::Node, node: &str) {
 }
 
 /// Records when this node's snapshot of `work` first lacks `node`.
-fn leave_seen(work: &Balancer, node: &str) -> Arc<Mutex<Option<Instant>>> {
+pub(crate) fn leave_seen(work: &Balancer, node: &str) -> Arc<Mutex<Option<Instant>>> {
     let seen: Arc<Mutex<Option<Instant>>> = Arc::default();
     let (mut members, node, record) = (work.watch_members(), node.to_string(), Arc::clone(&seen));
     tokio::spawn(async move {
@@ -95,7 +95,7 @@ fn leave_seen(work: &Balancer, node: &str) -> Arc<Mutex<Option<Instant>>> {
     seen
 }
 
-async fn outcomes(
+pub(crate) async fn outcomes(
     callers: Vec<tokio::task::JoinHandle<Vec<Result<Served, String>>>>,
 ) -> Vec<Served> {
     let mut served = Vec::new();
@@ -115,6 +115,42 @@ async fn outcomes(
         &failed[..failed.len().min(5)]
     );
     served
+}
+
+/// Checks how `leaving` left, from the `served` calls: it held calls when its leaving began at
+/// `began` (started before, replied after); every reply from it came by `ended`; no call
+/// selected after its leave was `seen` went to it; and calls went on after `ended`. Returns
+/// the calls it served.
+pub(crate) fn left_cleanly<'a>(
+    served: &'a [Served],
+    leaving: &str,
+    began: Instant,
+    ended: Instant,
+    seen: &Mutex<Option<Instant>>,
+) -> Vec<&'a Served> {
+    let on_leaving: Vec<&Served> = served.iter().filter(|c| c.node == leaving).collect();
+    let held = on_leaving
+        .iter()
+        .filter(|c| c.started < began && c.replied > began)
+        .count();
+    assert!(
+        held > 0,
+        "no call was in flight on {leaving} when it began to leave"
+    );
+    let last = on_leaving.iter().map(|c| c.replied).max().unwrap();
+    assert!(
+        last <= ended,
+        "a reply from {leaving} came {:?} after it was gone",
+        last - ended
+    );
+    let seen = seen.lock().unwrap().expect("the leave was seen");
+    let late = on_leaving.iter().filter(|c| c.started > seen).count();
+    assert_eq!(
+        late, 0,
+        "{late} calls started after the leave was seen went to {leaving}"
+    );
+    assert!(served.iter().any(|c| c.started > ended), "calls went on");
+    on_leaving
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -172,23 +208,9 @@ async fn stopping_a_members_balancer_under_load_fails_no_call() {
     stop.store(true, Ordering::Relaxed);
     let served = outcomes(callers).await;
 
-    let on_leaving: Vec<&Served> = served.iter().filter(|c| c.node == leaving).collect();
-    let in_flight_at_stop = on_leaving
-        .iter()
-        .filter(|c| c.started < stop_started && c.replied > stop_started)
-        .count();
-    assert!(
-        in_flight_at_stop > 0,
-        "no call was in flight on {leaving} when it stopped"
-    );
     // stop() returned only after the member had served everything it took: every reply from
     // it came before the stop's own reply (one session, in order).
-    let last = on_leaving.iter().map(|c| c.replied).max().unwrap();
-    assert!(
-        last <= stop_ended,
-        "a reply from {leaving} came {:?} after stop returned",
-        last - stop_ended
-    );
+    let on_leaving = left_cleanly(&served, &leaving, stop_started, stop_ended, &seen);
     // …and it took at least the grace (100 ms) plus the rest of the longest call it held.
     let held_longest = on_leaving
         .iter()
@@ -201,17 +223,6 @@ async fn stopping_a_members_balancer_under_load_fails_no_call() {
         stop_ended - stop_started >= Duration::from_millis(100),
         "stop took {:?}",
         stop_ended - stop_started
-    );
-    // Nothing selected after the leave was seen went to it.
-    let seen = seen.lock().unwrap().expect("the leave was seen");
-    let late = on_leaving.iter().filter(|c| c.started > seen).count();
-    assert_eq!(
-        late, 0,
-        "{late} calls started after the leave was seen went to {leaving}"
-    );
-    assert!(
-        served.iter().filter(|c| c.started > stop_ended).count() > 0,
-        "calls went on"
     );
     work.stop().await;
     me.shutdown().await;

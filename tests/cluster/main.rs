@@ -30,6 +30,7 @@ mod local;
 mod mesh;
 mod node_death;
 mod overload;
+mod parent_end;
 mod payload;
 mod payload_calls;
 mod payload_pick;

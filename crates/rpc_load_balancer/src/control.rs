@@ -105,6 +105,19 @@ pub enum ControlRequest {
     /// [`Error::BadRequest`](crate::Error::BadRequest) and stops nothing: send it
     /// [`ControlRequest::StopBalancer`] then (as `rpclb control stop_balancer` does).
     StopBalancerReport(String),
+    /// Test hook (hidden from the docs; wire index 20 in every build): end the parent actor of
+    /// the named balancer's actor on the target — `stop(None)`, or a kill when `kill` is set —
+    /// as an app's supervisor would that ends without stopping its balancer (for tests of the
+    /// drain that follows): [`ControlReply::Done`]. Admin-gated; a remote error if no such
+    /// balancer runs on the target or its actor has no parent. A target built without the
+    /// `test-hooks` feature answers [`Error::BadRequest`](crate::Error::BadRequest).
+    #[doc(hidden)]
+    EndBalancerParent {
+        /// The balancer's name.
+        name: String,
+        /// Kill the parent rather than stop it.
+        kill: bool,
+    },
 }
 
 /// The answer to a [`ControlRequest`]. (Only `PartialEq`: CPU readings carry an `f64`.)
@@ -172,7 +185,7 @@ mod tests {
     use super::ControlRequest;
 
     /// The variant indices of docs/reference/wire-compatibility.md, in every build: the test
-    /// hooks (10, 13) are never behind `#[cfg]`, so no later index shifts between nodes built
+    /// hooks (10, 13, 20) are never behind `#[cfg]`, so no later index shifts between nodes built
     /// with and without the `test-hooks` feature.
     #[test]
     fn control_requests_keep_their_wire_indices_test_hooks_included() {
@@ -211,6 +224,13 @@ mod tests {
                 },
             ),
             (19, ControlRequest::StopBalancerReport(name())),
+            (
+                20,
+                ControlRequest::EndBalancerParent {
+                    name: name(),
+                    kill: true,
+                },
+            ),
         ];
         for (index, request) in requests {
             let bytes = postcard::to_allocvec(&request).unwrap();

@@ -339,6 +339,7 @@ async fn admin(
         | ControlRequest::StopBalancerReport(_)
         | ControlRequest::KillLoadBalancer(_)
         | ControlRequest::CrashPoller(_)
+        | ControlRequest::EndBalancerParent { .. }
             if !shared.config.remote_admin =>
         {
             return Err(crate::Error::InvalidConfig {
@@ -354,7 +355,8 @@ async fn admin(
         | ControlRequest::StopBalancer(_)
         | ControlRequest::StopBalancerReport(_)
         | ControlRequest::KillLoadBalancer(_)
-        | ControlRequest::CrashPoller(_)) => {
+        | ControlRequest::CrashPoller(_)
+        | ControlRequest::EndBalancerParent { .. }) => {
             return (shared.balancer_admin)(Arc::clone(shared), request).await
         }
     })

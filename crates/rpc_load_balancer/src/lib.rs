@@ -113,8 +113,8 @@ pub use algorithm::{
     WeightedRoundRobin,
 };
 pub use balancer::{
-    BalancedCall, BalancedCast, Balancer, BalancerConfig, DrainOutcome, DrainReport, Member,
-    Members, SelectionGuard,
+    BalancedCall, BalancedCast, Balancer, BalancerActor, BalancerConfig, DrainOutcome, DrainReport,
+    Member, Members, SelectionGuard,
 };
 pub use call::Call;
 pub use control::{ControlReply, ControlRequest};

@@ -94,8 +94,9 @@ pub trait NamedBalancer {
     }
 
     /// Starts the balancer linked to `supervisor` (an actor of the app's supervision tree),
-    /// as [`Balancer::spawn_linked`] with [`config`](Self::config). Stopping the parent kills
-    /// the balancer without draining: call [`stop`](Self::stop) from its `post_stop`.
+    /// as [`Balancer::spawn_linked`] with [`config`](Self::config). Stopping or killing the
+    /// parent kills the balancer's actor, and the balancer drains all the same (call
+    /// [`stop`](Self::stop) to wait for that drain's report).
     ///
     /// Errors: as [`start`](Self::start).
     fn spawn_linked(supervisor: ActorCell) -> impl Future<Output = Result<Balancer, Error>> + Send {

@@ -13,7 +13,8 @@ use crate::Error;
 
 /// Answers one control request about the balancers of the node whose state is `shared`:
 /// `InFlight`, `Members`, `Served`, `CpuSelection`, and the admin requests `StartBalancer`,
-/// `StopBalancer`, `StopBalancerReport`, `KillLoadBalancer` and `CrashPoller` (the endpoint
+/// `StopBalancer`, `StopBalancerReport`, and the test hooks `KillLoadBalancer`, `CrashPoller`
+/// and `EndBalancerParent` (the endpoint
 /// checks `remote_admin` before it hands them here). Any other request is an
 /// [`Error::BadRequest`] (the endpoint hands none here).
 ///
@@ -26,7 +27,7 @@ pub(crate) fn answer(
     Box::pin(async move {
         Ok(match request {
             ControlRequest::InFlight(name) => {
-                ControlReply::InFlight(shared.balancers.get(&name).ok().map(|b| {
+                ControlReply::InFlight(shared.balancers.registered(&name).ok().map(|b| {
                     b.members()
                         .as_slice()
                         .iter()
@@ -37,13 +38,17 @@ pub(crate) fn answer(
             ControlRequest::Members(name) => ControlReply::Members(
                 shared
                     .balancers
-                    .get(&name)
+                    .registered(&name)
                     .ok()
                     .map(|b| b.members().nodes()),
             ),
-            ControlRequest::Served(name) => {
-                ControlReply::Served(shared.balancers.get(&name).ok().map(|b| b.served() as u64))
-            }
+            ControlRequest::Served(name) => ControlReply::Served(
+                shared
+                    .balancers
+                    .registered(&name)
+                    .ok()
+                    .map(|b| b.served() as u64),
+            ),
             ControlRequest::CpuSelection => {
                 ControlReply::CpuSelection(super::cpu_selection::values(&shared))
             }
@@ -57,21 +62,39 @@ pub(crate) fn answer(
                 if let Some(patterns) = node_match_list {
                     config = config.node_match_list(patterns);
                 }
-                Balancer::start_on(shared, config, None).await?;
+                Balancer::start_on(shared, config).await?;
                 ControlReply::Done
             }
+            // A balancer whose actor has ended and that drains: its drain's report.
             ControlRequest::StopBalancer(name) => {
-                shared.balancers.get(&name)?.stop().await;
+                shared.balancers.registered(&name)?.stop().await;
                 ControlReply::Done
             }
             ControlRequest::StopBalancerReport(name) => {
-                ControlReply::Stopped(shared.balancers.get(&name)?.stop().await)
+                ControlReply::Stopped(shared.balancers.registered(&name)?.stop().await)
             }
             ControlRequest::KillLoadBalancer(name) => {
                 shared.balancers.get(&name)?;
                 let actor = ractor::registry::where_is(member_name(&name, &shared.name))
                     .ok_or(Error::UnknownBalancer { balancer: name })?;
                 actor.kill();
+                ControlReply::Done
+            }
+            ControlRequest::EndBalancerParent { name, kill } => {
+                let balancer = shared.balancers.get(&name)?;
+                let parent = balancer
+                    .actor()
+                    .get_cell()
+                    .try_get_supervisor()
+                    .ok_or_else(|| Error::BadRequest {
+                        node: shared.name.clone(),
+                        message: format!("balancer {name}'s actor has no parent"),
+                    })?;
+                if kill {
+                    parent.kill();
+                } else {
+                    parent.stop(None);
+                }
                 ControlReply::Done
             }
             ControlRequest::CrashPoller(name) => {

@@ -28,3 +28,26 @@ impl std::fmt::Debug for Child {
             .finish_non_exhaustive()
     }
 }
+
+/// How long a stopping balancer waits for each of its actors to stop.
+const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Stops `actor` (one of a balancer's: its own actor, an algorithm child, the member or its
+/// keeper) with the reason `balancer stopped`, and waits for it to have stopped (at most 5
+/// s; at once if it is gone already).
+pub(crate) async fn stop_and_wait(actor: &ActorCell) {
+    let _ = actor
+        .stop_and_wait(Some("balancer stopped".into()), Some(STOP_WAIT))
+        .await;
+}
+
+/// The actor an `event` says has ended (terminated or failed) and why, if it says so.
+pub(crate) fn ended(event: &ractor::SupervisionEvent) -> Option<(&ActorCell, String)> {
+    match event {
+        ractor::SupervisionEvent::ActorTerminated(cell, _, reason) => {
+            Some((cell, reason.clone().unwrap_or_default()))
+        }
+        ractor::SupervisionEvent::ActorFailed(cell, error) => Some((cell, error.to_string())),
+        _ => None,
+    }
+}

@@ -6,9 +6,13 @@
 //! group (scope `rpc_load_balancer`, group = the balancer's name), kept as a sorted,
 //! deduplicated snapshot that callers read without locks.
 //!
-//! Per balancer and node there are two actors: a BalancerSupervisor and, under
-//! it, the LoadBalancer, which joins the group, watches it and serves routed calls. Start one
-//! with [`Balancer::start`] or, inside a supervision tree, [`Balancer::spawn_linked`].
+//! Per balancer and node there are two sides. The balancer's own actor, a [`BalancerActor`],
+//! is the user's: spawn it standalone or, the ractor way, linked into your supervision tree
+//! (`Actor::spawn_linked(name, BalancerActor, config, supervisor)`), and get a handle for
+//! calls from it ([`Balancer::from_actor`]) or by the balancer's name ([`Balancer::lookup`]);
+//! [`Balancer::start`] and [`Balancer::spawn_linked`] do both in one step. The member actor,
+//! the LoadBalancer, which joins the group, watches it and serves routed calls, is kept by
+//! node-owned machinery, which drains it when the balancer's actor ends however it ends.
 //!
 //! ```
 //! use rpc_load_balancer::{Balancer, BalancerConfig, FunctionError, Node, NodeConfig, RemoteFunction, RoundRobin};
@@ -39,17 +43,20 @@
 pub(crate) mod admin;
 mod call;
 mod child;
+mod choose;
 mod config;
 pub(crate) mod cpu_poller;
 mod cpu_selection;
 mod drain;
 mod in_flight;
+mod keeper;
 mod load_balancer;
 mod members;
 mod registered;
 mod selection;
 mod selection_metrics;
 mod shared;
+mod start;
 pub(crate) mod supervisor;
 #[cfg(test)]
 mod tests;
@@ -68,7 +75,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::{Actor, ActorCell, ActorRef};
+use ractor::ActorRef;
 use tokio::sync::watch;
 
 pub use call::{BalancedCall, BalancedCast};
@@ -77,28 +84,26 @@ pub use config::{BalancerConfig, DEFAULT_DRAIN_TIMEOUT, DEFAULT_LEAVE_GRACE};
 pub use drain::{DrainOutcome, DrainReport};
 pub use members::{Member, Members};
 pub use selection::SelectionGuard;
-pub use supervisor::SupervisorMsg;
+pub use supervisor::{BalancerActor, BalancerActorState, SupervisorMsg};
 
 pub(crate) use in_flight::OwnedInFlightToken;
 pub(crate) use members::member_name;
 pub(crate) use registered::BalancerLookup;
 pub(crate) use selection::Selection;
 pub(crate) use shared::BalancerShared;
-use supervisor::BalancerSupervisor;
 
-use crate::function::RemoteFunction;
-use crate::node::shared::NodeShared;
-use crate::routing::Request;
-use crate::{Error, Node};
+use crate::Error;
 
-/// A handle to a balancer started on this node. Cheap to clone.
+/// A handle to a balancer started on this node, for calls: cheap to clone. Get one from the
+/// balancer's actor ([`Balancer::from_actor`]), by name ([`Balancer::lookup`]), or from
+/// [`Balancer::start`] and [`Balancer::spawn_linked`].
 ///
 /// # Restarts: a handle follows its name
 ///
 /// A handle stands for the balancer of its name on this node. While the balancer it was
 /// started with (or looked up as) runs, it is that one. Once that balancer's actors have
-/// ended — stopped with [`Balancer::stop`], killed (`actor().kill()`, or with a parent that
-/// stopped without stopping it), or given up after too many restarts — and a new balancer has
+/// ended — stopped with [`Balancer::stop`], stopped or killed otherwise (`actor().kill()`, or
+/// with its parent), or given up after too many restarts — and a new balancer has
 /// been started under the same name on this node (by your supervisor, say), every operation of
 /// the old handle goes to the new one: calls, casts and selections route on its live members
 /// and count in its in-flight total (so its [`stop`](Balancer::stop) drains them), and
@@ -106,12 +111,14 @@ use crate::{Error, Node};
 /// [`in_flight`](Balancer::in_flight) and [`stop`](Balancer::stop) report on it. Until one is
 /// started, the old handle's calls fail with [`Error::UnknownBalancer`], as
 /// [`Balancer::lookup`] does. Only [`actor`](Balancer::actor) stays the handle's own
-/// supervisor actor (to match supervision events against). Following costs the call path
-/// nothing while the handle's own balancer runs (one atomic read of its actor's status).
+/// actor (to match supervision events against). Following costs the call path nothing while
+/// the handle's own balancer runs (one atomic read of its actor's status).
 ///
-/// A killed balancer does not drain: calls it had routed or was serving when it was killed are
-/// not waited for by anyone. Its members' snapshot is dropped, its pg membership ends with its
-/// actors (peers stop selecting it within milliseconds), and its name is freed on the node.
+/// A balancer whose actor was stopped or killed without [`Balancer::stop`] drains all the
+/// same: node-owned machinery leaves the group at once, lets the calls this node routed and
+/// serves finish, and only then stops the member actor and frees the name (a start under the
+/// name waits for that; `stop()` on a handle returns the drain's report). Only a balancer
+/// that gave up after too many restarts of its member actor does not drain.
 #[derive(Clone)]
 pub struct Balancer {
     shared: Arc<BalancerShared>,
@@ -129,75 +136,6 @@ impl std::fmt::Debug for Balancer {
 }
 
 impl Balancer {
-    /// Starts the balancer on this process's node (see [`Node::current`]), standalone.
-    /// Returns once this node is selectable (if it is a member).
-    ///
-    /// Errors: [`Error::NodeNotRunning`]; [`Error::InvalidConfig`] naming the option;
-    /// [`Error::BalancerAlreadyStarted`]; [`Error::Startup`] if its actors cannot start.
-    pub async fn start(config: BalancerConfig) -> Result<Balancer, Error> {
-        let node = Node::current().ok_or(Error::NodeNotRunning)?;
-        Self::start_on(node.shared(), config, None).await
-    }
-
-    /// Starts the balancer linked to `supervisor` (an actor of the app's supervision tree),
-    /// which receives its supervisor's supervision events. Stopping that parent kills the
-    /// balancer without draining: call [`Balancer::stop`] from the parent's `post_stop` to stop
-    /// it gracefully. The other way round, the parent gets a `SupervisionEvent::ActorTerminated`
-    /// when the balancer stops — also after a deliberate [`Balancer::stop`] — and ractor's
-    /// default `handle_supervisor_evt` stops the parent then: override it in the parent to
-    /// keep running.
-    ///
-    /// Errors: as [`Balancer::start`].
-    pub async fn spawn_linked(
-        config: BalancerConfig,
-        supervisor: ActorCell,
-    ) -> Result<Balancer, Error> {
-        let node = Node::current().ok_or(Error::NodeNotRunning)?;
-        Self::start_on(node.shared(), config, Some(supervisor)).await
-    }
-
-    pub(crate) async fn start_on(
-        node: Arc<NodeShared>,
-        config: BalancerConfig,
-        parent: Option<ActorCell>,
-    ) -> Result<Balancer, Error> {
-        config.validate()?;
-        let name = config.name.clone();
-        // Builds the balancer's selector: bad algorithm options fail the start here.
-        let shared = Arc::new(BalancerShared::new(config, Arc::clone(&node))?);
-        node.balancers.reserve(&name)?;
-        let actor_name = Some(format!("rpc_load_balancer/@balancer/{name}"));
-        let spawned = match parent {
-            Some(parent) => {
-                Actor::spawn_linked(actor_name, BalancerSupervisor, Arc::clone(&shared), parent)
-                    .await
-            }
-            None => Actor::spawn(actor_name, BalancerSupervisor, Arc::clone(&shared)).await,
-        };
-        match spawned {
-            Ok((supervisor, _)) => {
-                let balancer = Balancer { shared, supervisor };
-                node.balancers.register(balancer.clone());
-                tracing::info!(balancer = %name, member = balancer.shared.member, "balancer started");
-                Ok(balancer)
-            }
-            Err(error) => {
-                node.balancers.release_reservation(&name);
-                Err(Error::Startup {
-                    reason: format!("balancer {name}: {error}"),
-                })
-            }
-        }
-    }
-
-    /// The balancer started on this node under `name`.
-    ///
-    /// Errors: [`Error::NodeNotRunning`]; [`Error::UnknownBalancer`] if none runs here.
-    pub fn lookup(name: &str) -> Result<Balancer, Error> {
-        let node = Node::current().ok_or(Error::NodeNotRunning)?;
-        node.shared().balancers.get(name)
-    }
-
     /// The balancer's name.
     pub fn name(&self) -> &str {
         &self.shared.name
@@ -214,8 +152,8 @@ impl Balancer {
         self.current().shared.member
     }
 
-    /// The supervisor actor of the balancer this handle was started with (or looked up as),
-    /// for linking and monitoring. Unlike the other methods it does not follow a restart:
+    /// The actor of the balancer this handle was started with (or looked up as), a
+    /// [`BalancerActor`], for linking and monitoring. Unlike the other methods it does not follow a restart:
     /// [`Balancer::lookup`] gives a handle whose actor is the running balancer's.
     pub fn actor(&self) -> &ActorRef<SupervisorMsg> {
         &self.supervisor
@@ -259,8 +197,8 @@ impl Balancer {
     #[cold]
     fn successor(&self) -> Option<Arc<Balancer>> {
         let shared = &self.shared;
-        // A dead balancer routes nothing (a kill skips every cleanup: do it now).
-        shared.end_without_drain();
+        // A balancer whose actor has ended routes nothing (it drains, on the keeper's task).
+        shared.mark_stopping();
         if let Some(found) = shared.successor.load().as_ref() {
             if found.is_own_running() {
                 return Some(Arc::clone(found));
@@ -323,148 +261,6 @@ impl Balancer {
             _ => Err(Error::NoMembers {
                 balancer: shared.name.clone(),
             }),
-        }
-    }
-
-    /// Selects a member without calling it (the original's `select_node`), optionally for a
-    /// routing `key`. The returned guard releases the selection when dropped (counting
-    /// algorithms count the member busy until then). It is owned (`Send + 'static`): it may
-    /// move into a spawned task and outlive this handle.
-    ///
-    /// Errors: [`Error::UnknownBalancer`] once stopped; [`Error::NoMembers`] (no retry: it
-    /// fails at once); the algorithm's own errors (e.g. [`Error::NoEligibleMembers`]);
-    /// [`Error::InvalidConfig`] (`algorithm`) when a custom algorithm returns an index out of
-    /// range.
-    pub fn select_node(&self, key: Option<&[u8]>) -> Result<SelectionGuard, Error> {
-        let current = self.current();
-        let (members, index) = current.shared.choose(key, &[])?;
-        Ok(SelectionGuard::new(
-            Arc::clone(&current.shared),
-            members,
-            index,
-        ))
-    }
-
-    /// Replica selection: `min(count, members)` distinct member nodes (full names) for `key`,
-    /// the preferred first (HashRing walks the ring; other algorithms sample at random by default). Nothing
-    /// is counted in flight: use [`Balancer::select_node`] or calls for that.
-    ///
-    /// Errors: [`Error::UnknownBalancer`] once stopped; [`Error::NoMembers`]; the algorithm's
-    /// own errors; [`Error::InvalidConfig`] (`algorithm`) when a custom selector's
-    /// [`pick_many`](crate::routing::Selector::pick_many) breaks its contract (an index
-    /// out of range, a repeat, or other than `min(count, members)` indices).
-    pub fn select_nodes(&self, count: usize, key: Option<&[u8]>) -> Result<Vec<String>, Error> {
-        let current = self.current();
-        let shared = &current.shared;
-        shared.check_running()?;
-        let members = shared.members();
-        if members.is_empty() {
-            shared.metrics.empty();
-            return Err(Error::NoMembers {
-                balancer: shared.name.clone(),
-            });
-        }
-        let request = Request {
-            balancer: &shared.name,
-            key,
-            version: members.version(),
-        };
-        let algorithm = &shared.config.algorithm;
-        let picked = shared
-            .selector
-            .pick_many(members.views(), count, &request)?;
-        let broken = || Error::InvalidConfig {
-            option: "algorithm",
-            reason: format!(
-                "{} chose {picked:?} for {count} distinct of {} members",
-                algorithm.name(),
-                members.len()
-            ),
-        };
-        if picked.len() != count.min(members.len()) {
-            return Err(broken());
-        }
-        let mut nodes = Vec::with_capacity(picked.len());
-        for (n, &i) in picked.iter().enumerate() {
-            let Some(member) = members.as_slice().get(i) else {
-                return Err(broken());
-            };
-            if picked[..n].contains(&i) {
-                return Err(broken());
-            }
-            nodes.push(member.node().to_string());
-        }
-        Ok(nodes)
-    }
-
-    /// A call of `F` with `args` on a member chosen by the algorithm; set `.key(..)` and
-    /// `.timeout(..)` on the returned [`BalancedCall`], then await it. A member on this node is
-    /// served in-process (no serialization) with the same errors and timeout.
-    ///
-    /// Errors when awaited: see [`BalancedCall`] ([`Error::NoMembers`] when the pool stays
-    /// empty, [`Error::Overloaded`], then as [`Node::call`]).
-    pub fn call<F: RemoteFunction>(&self, args: F::Args) -> BalancedCall<F> {
-        BalancedCall::new(self.clone(), args)
-    }
-
-    /// A cast of `F` with `args` to a member chosen by the algorithm; await the returned
-    /// [`BalancedCast`] (it resolves once the cast is handed over).
-    ///
-    /// Errors when awaited: see [`BalancedCast`] ([`Error::NoMembers`] when the pool stays
-    /// empty, then as [`Node::cast`]).
-    pub fn cast<F: RemoteFunction>(&self, args: F::Args) -> BalancedCast<F> {
-        BalancedCast::new(self.clone(), args)
-    }
-
-    /// Stops the balancer on this node gracefully (draining), and returns when it is stopped,
-    /// with a [`DrainReport`] of what happened:
-    ///
-    /// 1. new calls through this balancer on this node fail with [`Error::UnknownBalancer`];
-    /// 2. this node leaves the group, so other nodes stop selecting it;
-    /// 3. for `leave_grace` (500 ms) it still serves calls other nodes selected before they saw
-    ///    it leave; later ones are refused unrun and their callers send them to another member;
-    /// 4. it waits until the calls this node routed through the balancer and the calls it
-    ///    serves as a member have finished ([`DrainOutcome::Drained`]), or `drain_timeout`
-    ///    (15 s, grace included) is up ([`DrainOutcome::TimedOut`], with the calls still
-    ///    running in [`DrainReport::routed_in_flight`] and [`DrainReport::served_in_flight`])
-    ///    — then it stops anyway: callers of calls still running here may get
-    ///    [`Error::ServiceUnavailable`] (`ConnectionLost`: the call may have run), and those
-    ///    calls' [`CallContext`](crate::CallContext)s are cancelled. A call run in-process (a
-    ///    local member, `CallDirect`, `call_directly`) counts until its function has ended,
-    ///    even when its caller stopped waiting first;
-    /// 5. a member keeps refusing (not dropping) calls for at least 250 ms after leaving,
-    ///    whatever the grace, then it stops its actors and frees the name (a new start under
-    ///    it may follow). [`DrainReport::took`] is the time from 1 to here.
-    ///
-    /// A second call (or [`Node::shutdown`]) while one drains returns when that one is done,
-    /// with the same report; so does a call on a balancer already stopped — unless a new
-    /// balancer has been started under the name since: the handle follows it (see
-    /// [Restarts](Balancer#restarts-a-handle-follows-its-name)) and stops that one. On a
-    /// balancer whose actors were killed (or gave up after too many restarts) and not
-    /// replaced, it returns at once with [`DrainOutcome::Killed`]. Killing the balancer's
-    /// supervisor (or its parent, see [`Balancer::spawn_linked`]) skips the drain: call this
-    /// from the parent's `post_stop`.
-    pub async fn stop(&self) -> DrainReport {
-        let current = self.current();
-        let shared = &current.shared;
-        let mut stopped = shared.stopped.subscribe();
-        if !current.is_own_running() {
-            // Its actors are gone: a stop reported already, or they were killed (reported
-            // by `end_without_drain`, which `current` ran).
-            shared.end_without_drain();
-        } else if !shared.stopping.swap(true, Ordering::AcqRel) {
-            // Waits on this balancer (an empty pool, wait_for_members, random-node calls
-            // tracked by it) end now, not when the drain is over.
-            shared.notify_stopping();
-            // The drain runs on its own task: dropping this future does not abandon it.
-            let balancer = Balancer::clone(&current);
-            tokio::spawn(async move { balancer.drain_and_stop().await });
-        }
-        let report = stopped.wait_for(|report| report.is_some()).await;
-        match report.as_deref() {
-            Ok(Some(report)) => report.clone(),
-            // The sender lives in `shared`, which this handle holds: not reached.
-            _ => DrainReport::killed(&shared.name, 0, 0),
         }
     }
 

@@ -24,6 +24,10 @@ impl RegisteredBalancer for Balancer {
         Balancer::is_own_running(self)
     }
 
+    fn actor_id(&self) -> ractor::ActorId {
+        self.actor().get_id()
+    }
+
     fn state_ptr(&self) -> *const () {
         Arc::as_ptr(self.shared()).cast()
     }
@@ -83,6 +87,17 @@ pub(crate) trait BalancerLookup {
     ///
     /// Errors: [`Error::UnknownBalancer`].
     fn get(&self, name: &str) -> Result<Balancer, Error>;
+
+    /// The running balancer whose actor has the id `actor`.
+    ///
+    /// Errors: [`Error::UnknownBalancer`].
+    fn by_actor(&self, actor: ractor::ActorId) -> Result<Balancer, Error>;
+
+    /// The balancer registered under `name`: running, or draining after its actor ended (its
+    /// counts and members until its drain is over).
+    ///
+    /// Errors: [`Error::UnknownBalancer`].
+    fn registered(&self, name: &str) -> Result<Balancer, Error>;
 }
 
 impl BalancerLookup for BalancerRegistry {
@@ -93,6 +108,31 @@ impl BalancerLookup for BalancerRegistry {
             .cloned()
             .ok_or_else(|| Error::UnknownBalancer {
                 balancer: name.to_string(),
+            })
+    }
+
+    fn registered(&self, name: &str) -> Result<Balancer, Error> {
+        let entry = match BalancerRegistry::draining(self, name) {
+            Some(draining) => draining,
+            None => self.entry(name)?,
+        };
+        entry
+            .as_any()
+            .downcast_ref::<Balancer>()
+            .cloned()
+            .ok_or_else(|| Error::UnknownBalancer {
+                balancer: name.to_string(),
+            })
+    }
+
+    fn by_actor(&self, actor: ractor::ActorId) -> Result<Balancer, Error> {
+        let entry = BalancerRegistry::by_actor(self, actor)?;
+        entry
+            .as_any()
+            .downcast_ref::<Balancer>()
+            .cloned()
+            .ok_or_else(|| Error::UnknownBalancer {
+                balancer: entry.name().to_string(),
             })
     }
 }

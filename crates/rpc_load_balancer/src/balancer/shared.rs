@@ -3,13 +3,15 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arc_swap::{ArcSwap, ArcSwapOption, Guard};
+use ractor::ActorRef;
 use tokio::sync::watch;
 
 use super::drain::DrainReport;
 use super::in_flight::InFlightTotal;
+use super::keeper::KeeperMsg;
 use super::members::{Member, Members};
 use super::selection_metrics::SelectionMetrics;
 use super::{Balancer, BalancerConfig};
@@ -40,9 +42,14 @@ pub(crate) struct BalancerShared {
     /// This balancer's `cpu_cache_ttl` registered with the node's CPU cache, if its
     /// algorithm needs readings (unregistered when this state is dropped).
     _cpu_ttl: Option<CpuTtl>,
-    /// Set when a stop begins, or when the actors are found gone without one: from then on
-    /// the balancer routes nothing.
+    /// Set when a stop or a drain begins, or when the balancer's actor is found gone: from
+    /// then on the balancer routes nothing.
     pub(crate) stopping: AtomicBool,
+    /// Set by whoever takes on ending the balancer ([`BalancerShared::claim_end`]): a stop,
+    /// the drain after its actor ended, or an end without drain. Only one does.
+    ended: AtomicBool,
+    /// The node-owned keeper of the member actor (set once the balancer has started).
+    keeper: OnceLock<ActorRef<KeeperMsg>>,
     /// The report of the stop, once it has finished (a second stop waits for it and returns
     /// it too); a [`DrainOutcome::Killed`](super::DrainOutcome::Killed) report when the actors
     /// ended without a stop.
@@ -127,6 +134,8 @@ impl BalancerShared {
             members_watch: watch::channel(Arc::new(Members::default())).0,
             version: AtomicU64::new(0),
             stopping: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
+            keeper: OnceLock::new(),
             stopped: watch::channel(None).0,
             successor: ArcSwapOption::empty(),
         })
@@ -145,6 +154,40 @@ impl BalancerShared {
     /// Wakes everything waiting on the members watch (the balancer begins to stop).
     pub(crate) fn notify_stopping(&self) {
         self.members_watch.send_modify(|_| {});
+    }
+
+    /// Whether the balancer is stopping (or stopped): it routes nothing.
+    #[inline]
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+
+    /// Marks the balancer stopping (its actor is gone: it routes nothing), waking what waits
+    /// on it; whoever claims its end drains it.
+    pub(crate) fn mark_stopping(&self) {
+        if !self.stopping.swap(true, Ordering::AcqRel) {
+            self.notify_stopping();
+        }
+    }
+
+    /// Takes on ending the balancer (a drain or an end without one): true for the first
+    /// caller only. Marks it stopping.
+    pub(crate) fn claim_end(&self) -> bool {
+        let first = !self.ended.swap(true, Ordering::AcqRel);
+        self.mark_stopping();
+        first
+    }
+
+    /// Records the keeper of the member actor (once, at start).
+    pub(crate) fn set_keeper(&self, keeper: ActorRef<KeeperMsg>) {
+        let _ = self.keeper.set(keeper);
+    }
+
+    /// Stops the keeper (and the member with it) and waits for them (≤ 5 s).
+    pub(crate) async fn stop_keeper(&self) {
+        if let Some(keeper) = self.keeper.get() {
+            super::child::stop_and_wait(&keeper.get_cell()).await;
+        }
     }
 
     /// Waits (at most `bound`) until no connected peer lists this node among the balancer's
@@ -173,14 +216,14 @@ impl BalancerShared {
         let _ = tokio::time::timeout(bound, futures_util::future::join_all(checks)).await;
     }
 
-    /// The balancer's actors are gone without a drain (killed, or stopped after too many
-    /// restarts): it routes nothing more, forgets its members (waits on them end now), gets a
+    /// The balancer ends without a drain (its member actor restarted too often): it routes
+    /// nothing more, forgets its members (waits on them end now), gets a
     /// [`DrainOutcome::Killed`](super::DrainOutcome::Killed) report and frees its name on the
-    /// node (unless a new balancer holds it already). Nothing when a stop has begun: that stop
-    /// does all this and reports. Logged at WARN when calls were still in flight (they may
-    /// fail), else at DEBUG (e.g. a program that ends without `stop()` lost nothing).
+    /// node (unless a new balancer holds it already). Nothing when a stop or drain has begun:
+    /// that one does all this and reports. Logged at WARN when calls were still in flight
+    /// (they may fail), else at DEBUG.
     pub(crate) fn end_without_drain(self: &Arc<Self>) {
-        if self.stopping.swap(true, Ordering::AcqRel) {
+        if !self.claim_end() {
             return;
         }
         let (routed, served) = (self.in_flight.get(), self.served.get());
@@ -189,10 +232,11 @@ impl BalancerShared {
         } else {
             tracing::warn!(balancer = %self.name, routed, served, "balancer actors ended without a drain");
         }
-        self.stopped
-            .send_replace(Some(DrainReport::killed(&self.name, routed, served)));
         self.clear();
         self.node.balancers.release(&self.name, self);
+        // Reported last: whoever waits for it finds the name free.
+        self.stopped
+            .send_replace(Some(DrainReport::killed(&self.name, routed, served)));
     }
 
     /// Forgets the members (at stop).

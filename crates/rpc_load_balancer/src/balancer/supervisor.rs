@@ -1,15 +1,15 @@
-//! The BalancerSupervisor actor: runs a balancer's LoadBalancer and its children (LeastCpu's
-//! Poller, those of [`BalancerConfig::child`](super::BalancerConfig::child)), and restarts
-//! them.
+//! The balancer's own actor, [`BalancerActor`]: the actor a user spawns (standalone, or
+//! linked into a supervision tree with `Actor::spawn_linked`), whose end, however it comes,
+//! ends the balancer on this node. It runs the balancer's algorithm children (LeastCpu's
+//! Poller, those of [`BalancerConfig::child`]) and restarts them; the member actor that
+//! serves routed calls is kept by node-owned machinery instead (see `keeper.rs`), so that
+//! ractor killing this actor with its parent loses no call.
 //!
-//! ractor has supervision events but no restart strategies, so the policy is here:
-//! * the LoadBalancer is restarted at once when it stops without being asked to (crash or
-//!   kill); more than [`MAX_RESTARTS`] restarts within [`RESTART_WINDOW`] stop the balancer,
-//!   as an OTP supervisor's intensity limit would;
-//! * an algorithm child is restarted alone, after a backoff that doubles with each of its
-//!   restarts within [`RESTART_WINDOW`], from 100 ms up to 5 s (so a crash loop restarts
-//!   it at most about 7 times per 10 s, and a child that ran quietly for a window restarts
-//!   after 100 ms again); its failures never touch the LoadBalancer and it is never given up on.
+//! ractor has supervision events but no restart strategies, so the policy is here: an
+//! algorithm child is restarted alone, after a backoff that doubles with each of its restarts
+//! within [`RESTART_WINDOW`], from 100 ms up to 5 s (so a crash loop restarts it at most about
+//! 7 times per 10 s, and a child that ran quietly for a window restarts after 100 ms again);
+//! its failures never touch the member and it is never given up on.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -17,23 +17,20 @@ use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
 
-use super::load_balancer::LoadBalancer;
-use super::members::member_name;
+pub(crate) use super::keeper::RESTART_WINDOW;
+use super::keeper::{self, KeeperMsg};
 use super::shared::BalancerShared;
-use super::Child;
-use crate::wire::RpcMessage;
+use super::{Balancer, BalancerConfig, Child};
+use crate::Error;
 
-/// Restarts of the LoadBalancer allowed within [`RESTART_WINDOW`].
-pub(crate) const MAX_RESTARTS: usize = 10;
-/// The window of [`MAX_RESTARTS`].
-pub(crate) const RESTART_WINDOW: Duration = Duration::from_secs(10);
-
-/// Messages of a balancer's supervisor actor (see [`Balancer::actor`](crate::Balancer::actor)).
+/// Messages of a balancer's actor ([`BalancerActor`]; see
+/// [`Balancer::actor`](crate::Balancer::actor)).
 #[derive(ractor_cluster::RactorMessage)]
 pub enum SupervisorMsg {
-    /// Start the LoadBalancer again (after a failed restart attempt).
+    /// Start the member actor (the LoadBalancer) again if it is not running (after a failed
+    /// restart attempt; the node's keeper restarts it by itself otherwise).
     RestartLoadBalancer,
-    /// Internal, hidden from the docs: the supervisor's own timer message to start algorithm
+    /// Internal, hidden from the docs: the actor's own timer message to start algorithm
     /// child `index` again after its backoff. Sent from outside it does nothing while the
     /// child runs, and would skip the backoff otherwise; don't send it.
     #[doc(hidden)]
@@ -49,9 +46,40 @@ impl std::fmt::Debug for SupervisorMsg {
     }
 }
 
-pub(crate) struct BalancerSupervisor;
+/// A balancer on this node, as a ractor actor: spawn it with its [`BalancerConfig`] as the
+/// argument, standalone (`Actor::spawn`) or under your supervisor (`Actor::spawn_linked`), on
+/// a process whose node runs ([`Node::start`](crate::Node::start)). `pre_start` returns once
+/// this node is selectable (if it is a member); then get a handle for calls with
+/// [`Balancer::from_actor`] (or [`Balancer::lookup`] by the balancer's name).
+///
+/// ```
+/// use ractor::Actor;
+/// use rpc_load_balancer::{Balancer, BalancerActor, BalancerConfig, Node, NodeConfig};
+///
+/// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let node = Node::start(NodeConfig::new("actor_docs", "127.0.0.1:0").cookie("secret")).await?;
+/// let (actor, _join) = Actor::spawn(None, BalancerActor, BalancerConfig::new("reports")).await?;
+/// let reports = Balancer::from_actor(&actor)?;
+/// assert_eq!(reports.members().len(), 1);
+/// reports.stop().await; // or just stop the actor: the balancer drains all the same
+/// node.shutdown().await;
+/// # Ok(()) }
+/// ```
+///
+/// Its end, however it comes — stopped, killed, failed, or its parent stopped or killed —
+/// ends the balancer here, and the calls are not lost: node-owned machinery then drains it as
+/// [`Balancer::stop`] does (its `post_stop` plays no part). Its parent gets ordinary ractor
+/// supervision events: `ActorTerminated` when it stops (after a [`Balancer::stop`] too),
+/// `ActorFailed` if it fails.
+///
+/// Startup errors ([`SpawnErr::StartupFailed`](ractor::SpawnErr::StartupFailed)) carry an
+/// [`Error`] (downcast it): [`Error::NodeNotRunning`], [`Error::InvalidConfig`] naming the
+/// option, [`Error::BalancerAlreadyStarted`], [`Error::Startup`]. A start under the name of a
+/// balancer whose actor has ended but which still drains waits for that drain first.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BalancerActor;
 
-/// A child as the supervisor runs it.
+/// A child as the balancer's actor runs it.
 struct Running {
     spec: Child,
     cell: Option<ActorCell>,
@@ -81,51 +109,48 @@ pub(crate) const CHILD_BACKOFF_FIRST: Duration = Duration::from_millis(100);
 /// The longest delay before an algorithm child's restart.
 pub(crate) const CHILD_BACKOFF_MAX: Duration = Duration::from_secs(5);
 
-pub(crate) struct SupervisorState {
+/// The state of a [`BalancerActor`].
+pub struct BalancerActorState {
     shared: Arc<BalancerShared>,
-    load_balancer: Option<ActorRef<RpcMessage>>,
-    restarts: VecDeque<Instant>,
+    keeper: ActorRef<KeeperMsg>,
     children: Vec<Running>,
 }
 
-/// Spawns the LoadBalancer under `supervisor`. Its name may still be held for a moment by a
-/// predecessor that is being killed (a crash, or a balancer of the same name stopped by its
-/// parent), so a taken name is retried for up to 500 ms.
-async fn spawn_load_balancer(
-    shared: &Arc<BalancerShared>,
-    supervisor: ActorCell,
-) -> Result<ActorRef<RpcMessage>, ractor::SpawnErr> {
-    let name = member_name(&shared.name, &shared.node.name);
-    let mut attempts = 0;
-    loop {
-        let spawned = Actor::spawn_linked(
-            Some(name.clone()),
-            LoadBalancer,
-            Arc::clone(shared),
-            supervisor.clone(),
-        )
-        .await;
-        match spawned {
-            Ok((actor, _)) => return Ok(actor),
-            Err(_) if attempts < 50 && ractor::registry::where_is(name.clone()).is_some() => {
-                attempts += 1;
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            Err(error) => return Err(error),
-        }
+impl std::fmt::Debug for BalancerActorState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BalancerActorState")
+            .field("balancer", &self.shared.name)
+            .finish_non_exhaustive()
     }
 }
 
-impl Actor for BalancerSupervisor {
-    type Msg = SupervisorMsg;
-    type State = SupervisorState;
-    type Arguments = Arc<BalancerShared>;
-
-    async fn pre_start(
-        &self,
-        myself: ActorRef<SupervisorMsg>,
-        shared: Arc<BalancerShared>,
-    ) -> Result<SupervisorState, ActorProcessingErr> {
+/// Starts the balancer of `config` as the actor `myself`: checks the config, waits for a
+/// predecessor under the name that still drains, claims the name, starts the member (through
+/// the node's keeper) and the algorithm children, and registers the balancer on the node.
+async fn start(
+    myself: &ActorRef<SupervisorMsg>,
+    config: BalancerConfig,
+) -> Result<(Arc<BalancerShared>, ActorRef<KeeperMsg>, Vec<Running>), Error> {
+    let node = crate::Node::current()
+        .ok_or(Error::NodeNotRunning)?
+        .shared();
+    config.validate()?;
+    let name = config.name.clone();
+    // Builds the balancer's selector: bad algorithm options fail the start here.
+    let shared = Arc::new(BalancerShared::new(config, Arc::clone(&node))?);
+    loop {
+        if let Some(previous) = node.balancers.draining(&name) {
+            // Its actor has ended and it drains: its member still holds the name.
+            previous.stop().await;
+        }
+        match node.balancers.reserve(&name) {
+            Ok(()) => break,
+            // Its actor ended between the look and the claim: wait for its drain too.
+            Err(_) if node.balancers.draining(&name).is_some() => continue,
+            Err(error) => return Err(error),
+        }
+    }
+    let started = async {
         let mut children = Vec::new();
         // The algorithm's load source first (LeastCpu's Poller), then the configured ones.
         let poller = shared
@@ -152,11 +177,61 @@ impl Actor for BalancerSupervisor {
                 restarts: VecDeque::new(),
             });
         }
-        let load_balancer = spawn_load_balancer(&shared, myself.get_cell()).await?;
-        Ok(SupervisorState {
+        let keeper = keeper::spawn(Arc::clone(&shared), myself.clone()).await;
+        (children, keeper)
+    };
+    let (children, keeper) = started.await;
+    let keeper = match keeper {
+        Ok(keeper) => keeper,
+        Err(error) => {
+            for child in children.iter().filter_map(|c| c.cell.as_ref()) {
+                child.stop(Some("balancer failed to start".into()));
+            }
+            node.balancers.release_reservation(&name);
+            return Err(Error::Startup {
+                reason: format!("balancer {name}: {error}"),
+            });
+        }
+    };
+    shared.set_keeper(keeper.clone());
+    node.balancers
+        .register(Balancer::from_parts(Arc::clone(&shared), myself.clone()));
+    keeper::watch_owner(Arc::clone(&shared), myself.clone());
+    tracing::info!(balancer = %name, member = shared.member, "balancer started");
+    Ok((shared, keeper, children))
+}
+
+impl Actor for BalancerActor {
+    type Msg = SupervisorMsg;
+    type State = BalancerActorState;
+    type Arguments = BalancerConfig;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        config: BalancerConfig,
+    ) -> Result<BalancerActorState, ActorProcessingErr> {
+        // On a task of its own: if this actor is killed while starting (which drops this
+        // future), the start still finishes, and the watcher it sets up finds the actor gone
+        // and drains; nothing is left reserved, in pg or running.
+        let owner = myself.clone();
+        let starting = tokio::spawn(async move {
+            let started = start(&owner, config).await;
+            if let Ok((_, _, children)) = &started {
+                if owner.get_status() >= ractor::ActorStatus::Stopping {
+                    for child in children.iter().filter_map(|c| c.cell.as_ref()) {
+                        child.stop(Some("balancer stopped".into()));
+                    }
+                }
+            }
+            started
+        });
+        let (shared, keeper, children) = starting.await.map_err(|error| Error::Startup {
+            reason: format!("balancer start: {error}"),
+        })??;
+        Ok(BalancerActorState {
             shared,
-            load_balancer: Some(load_balancer),
-            restarts: VecDeque::new(),
+            keeper,
             children,
         })
     }
@@ -164,26 +239,11 @@ impl Actor for BalancerSupervisor {
     async fn post_stop(
         &self,
         _myself: ActorRef<SupervisorMsg>,
-        state: &mut SupervisorState,
+        state: &mut BalancerActorState,
     ) -> Result<(), ActorProcessingErr> {
-        // Stop the member first and wait for it: when `Balancer::stop` returns, this node has
-        // left the group and the member's name is free for a new start.
-        if let Some(load_balancer) = state.load_balancer.take() {
-            let _ = load_balancer
-                .stop_and_wait(
-                    Some("balancer stopped".into()),
-                    Some(Duration::from_secs(5)),
-                )
-                .await;
-        }
         for child in &mut state.children {
             if let Some(cell) = child.cell.take() {
-                let _ = cell
-                    .stop_and_wait(
-                        Some("balancer stopped".into()),
-                        Some(Duration::from_secs(5)),
-                    )
-                    .await;
+                super::child::stop_and_wait(&cell).await;
             }
         }
         Ok(())
@@ -193,10 +253,12 @@ impl Actor for BalancerSupervisor {
         &self,
         myself: ActorRef<SupervisorMsg>,
         message: SupervisorMsg,
-        state: &mut SupervisorState,
+        state: &mut BalancerActorState,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            SupervisorMsg::RestartLoadBalancer => state.restart_load_balancer(&myself).await,
+            SupervisorMsg::RestartLoadBalancer => {
+                let _ = state.keeper.cast(KeeperMsg::RestartMember);
+            }
             SupervisorMsg::RestartChild(index) => state.restart_child(&myself, index).await,
         }
         Ok(())
@@ -206,42 +268,16 @@ impl Actor for BalancerSupervisor {
         &self,
         myself: ActorRef<SupervisorMsg>,
         message: SupervisionEvent,
-        state: &mut SupervisorState,
+        state: &mut BalancerActorState,
     ) -> Result<(), ActorProcessingErr> {
-        let (cell, why) = match &message {
-            SupervisionEvent::ActorTerminated(cell, _, reason) => {
-                (cell, reason.clone().unwrap_or_default())
-            }
-            SupervisionEvent::ActorFailed(cell, error) => (cell, error.to_string()),
-            _ => return Ok(()),
+        let Some((cell, why)) = super::child::ended(&message) else {
+            return Ok(());
         };
-        if state
-            .shared
-            .stopping
-            .load(std::sync::atomic::Ordering::Acquire)
-        {
+        if state.shared.is_stopping() {
             return Ok(());
         }
         let id = cell.get_id();
-        if state
-            .load_balancer
-            .as_ref()
-            .is_some_and(|lb| lb.get_id() == id)
-        {
-            tracing::warn!(balancer = %state.shared.name, reason = %why, "load balancer stopped; restarting");
-            state.load_balancer = None;
-            let now = Instant::now();
-            state
-                .restarts
-                .retain(|at| now.duration_since(*at) < RESTART_WINDOW);
-            if state.restarts.len() >= MAX_RESTARTS {
-                tracing::error!(balancer = %state.shared.name, "too many restarts; stopping the balancer");
-                myself.stop(Some("load balancer restart limit reached".into()));
-                return Ok(());
-            }
-            state.restarts.push_back(now);
-            state.restart_load_balancer(&myself).await;
-        } else if let Some(index) = state
+        if let Some(index) = state
             .children
             .iter()
             .position(|c| c.cell.as_ref().is_some_and(|c| c.get_id() == id))
@@ -256,42 +292,12 @@ impl Actor for BalancerSupervisor {
     }
 }
 
-/// The supervisor's state is dropped however it ends — also when it is killed, which skips
-/// `post_stop`: the balancer's shared state learns then that its actors are gone (unless a
-/// stop is under way, which reports itself).
-impl Drop for SupervisorState {
-    fn drop(&mut self) {
-        self.shared.end_without_drain();
-    }
-}
-
-impl SupervisorState {
-    async fn restart_load_balancer(&mut self, myself: &ActorRef<SupervisorMsg>) {
-        if self.load_balancer.is_some() {
-            return;
-        }
-        match spawn_load_balancer(&self.shared, myself.get_cell()).await {
-            Ok(actor) => self.load_balancer = Some(actor),
-            Err(error) => {
-                // The old actor's name may not be free yet: try again shortly.
-                tracing::debug!(balancer = %self.shared.name, %error, "load balancer restart failed; retrying");
-                myself.send_after(Duration::from_millis(10), || {
-                    SupervisorMsg::RestartLoadBalancer
-                });
-            }
-        }
-    }
-
+impl BalancerActorState {
     async fn restart_child(&mut self, myself: &ActorRef<SupervisorMsg>, index: usize) {
         let Some(child) = self.children.get_mut(index) else {
             return;
         };
-        if child.cell.is_some()
-            || self
-                .shared
-                .stopping
-                .load(std::sync::atomic::Ordering::Acquire)
-        {
+        if child.cell.is_some() || self.shared.is_stopping() {
             return;
         }
         match (child.spec.spawn)(myself.get_cell()).await {

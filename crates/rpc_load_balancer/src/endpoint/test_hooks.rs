@@ -1,4 +1,5 @@
-//! The control requests that are test hooks (`KillLoadBalancer`, `CrashPoller`): they stay in
+//! The control requests that are test hooks (`KillLoadBalancer`, `CrashPoller`,
+//! `EndBalancerParent`): they stay in
 //! [`ControlRequest`] at their wire indices in every build, so that nodes built with and
 //! without the `test-hooks` feature decode each other's requests alike, but only a node built
 //! with the feature carries them out. One built without it answers them with `BadRequest`,
@@ -15,6 +16,7 @@ fn hook_name(request: &ControlRequest) -> Option<&'static str> {
     match request {
         ControlRequest::KillLoadBalancer(_) => Some("KillLoadBalancer"),
         ControlRequest::CrashPoller(_) => Some("CrashPoller"),
+        ControlRequest::EndBalancerParent { .. } => Some("EndBalancerParent"),
         _ => None,
     }
 }
@@ -37,7 +39,11 @@ mod tests {
     fn only_the_hooks_are_refused_and_only_without_the_feature() {
         let kill = ControlRequest::KillLoadBalancer("work".into());
         let crash = ControlRequest::CrashPoller("work".into());
-        for hook in [&kill, &crash] {
+        let parent = ControlRequest::EndBalancerParent {
+            name: "work".into(),
+            kill: false,
+        };
+        for hook in [&kill, &crash, &parent] {
             let why = refusal(hook, false).expect("refused without the feature");
             assert!(why.contains("`test-hooks`"), "{why}");
             assert_eq!(refusal(hook, true), None, "carried out with it");

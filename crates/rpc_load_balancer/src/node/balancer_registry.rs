@@ -22,14 +22,18 @@ pub(crate) trait RegisteredBalancer: Send + Sync + 'static {
     /// The balancer's name.
     fn name(&self) -> &str;
 
-    /// Whether this balancer's own actors still run (draining included).
+    /// Whether this balancer's own actor still runs (it may still drain once it has not).
     fn is_own_running(&self) -> bool;
+
+    /// The id of the balancer's own actor.
+    fn actor_id(&self) -> ractor::ActorId;
 
     /// The address of this balancer's state: tells its entry from one of a balancer started
     /// under the same name since.
     fn state_ptr(&self) -> *const ();
 
-    /// Stops it gracefully (draining, as `Balancer::stop` does) and resolves to its report.
+    /// Stops it gracefully (draining, as `Balancer::stop` does) and resolves to its report;
+    /// for one that drains already (its actor has ended), waits for that drain's report.
     fn stop(&self) -> BoxFuture<'static, DrainReport>;
 
     /// The nodes of its members whose calls do not run in this process, in member order.
@@ -66,13 +70,13 @@ impl BalancerRegistry {
 
     /// Claims `name` for a balancer being started.
     ///
-    /// Errors: [`Error::BalancerAlreadyStarted`] if one runs or is starting under that name.
+    /// Errors: [`Error::BalancerAlreadyStarted`] if one runs, drains (see
+    /// [`BalancerRegistry::draining`]) or is starting under that name.
     pub(crate) fn reserve(&self, name: &str) -> Result<(), Error> {
         let mut balancers = self.lock();
         match balancers.get(name) {
-            Some(Some(running)) if running.is_own_running() => {}
-            Some(None) => {}
-            _ => {
+            Some(_) => {}
+            None => {
                 balancers.insert(name.to_string(), None);
                 return Ok(());
             }
@@ -120,14 +124,33 @@ impl BalancerRegistry {
         }
     }
 
-    /// Every running balancer (to stop them at shutdown).
-    pub(crate) fn running(&self) -> Vec<Registered> {
+    /// The running balancer whose actor has the id `actor`.
+    ///
+    /// Errors: [`Error::UnknownBalancer`].
+    pub(crate) fn by_actor(&self, actor: ractor::ActorId) -> Result<Registered, Error> {
         self.lock()
             .values()
             .flatten()
-            .filter(|b| b.is_own_running())
+            .find(|b| b.actor_id() == actor && b.is_own_running())
             .cloned()
-            .collect()
+            .ok_or_else(|| Error::UnknownBalancer {
+                balancer: format!("(of actor {actor})"),
+            })
+    }
+
+    /// The balancer registered under `name` whose actor has ended but which has not stopped
+    /// yet (it drains; its entry goes when it has).
+    pub(crate) fn draining(&self, name: &str) -> Option<Registered> {
+        match self.lock().get(name) {
+            Some(Some(balancer)) if !balancer.is_own_running() => Some(Arc::clone(balancer)),
+            _ => None,
+        }
+    }
+
+    /// Every balancer still registered: running, or draining after its actor ended (to stop
+    /// them, or wait for their drains, at shutdown).
+    pub(crate) fn running(&self) -> Vec<Registered> {
+        self.lock().values().flatten().cloned().collect()
     }
 }
 

@@ -55,6 +55,10 @@ async fn balancer_requests_reach_the_nodes_balancer_admin_after_the_admin_check(
         ControlRequest::StopBalancerReport("b".into()),
         ControlRequest::KillLoadBalancer("b".into()),
         ControlRequest::CrashPoller("b".into()),
+        ControlRequest::EndBalancerParent {
+            name: "b".into(),
+            kill: true,
+        },
     ];
     for remote_admin in [false, true] {
         let config = NodeConfig::new("admin", "127.0.0.1:0")
@@ -155,6 +159,10 @@ async fn a_node_built_without_test_hooks_refuses_them_with_bad_request_and_serve
     for request in [
         ControlRequest::KillLoadBalancer("work".into()),
         ControlRequest::CrashPoller("work".into()),
+        ControlRequest::EndBalancerParent {
+            name: "work".into(),
+            kill: false,
+        },
     ] {
         // Built with the hooks (as this test build is), the request is carried out: no such
         // balancer or Poller here, a remote error naming it.
