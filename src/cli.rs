@@ -963,4 +963,9 @@ pub struct LabArgs {
     /// "summaries":[..],"runs":[..]}]}`.
     #[arg(long)]
     pub json: bool,
+    /// Also write a picture per scenario and load into this directory (created if missing):
+    /// `SCENARIO-LOAD.svg` with each algorithm's latency distribution and, for a scenario
+    /// whose faulty member changes over time, its share over time (the first seed's runs).
+    #[arg(long, value_name = "DIR")]
+    pub svg: Option<PathBuf>,
 }

@@ -138,6 +138,10 @@ pub fn run_lab(args: LabArgs) -> CmdResult<i32> {
             }
         })
         .collect();
+    if let Some(dir) = &args.svg {
+        let written = write_pictures(dir, &results)?;
+        eprintln!("lab: {written} pictures in {}", dir.display());
+    }
     if args.json {
         println!(
             "{}",
@@ -149,6 +153,44 @@ pub fn run_lab(args: LabArgs) -> CmdResult<i32> {
         }
     }
     Ok(0)
+}
+
+/// Writes one SVG per scenario and load into `dir` (created if missing):
+/// `SCENARIO-LOAD.svg` (e.g. `slow-member-open-50pct.svg`), drawn from each algorithm's run
+/// with the first seed; the number written.
+///
+/// Errors: the directory or a file cannot be written; a drawing error.
+pub fn write_pictures(dir: &std::path::Path, results: &[ScenarioResults]) -> CmdResult<usize> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("cannot create --svg directory {}: {e}", dir.display()))?;
+    let mut written = 0;
+    for result in results {
+        let Some(first_seed) = result.runs.first().map(|r| r.seed) else {
+            continue;
+        };
+        let mut loads: Vec<&str> = Vec::new();
+        for run in &result.runs {
+            if !loads.contains(&run.load.as_str()) {
+                loads.push(&run.load);
+            }
+        }
+        for load in loads {
+            let runs: Vec<&RunReport> = result
+                .runs
+                .iter()
+                .filter(|r| r.load == load && r.seed == first_seed)
+                .collect();
+            let faulty = runs.first().and_then(|r| r.faulty_member);
+            let title = format!("{} {load} (seed {first_seed})", result.scenario.name);
+            let svg = rpclb_lab::svg::picture(&title, &runs, faulty)?;
+            let slug = load.replace('%', "pct").replace(' ', "-");
+            let path = dir.join(format!("{}-{slug}.svg", result.scenario.name));
+            std::fs::write(&path, svg)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            written += 1;
+        }
+    }
+    Ok(written)
 }
 
 /// The table of one scenario: a row per load and algorithm (medians over the seeds).

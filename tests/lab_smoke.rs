@@ -133,3 +133,35 @@ fn bad_input_is_refused_with_the_field_named() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("measure_s"));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn svg_writes_a_picture_per_scenario_and_load() {
+    let dir = std::env::temp_dir().join(format!("rpclb-lab-svg-{}", std::process::id()));
+    let out = lab(&[
+        "--scenario",
+        "oscillating",
+        "--seeds",
+        "1",
+        "--warmup-s",
+        "1",
+        "--measure-s",
+        "12",
+        "--algorithm",
+        "random",
+        "--algorithm",
+        "power_of_two",
+        "--svg",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for load in ["open-50pct", "open-85pct", "closed-16"] {
+        let svg = std::fs::read_to_string(dir.join(format!("oscillating-{load}.svg"))).unwrap();
+        assert!(svg.starts_with("<svg"), "{load}");
+        assert!(svg.contains("power_of_two") && svg.contains("share of the calls"));
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -74,7 +74,8 @@ mod random;
 pub mod report;
 pub mod scenario;
 mod sim;
+pub mod svg;
 
-pub use report::{holds, median, Latency, Little, RunReport, ShareOverTime, Summary};
+pub use report::{holds, median, Latency, Little, RunReport, ShareOverTime, Summary, QUANTILES};
 pub use scenario::{LoadPoint, Scenario, ScenarioError};
 pub use sim::{run, RunError, RunSpec};

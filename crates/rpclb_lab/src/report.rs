@@ -30,6 +30,9 @@ pub struct RunReport {
     pub goodput_per_s: f64,
     /// The latency of every call (errors included: a timeout counts as the timeout).
     pub latency_ms: Latency,
+    /// The latency distribution: `[quantile, ms]` at each of [`QUANTILES`] (empty without
+    /// calls).
+    pub latency_quantiles_ms: Vec<[f64; 2]>,
     /// Each member's share of the window's calls (by member index; sums to 1 when any call
     /// picked a member).
     pub shares: Vec<f64>,
@@ -48,6 +51,11 @@ pub struct RunReport {
     /// Calls simulated in the whole run (warm-up and drain included).
     pub simulated_calls: u64,
 }
+
+/// The quantiles of [`RunReport::latency_quantiles_ms`]: 0 is the least latency, 1 the most.
+pub const QUANTILES: &[f64] = &[
+    0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999, 1.0,
+];
 
 /// Latency percentiles, ms (hdrhistogram, 3 significant figures).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -218,6 +226,7 @@ mod tests {
             error_rate: 0.0,
             goodput_per_s: 0.0,
             latency_ms: Latency::default(),
+            latency_quantiles_ms: vec![],
             shares: vec![],
             share_over_time: None,
             faulty_member: None,

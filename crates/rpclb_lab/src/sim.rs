@@ -23,7 +23,7 @@ use rpc_load_balancer::ErrorCode;
 
 use crate::queue::EventQueue;
 use crate::random::{Stream, StreamId, Zipf};
-use crate::report::{Latency, Little, RunReport, ShareOverTime};
+use crate::report::{Latency, Little, RunReport, ShareOverTime, QUANTILES};
 use crate::scenario::{Action, LoadPoint, Scenario, Service};
 
 const NS_PER_S: f64 = 1e9;
@@ -938,6 +938,14 @@ impl<'a> Sim<'a> {
             error_rate: share(self.errors, self.calls_in_window),
             goodput_per_s: self.ok as f64 / window_s,
             latency_ms,
+            latency_quantiles_ms: if h.is_empty() {
+                Vec::new()
+            } else {
+                QUANTILES
+                    .iter()
+                    .map(|&q| [q, ms(h.value_at_quantile(q))])
+                    .collect()
+            },
             shares,
             share_over_time,
             faulty_member: self.fault.as_ref().map(|f| f.member as usize),
