@@ -34,7 +34,8 @@
 //! - **Callers** are nodes apart from the members. Each has its own selector built from the
 //!   algorithm, as each node's balancer has in a real cluster: it counts only its own calls in
 //!   flight and learns only its own outcomes. CallDirect's caller *i* runs its calls on the
-//!   *i*-th member present (no network delay), as a caller that is also a member would.
+//!   *i*-th member present (no network delay), as a caller that is also a member would; as
+//!   the caller itself is not paused with that member, it keeps calling it through a pause.
 //! - **Members** serve up to `capacity` calls at once; further calls wait in a FIFO queue.
 //!   A service time is drawn when service starts (lognormal or exponential, × the member's
 //!   slow factor, × a straggler factor if drawn) and does not depend on how many calls the
