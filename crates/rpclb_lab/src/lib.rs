@@ -79,4 +79,4 @@ pub mod svg;
 
 pub use report::{holds, median, Latency, Little, RunReport, ShareOverTime, Summary, QUANTILES};
 pub use scenario::{LoadPoint, Scenario, ScenarioError};
-pub use sim::{run, RunError, RunSpec};
+pub use sim::{run, run_with_call_limit, RunError, RunSpec, MAX_CALLS_HELD};

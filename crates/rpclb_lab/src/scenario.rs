@@ -357,6 +357,8 @@ pub enum ScenarioError {
 /// Bounds that keep one run's memory and time finite.
 const MAX_MEMBERS: usize = 100_000;
 const MAX_CALLERS: usize = 10_000;
+/// Each caller's selector holds a view of every member.
+const MAX_MEMBER_VIEWS: usize = 2_000_000;
 const MAX_TASKS: usize = 1_000_000;
 const MAX_KEYS: u64 = 10_000_000;
 const MAX_SECONDS: f64 = 86_400.0;
@@ -454,6 +456,15 @@ impl Scenario {
             return invalid(
                 "callers",
                 format!("must be 1..={MAX_CALLERS}, not {}", self.callers),
+            );
+        }
+        if self.members * self.callers > MAX_MEMBER_VIEWS {
+            return invalid(
+                "callers",
+                format!(
+                    "{} callers × {} members is above {MAX_MEMBER_VIEWS} member views (each caller's selector holds every member)",
+                    self.callers, self.members
+                ),
             );
         }
         if self.capacity == 0 {
@@ -755,6 +766,12 @@ mod tests {
         let error = Scenario::parse(text, "t").unwrap_err();
         assert!(
             matches!(&error, ScenarioError::Invalid { field, .. } if field == "event[0].factor"),
+            "{error}"
+        );
+        let error =
+            Scenario::parse("name = \"x\"\nmembers = 100000\ncallers = 100\n", "t").unwrap_err();
+        assert!(
+            matches!(&error, ScenarioError::Invalid { field, .. } if field == "callers"),
             "{error}"
         );
         assert!(matches!(

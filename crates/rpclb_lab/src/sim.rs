@@ -36,6 +36,10 @@ const BUCKET_NS: u64 = 1_000_000_000;
 const MAX_BUCKET_MEMBERS: usize = 64;
 /// How long a closed-loop task waits after a call that could not pick any member.
 const NO_MEMBER_BACKOFF_NS: u64 = 1_000_000;
+/// Most calls a run holds at once (in flight, queued, or served after their caller gave up):
+/// about 1.5 GB. A member overloaded for long (its queue grows by the excess rate) reaches it
+/// only far beyond the built-in scenarios (which hold under 1 million).
+pub const MAX_CALLS_HELD: usize = 10_000_000;
 /// The CPU sampling interval of a member's node (the library's default `cpu_sample_interval`).
 const CPU_SAMPLE_NS: u64 = 1_000_000_000;
 
@@ -66,6 +70,15 @@ pub enum RunError {
     /// The scenario is invalid.
     #[error(transparent)]
     Scenario(#[from] crate::scenario::ScenarioError),
+    /// The run would hold more than [`MAX_CALLS_HELD`] calls at once (members overloaded for
+    /// long): stopped at that point.
+    #[error("the run held {limit} calls at once (members overloaded for too long): stopped at {at_s:.3} s of simulated time; shorten it or lower the load")]
+    TooManyCalls {
+        /// [`MAX_CALLS_HELD`].
+        limit: usize,
+        /// When it stopped, simulated s.
+        at_s: f64,
+    },
 }
 
 /// Makes one run and returns what it measured. Deterministic: the same spec gives the same
@@ -74,9 +87,24 @@ pub enum RunError {
 /// Errors: [`RunError::Scenario`] when the scenario is invalid, [`RunError::Algorithm`] when
 /// a selector cannot be built.
 pub fn run(spec: &RunSpec<'_>) -> Result<RunReport, RunError> {
+    run_with_call_limit(spec, MAX_CALLS_HELD)
+}
+
+/// As [`run`], holding at most `limit` calls at once instead of [`MAX_CALLS_HELD`] (for a
+/// machine with less memory, or a test of the bound).
+///
+/// Errors: as [`run`]; [`RunError::TooManyCalls`] with this `limit`.
+pub fn run_with_call_limit(spec: &RunSpec<'_>, limit: usize) -> Result<RunReport, RunError> {
     spec.scenario.validate()?;
     let mut sim = Sim::new(spec)?;
+    sim.limit = limit;
     sim.run();
+    if sim.overflow {
+        return Err(RunError::TooManyCalls {
+            limit,
+            at_s: sim.now as f64 / NS_PER_S,
+        });
+    }
     Ok(sim.report(spec))
 }
 
@@ -185,6 +213,9 @@ struct Sim<'a> {
     watched: Vec<u32>,
     polling: Option<(u64, u64)>,
     now: u64,
+    /// Most calls held at once; reaching it sets `overflow` and the run stops.
+    limit: usize,
+    overflow: bool,
     // Measurements.
     histogram: Histogram<u64>,
     latency_sum_ns: u128,
@@ -355,6 +386,8 @@ impl<'a> Sim<'a> {
             watched,
             polling,
             now: 0,
+            limit: MAX_CALLS_HELD,
+            overflow: false,
             histogram: Histogram::new_with_bounds(1_000, 100_000_000_000_000, 3)
                 .expect("valid histogram bounds"),
             latency_sum_ns: 0,
@@ -454,7 +487,7 @@ impl<'a> Sim<'a> {
                 self.now = at;
                 self.handle(event);
             }
-            if !self.running() && self.in_flight == 0 {
+            if self.overflow || (!self.running() && self.in_flight == 0) {
                 break;
             }
         }
@@ -575,6 +608,9 @@ impl<'a> Sim<'a> {
                 id
             }
             None => {
+                if self.calls.len() >= self.limit {
+                    self.overflow = true;
+                }
                 self.calls.push(call);
                 (self.calls.len() - 1) as u32
             }

@@ -155,3 +155,22 @@ fn littles_law_holds_on_every_run() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+#[test]
+fn a_run_that_would_hold_too_many_calls_stops_with_an_error() {
+    // One member 10x slow and Random: its queue grows by ~2,800 calls a second for good.
+    let mut scenario = short("slow-member", 0.0, 5.0);
+    scenario.load.open_loop = vec![0.5];
+    let spec = RunSpec {
+        scenario: &scenario,
+        load: scenario.loads()[0],
+        algorithm: &Random::new(),
+        seed: 1,
+    };
+    let error = rpclb_lab::run_with_call_limit(&spec, 5_000).unwrap_err();
+    assert!(
+        matches!(error, rpclb_lab::RunError::TooManyCalls { limit: 5_000, at_s } if at_s < 5.0),
+        "{error}"
+    );
+    assert!(rpclb_lab::run_with_call_limit(&spec, 100_000).is_ok());
+}
