@@ -19,7 +19,7 @@ fn every_scenario_and_algorithm_runs_and_the_json_holds_littles_law() {
         "--warmup-s",
         "0.5",
         "--measure-s",
-        "2",
+        "1",
         "--json",
     ];
     for (name, _) in rpclb_lab::scenario::BUILT_IN {
@@ -145,7 +145,7 @@ fn svg_writes_a_picture_per_scenario_and_load() {
         "--warmup-s",
         "1",
         "--measure-s",
-        "12",
+        "6",
         "--algorithm",
         "random",
         "--algorithm",

@@ -193,6 +193,8 @@ struct Sim<'a> {
     timeouts: VecDeque<(u64, u32, u64)>,
     timeline: Vec<(u64, Change, u32)>,
     members: Vec<Member>,
+    /// The members present, by index (CallDirect's callers call the `i`-th).
+    present: Vec<u32>,
     callers: Vec<Caller>,
     calls: Vec<Call>,
     free: Vec<u32>,
@@ -363,6 +365,9 @@ impl<'a> Sim<'a> {
             queue: EventQueue::new(),
             timeouts: VecDeque::new(),
             timeline,
+            present: (0..members.len() as u32)
+                .filter(|&m| members[m as usize].present)
+                .collect(),
             members,
             callers,
             calls: Vec::new(),
@@ -552,33 +557,34 @@ impl<'a> Sim<'a> {
             .as_ref()
             .map(|z| z.draw(&mut self.keys).to_le_bytes());
         let in_window = self.now >= self.window_start;
-        let (member, picked) = if self.local {
-            let present: Vec<usize> = (0..self.members.len())
-                .filter(|&m| self.members[m].present)
-                .collect();
-            (present[caller as usize % present.len()] as u32, None)
+        let chosen = if self.local {
+            // The caller's own member: the `caller`-th present one.
+            let present = &self.present;
+            present
+                .get(caller as usize % present.len().max(1))
+                .map(|&m| (m, None))
         } else {
             self.sync_clock(caller);
             let kit = self.callers[caller as usize]
                 .kit
                 .as_ref()
                 .expect("a selector");
-            match kit.pick(key.as_ref().map(|k| k.as_slice())) {
-                Ok(picked) => (member_index(picked.node()), Some(picked)),
-                Err(_) => {
-                    // No member to pick: an error at once.
-                    if in_window {
-                        self.calls_in_window += 1;
-                        self.errors += 1;
-                        let _ = self.histogram.record(1_000);
-                    }
-                    if task != NO_TASK {
-                        self.queue
-                            .push(self.now + NO_MEMBER_BACKOFF_NS, Ev::Issue { caller, task });
-                    }
-                    return;
-                }
+            kit.pick(key.as_ref().map(|k| k.as_slice()))
+                .ok()
+                .map(|picked| (member_index(picked.node()), Some(picked)))
+        };
+        let Some((member, picked)) = chosen else {
+            // No member to pick: an error at once.
+            if in_window {
+                self.calls_in_window += 1;
+                self.errors += 1;
+                let _ = self.histogram.record(1_000);
             }
+            if task != NO_TASK {
+                self.queue
+                    .push(self.now + NO_MEMBER_BACKOFF_NS, Ev::Issue { caller, task });
+            }
+            return;
         };
         self.count_pick(member);
         self.account_in_flight();
@@ -796,6 +802,7 @@ impl<'a> Sim<'a> {
                 self.members[mi].warm = warm_factor;
                 if !self.members[mi].present {
                     self.members[mi].present = true;
+                    self.present_changed();
                     for c in 0..self.callers.len() {
                         self.sync_clock(c as u32);
                         let node = self.members[mi].node.clone();
@@ -809,6 +816,7 @@ impl<'a> Sim<'a> {
             Change::Leave => {
                 if self.members[mi].present {
                     self.members[mi].present = false;
+                    self.present_changed();
                     for c in 0..self.callers.len() {
                         self.sync_clock(c as u32);
                         let node = self.members[mi].node.clone();
@@ -819,6 +827,12 @@ impl<'a> Sim<'a> {
                 }
             }
         }
+    }
+
+    fn present_changed(&mut self) {
+        self.present = (0..self.members.len() as u32)
+            .filter(|&m| self.members[m as usize].present)
+            .collect();
     }
 
     /// A caller's heartbeat round: a watched member silent for the timeout leaves this
