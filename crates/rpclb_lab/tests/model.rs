@@ -174,3 +174,56 @@ fn a_run_that_would_hold_too_many_calls_stops_with_an_error() {
     );
     assert!(rpclb_lab::run_with_call_limit(&spec, 100_000).is_ok());
 }
+
+#[test]
+fn faults_happen_as_scheduled() {
+    // paused-member: RoundRobin stops picking the paused member when each caller's heartbeat
+    // drops it: 2–3 s after the pause (rounds every 1 s, timeout 3 s), in 100 ms windows.
+    let mut paused = short("paused-member", 1.0, 8.0);
+    paused.event[0].at_s = 2.0;
+    paused.load.open_loop = vec![0.5];
+    // failing-member from the window's start: half of a quarter of the calls fail at once.
+    let mut failing = short("failing-member", 0.0, 6.0);
+    failing.event[0].at_s = 0.0;
+    failing.load.open_loop = vec![0.5];
+    // new-member: the 5th member gets no call before it joins, then its share.
+    let mut joining = short("new-member", 0.0, 6.0);
+    joining.event[0].at_s = 3.0;
+    joining.load.open_loop = vec![0.5];
+    let round_robin = RoundRobin::new();
+    let runs = |scenario: &Scenario| -> Vec<RunReport> {
+        (1..=10)
+            .map(|seed| {
+                run(&RunSpec {
+                    scenario,
+                    load: scenario.loads()[0],
+                    algorithm: &round_robin,
+                    seed,
+                })
+                .unwrap()
+            })
+            .collect()
+    };
+    let paused_runs = runs(&paused);
+    assert!(
+        holds(&paused_runs, |r| r
+            .shed_ms
+            .is_some_and(|ms| (2_000.0..=3_100.0).contains(&ms))),
+        "{:?}",
+        paused_runs.iter().map(|r| r.shed_ms).collect::<Vec<_>>()
+    );
+    let failing_runs = runs(&failing);
+    assert!(
+        holds(&failing_runs, |r| (r.error_rate - 0.125).abs() < 0.01),
+        "{:?}",
+        failing_runs
+            .iter()
+            .map(|r| r.error_rate)
+            .collect::<Vec<_>>()
+    );
+    let joining_runs = runs(&joining);
+    assert!(holds(&joining_runs, |r| {
+        let buckets = &r.share_over_time.as_ref().unwrap().shares;
+        buckets[..3].iter().all(|b| b[4] == 0.0) && buckets[3..].iter().all(|b| b[4] > 0.1)
+    }));
+}
