@@ -11,6 +11,7 @@ pub mod demo_cmd;
 pub mod functions;
 pub mod harness;
 pub mod interrupt;
+pub mod lab_cmd;
 pub mod latency;
 pub mod load;
 pub mod node_cmd;

@@ -37,6 +37,8 @@ fn main() {
             Command::Load(args) => rpclb::client_cmd::load(args).await,
             Command::Control(args) => rpclb::control_cmd::control(args).await,
             Command::Bench(args) => rpclb::bench_cmd::run(args, settings).await,
+            // CPU-bound and synchronous: it runs its own threads (`--jobs`).
+            Command::Lab(args) => rpclb::lab_cmd::run_lab(args),
         }
     });
     let code = match outcome {

@@ -1,0 +1,245 @@
+//! What one run measured ([`RunReport`]), and [`holds`]: the lab's rule for a result over
+//! seeds.
+
+use serde::{Deserialize, Serialize};
+
+/// The results of one run: one (scenario, load, algorithm, seed). Every figure is over the
+/// measured window (after the warm-up): calls *issued* in it, followed to their end.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunReport {
+    /// The scenario's name.
+    pub scenario: String,
+    /// The load's label (`open 50%`, `closed 16`).
+    pub load: String,
+    /// The algorithm's name (`round_robin`, ...).
+    pub algorithm: String,
+    /// The run's seed.
+    pub seed: u64,
+    /// Calls issued in the measured window.
+    pub calls: u64,
+    /// Of those, calls that got a reply.
+    pub ok: u64,
+    /// Of those, calls that ended in an error: a failure reply, a timeout, or no member to
+    /// pick.
+    pub errors: u64,
+    /// Of the errors, timeouts.
+    pub timeouts: u64,
+    /// `errors ÷ calls` (0 when there were no calls).
+    pub error_rate: f64,
+    /// Replies per simulated second of the window.
+    pub goodput_per_s: f64,
+    /// The latency of every call (errors included: a timeout counts as the timeout).
+    pub latency_ms: Latency,
+    /// The latency distribution: `[quantile, ms]` at each of [`QUANTILES`] (empty without
+    /// calls).
+    pub latency_quantiles_ms: Vec<[f64; 2]>,
+    /// Each member's share of the window's calls (by member index; sums to 1 when any call
+    /// picked a member).
+    pub shares: Vec<f64>,
+    /// For scenarios that change: each member's share per time bucket of the window.
+    pub share_over_time: Option<ShareOverTime>,
+    /// The member a fault hits (the first `pause`, `slow`, `fail` or slow `join` event, else
+    /// the first member with a `slow_factor`), if any.
+    pub faulty_member: Option<usize>,
+    /// Time from the fault's start until that member stops being picked: the end of the last
+    /// 100 ms window (while the fault lasts) in which it got at least half an even share of
+    /// the calls. `None`: it never stopped (still picked in the fault's last window) or there
+    /// is no fault.
+    pub shed_ms: Option<f64>,
+    /// Little's law over the window.
+    pub little: Little,
+    /// Calls simulated in the whole run (warm-up and drain included).
+    pub simulated_calls: u64,
+}
+
+/// The quantiles of [`RunReport::latency_quantiles_ms`]: 0 is the least latency, 1 the most.
+pub const QUANTILES: &[f64] = &[
+    0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999, 1.0,
+];
+
+/// Latency percentiles, ms (hdrhistogram, 3 significant figures).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Latency {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Mean (exact).
+    pub mean: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+/// Member shares per time bucket.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShareOverTime {
+    /// Bucket width, s.
+    pub bucket_s: f64,
+    /// Per bucket (from the window's start), each member's share of that bucket's calls.
+    pub shares: Vec<Vec<f64>>,
+}
+
+/// Little's law, L = λ·W: over the measured window (a statistical check: calls in flight
+/// across the window's edges make it approximate, closely so for a long window on a system
+/// in steady state; a run whose queues still grow or drain at an edge deviates more), and
+/// over the whole run, which starts and ends empty, where it holds exactly (it checks the
+/// simulator's bookkeeping: the in-flight count, integrated over time, against the calls'
+/// latencies).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Little {
+    /// L: calls in flight (issued, not yet ended for their caller), averaged over the window.
+    pub mean_in_flight: f64,
+    /// λ: calls issued per second in the window.
+    pub arrival_rate_per_s: f64,
+    /// W: mean latency of those calls, s.
+    pub mean_latency_s: f64,
+    /// |L − λW| ÷ L over the window (0 when L is 0).
+    pub relative_error: f64,
+    /// |∫N dt − Σ latencies| ÷ ∫N dt over the whole run (0 up to rounding).
+    pub run_relative_error: f64,
+}
+
+/// Whether `claim` holds for at least 9 of 10 runs (the lab's rule for a result over seeds
+/// 1–10): for `n` runs, at least ⌈0.9·n⌉. `false` for no runs.
+pub fn holds<F>(runs: &[RunReport], claim: F) -> bool
+where
+    F: Fn(&RunReport) -> bool,
+{
+    if runs.is_empty() {
+        return false;
+    }
+    let needed = (runs.len() * 9).div_ceil(10);
+    runs.iter().filter(|r| claim(r)).count() >= needed
+}
+
+/// The median of `values` (the mean of the middle two for an even count); `None` when empty
+/// or any is NaN.
+pub fn median(values: &[f64]) -> Option<f64> {
+    if values.is_empty() || values.iter().any(|v| v.is_nan()) {
+        return None;
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    Some(if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    })
+}
+
+/// The runs of one (scenario, load, algorithm) over its seeds, summarized: medians over the
+/// seeds (see [`median`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// The scenario's name.
+    pub scenario: String,
+    /// The load's label.
+    pub load: String,
+    /// The algorithm's name.
+    pub algorithm: String,
+    /// How many runs (seeds).
+    pub runs: usize,
+    /// Median p50 latency, ms.
+    pub p50_ms: f64,
+    /// Median p99 latency, ms.
+    pub p99_ms: f64,
+    /// Median p99.9 latency, ms.
+    pub p999_ms: f64,
+    /// Median error rate (0–1).
+    pub error_rate: f64,
+    /// Median goodput, replies/s.
+    pub goodput_per_s: f64,
+    /// Each member's median share.
+    pub shares: Vec<f64>,
+    /// The faulty member, if the scenario has one.
+    pub faulty_member: Option<usize>,
+    /// Median time until the faulty member stopped being picked, ms, over the runs where it
+    /// did; `None` when it did in fewer than half the runs.
+    pub shed_ms: Option<f64>,
+    /// Runs in which the faulty member was never shed.
+    pub never_shed: usize,
+    /// The largest windowed Little's-law error of the runs.
+    pub little_max_error: f64,
+}
+
+impl Summary {
+    /// Summarizes `runs` (of one scenario, load and algorithm); `None` for no runs.
+    pub fn of(runs: &[RunReport]) -> Option<Summary> {
+        let first = runs.first()?;
+        let med = |f: &dyn Fn(&RunReport) -> f64| {
+            median(&runs.iter().map(f).collect::<Vec<_>>()).unwrap_or(f64::NAN)
+        };
+        let members = first.shares.len();
+        let shares = (0..members)
+            .map(|m| med(&|r: &RunReport| r.shares.get(m).copied().unwrap_or(0.0)))
+            .collect();
+        let shed: Vec<f64> = runs.iter().filter_map(|r| r.shed_ms).collect();
+        let shed_ms = if first.faulty_member.is_some() && shed.len() * 2 >= runs.len() {
+            median(&shed)
+        } else {
+            None
+        };
+        Some(Summary {
+            scenario: first.scenario.clone(),
+            load: first.load.clone(),
+            algorithm: first.algorithm.clone(),
+            runs: runs.len(),
+            p50_ms: med(&|r| r.latency_ms.p50),
+            p99_ms: med(&|r| r.latency_ms.p99),
+            p999_ms: med(&|r| r.latency_ms.p999),
+            error_rate: med(&|r| r.error_rate),
+            goodput_per_s: med(&|r| r.goodput_per_s),
+            shares,
+            faulty_member: first.faulty_member,
+            shed_ms,
+            never_shed: if first.faulty_member.is_some() {
+                runs.len() - shed.len()
+            } else {
+                0
+            },
+            little_max_error: runs
+                .iter()
+                .map(|r| r.little.relative_error)
+                .fold(0.0, f64::max),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nine_of_ten_hold() {
+        let run = |seed| RunReport {
+            scenario: "s".into(),
+            load: "l".into(),
+            algorithm: "a".into(),
+            seed,
+            calls: 0,
+            ok: 0,
+            errors: 0,
+            timeouts: 0,
+            error_rate: 0.0,
+            goodput_per_s: 0.0,
+            latency_ms: Latency::default(),
+            latency_quantiles_ms: vec![],
+            shares: vec![],
+            share_over_time: None,
+            faulty_member: None,
+            shed_ms: None,
+            little: Little::default(),
+            simulated_calls: 0,
+        };
+        let runs: Vec<RunReport> = (1..=10).map(run).collect();
+        assert!(holds(&runs, |r| r.seed != 3));
+        assert!(!holds(&runs, |r| r.seed > 2));
+        assert!(!holds(&[], |_| true));
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(median(&[]), None);
+    }
+}

@@ -1,0 +1,98 @@
+//! A run's measurements turned into its [`RunReport`].
+
+use super::{RunSpec, Sim, BUCKET_NS, NS_PER_MS, NS_PER_S};
+use crate::report::{Latency, Little, RunReport, ShareOverTime, QUANTILES};
+
+impl Sim<'_> {
+    pub(super) fn report(&self, spec: &RunSpec<'_>) -> RunReport {
+        let s = self.scenario;
+        let window_s = (self.window_end - self.window_start) as f64 / NS_PER_S;
+        let ms = |v: u64| v as f64 / NS_PER_MS;
+        let h = &self.histogram;
+        let finished = self.ok + self.errors;
+        let latency_ms = if h.is_empty() {
+            Latency::default()
+        } else {
+            Latency {
+                p50: ms(h.value_at_quantile(0.5)),
+                p99: ms(h.value_at_quantile(0.99)),
+                p999: ms(h.value_at_quantile(0.999)),
+                mean: if finished == 0 {
+                    0.0
+                } else {
+                    self.latency_sum_ns as f64 / finished as f64 / NS_PER_MS
+                },
+                max: ms(h.max()),
+            }
+        };
+        let total_picks: u64 = self.picks.iter().sum();
+        let share = |count: u64, total: u64| {
+            if total == 0 {
+                0.0
+            } else {
+                count as f64 / total as f64
+            }
+        };
+        let shares = self.picks.iter().map(|&p| share(p, total_picks)).collect();
+        let share_over_time = self.buckets.as_ref().map(|buckets| ShareOverTime {
+            bucket_s: BUCKET_NS as f64 / NS_PER_S,
+            shares: buckets
+                .iter()
+                .map(|b| {
+                    let total: u64 = b.iter().sum();
+                    b.iter().map(|&p| share(p, total)).collect()
+                })
+                .collect(),
+        });
+        let arrival_rate = self.calls_in_window as f64 / window_s;
+        let mean_latency_s = if finished == 0 {
+            0.0
+        } else {
+            self.latency_sum_ns as f64 / finished as f64 / NS_PER_S
+        };
+        let mean_in_flight = self.in_flight_area as f64 / (window_s * NS_PER_S);
+        let relative_error = if mean_in_flight > 0.0 {
+            (mean_in_flight - arrival_rate * mean_latency_s).abs() / mean_in_flight
+        } else {
+            0.0
+        };
+        let run_error = if self.run_area > 0 {
+            self.run_area.abs_diff(self.run_latency_ns) as f64 / self.run_area as f64
+        } else {
+            0.0
+        };
+        RunReport {
+            scenario: s.name.clone(),
+            load: spec.load.label(),
+            algorithm: spec.algorithm.name().to_string(),
+            seed: spec.seed,
+            calls: self.calls_in_window,
+            ok: self.ok,
+            errors: self.errors,
+            timeouts: self.timeouts_seen,
+            error_rate: share(self.errors, self.calls_in_window),
+            goodput_per_s: self.ok as f64 / window_s,
+            latency_ms,
+            latency_quantiles_ms: if h.is_empty() {
+                Vec::new()
+            } else {
+                QUANTILES
+                    .iter()
+                    .map(|&q| [q, ms(h.value_at_quantile(q))])
+                    .collect()
+            },
+            shares,
+            share_over_time,
+            faulty_member: self.fault.as_ref().map(|f| f.member as usize),
+            shed_ms: self.fault.as_ref().and_then(|f| f.shed_ms()),
+            little: Little {
+                mean_in_flight,
+                arrival_rate_per_s: arrival_rate,
+                mean_latency_s,
+                relative_error,
+                run_relative_error: run_error,
+            },
+            simulated_calls: self.simulated_calls,
+        }
+    }
+}

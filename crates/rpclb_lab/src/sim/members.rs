@@ -1,0 +1,159 @@
+//! What happens to members during a run: the timeline's changes (pause, slow, fail, join,
+//! leave), the callers' heartbeats, and the CPU readings LeastCpu's pollers fetch.
+
+use std::time::Duration;
+
+use super::schedule::Change;
+use super::{Ev, Sim, CPU_SAMPLE_NS};
+
+impl Sim<'_> {
+    pub(super) fn apply(&mut self, m: u32, change: Change) {
+        let mi = m as usize;
+        match change {
+            Change::Pause => {
+                if self.members[mi].paused_since.is_none() {
+                    self.account_busy(mi);
+                    self.members[mi].paused_since = Some(self.now);
+                    for &call in &self.members[mi].in_service {
+                        let c = &mut self.calls[call as usize];
+                        c.remaining = c.end.saturating_sub(self.now);
+                        c.generation = c.generation.wrapping_add(1);
+                    }
+                }
+            }
+            Change::Resume => {
+                if self.members[mi].paused_since.take().is_some() {
+                    self.members[mi].busy_last = self.now;
+                    let in_service = self.members[mi].in_service.clone();
+                    for call in in_service {
+                        let c = &mut self.calls[call as usize];
+                        c.end = self.now + c.remaining;
+                        let generation = c.generation;
+                        self.queue.push(c.end, Ev::ServiceDone { call, generation });
+                    }
+                    self.start_queued(mi);
+                }
+            }
+            Change::Slow(factor) => self.members[mi].slow = factor,
+            Change::Fail(fraction) => self.members[mi].fail = fraction,
+            Change::Join { warm_factor } => {
+                self.members[mi].warm = warm_factor;
+                if !self.members[mi].present {
+                    self.members[mi].present = true;
+                    self.present_changed();
+                    for c in 0..self.callers.len() {
+                        self.sync_clock(c as u32);
+                        let node = self.members[mi].node.clone();
+                        if let Some(kit) = &mut self.callers[c].kit {
+                            kit.join([node]);
+                        }
+                    }
+                }
+            }
+            Change::WarmEnd => self.members[mi].warm = 1.0,
+            Change::Leave => {
+                if self.members[mi].present {
+                    self.members[mi].present = false;
+                    self.present_changed();
+                    for c in 0..self.callers.len() {
+                        self.sync_clock(c as u32);
+                        let node = self.members[mi].node.clone();
+                        if let Some(kit) = &mut self.callers[c].kit {
+                            kit.leave([node]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn present_changed(&mut self) {
+        self.present = (0..self.members.len() as u32)
+            .filter(|&m| self.members[m as usize].present)
+            .collect();
+    }
+
+    /// A caller's heartbeat round: a watched member silent for the timeout leaves this
+    /// caller's members; one that answers again comes back.
+    pub(super) fn heartbeat_round(&mut self, caller: u32) {
+        let Some((interval, timeout)) = self.heartbeat else {
+            return;
+        };
+        self.sync_clock(caller);
+        let phase = self.callers[caller as usize].heartbeat_phase;
+        for i in 0..self.watched.len() {
+            let m = self.watched[i];
+            let member = &self.members[m as usize];
+            if !member.present {
+                continue;
+            }
+            let node = member.node.clone();
+            let c = &mut self.callers[caller as usize];
+            let removed = c.removed.contains(&m);
+            match member.paused_since {
+                Some(since) => {
+                    // Its last answer: this caller's last round at or before the pause.
+                    let last_answer = if since >= phase {
+                        phase + (since - phase) / interval * interval
+                    } else {
+                        since
+                    };
+                    if !removed && self.now - last_answer >= timeout {
+                        c.removed.push(m);
+                        if let Some(kit) = &mut c.kit {
+                            kit.leave([node]);
+                        }
+                    }
+                }
+                None if removed => {
+                    c.removed.retain(|&r| r != m);
+                    if let Some(kit) = &mut c.kit {
+                        kit.join([node]);
+                    }
+                }
+                None => {}
+            }
+        }
+        if self.running() {
+            self.queue.push(self.now + interval, Ev::Heartbeat(caller));
+        }
+    }
+
+    /// A member's node samples its utilization over the last sampling interval (busy ÷
+    /// capacity, %): the reading LeastCpu's pollers fetch.
+    pub(super) fn sample(&mut self, m: u32) {
+        let mi = m as usize;
+        self.account_busy(mi);
+        let member = &mut self.members[mi];
+        let busy = member.busy_area - member.area_at_sample;
+        member.area_at_sample = member.busy_area;
+        let utilization = busy as f64 / (CPU_SAMPLE_NS as f64 * member.capacity as f64) * 100.0;
+        member.sample = Some((utilization.min(100.0), self.now));
+        if self.running() {
+            self.queue.push(self.now + CPU_SAMPLE_NS, Ev::Sample(m));
+        }
+    }
+
+    /// A caller's poller fetches the latest reading of every member that answers.
+    pub(super) fn poll(&mut self, caller: u32) {
+        let Some((interval, _)) = self.polling else {
+            return;
+        };
+        self.sync_clock(caller);
+        let now = self.now;
+        let c = &mut self.callers[caller as usize];
+        if let Some(kit) = &mut c.kit {
+            for member in &self.members {
+                if !member.present || member.paused_since.is_some() {
+                    continue;
+                }
+                if let Some((utilization, at)) = member.sample {
+                    kit.set_cpu(&member.node, utilization, Duration::from_nanos(now - at));
+                }
+            }
+        }
+        if self.running() {
+            self.queue.push(self.now + interval, Ev::Poll(caller));
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! The lab's model against what must hold: determinism, even shares, queueing theory and
+//! Little's law. No timing assertions: everything here is in virtual time.
+
+use rpc_load_balancer::algorithm::{self, BUILT_IN};
+use rpc_load_balancer::{Random, RoundRobin};
+use rpclb_lab::{holds, run, LoadPoint, RunReport, RunSpec, Scenario};
+
+fn short(name: &str, warmup_s: f64, measure_s: f64) -> Scenario {
+    let mut scenario = Scenario::load(name).unwrap();
+    scenario.warmup_s = warmup_s;
+    scenario.measure_s = measure_s;
+    scenario
+}
+
+#[test]
+fn the_same_seed_gives_the_same_report() {
+    for name in ["paused-member", "hot-keys", "cold-start"] {
+        let mut scenario = short(name, 1.0, 8.0);
+        // The pause early, so that a short run sees it and the heartbeat's removal.
+        for event in &mut scenario.event {
+            event.at_s = 2.0;
+        }
+        for algorithm in ["least_cpu", "power_of_two", "hash_ring"] {
+            let algorithm = algorithm::by_name(algorithm).unwrap();
+            let spec = RunSpec {
+                scenario: &scenario,
+                load: scenario.loads()[0],
+                algorithm: &*algorithm,
+                seed: 3,
+            };
+            let (a, b) = (run(&spec).unwrap(), run(&spec).unwrap());
+            assert_eq!(a, b, "{name} {}", algorithm.name());
+            let other = run(&RunSpec { seed: 4, ..spec }).unwrap();
+            assert_ne!(a, other, "another seed, other numbers");
+        }
+    }
+}
+
+#[test]
+fn uniform_at_half_load_random_and_round_robin_shares_are_within_2_percent_of_even() {
+    let scenario = short("uniform", 1.0, 10.0);
+    let load = LoadPoint::Open { fraction: 0.5 };
+    for algorithm in [
+        &Random::new() as &dyn rpc_load_balancer::Algorithm,
+        &RoundRobin::new(),
+    ] {
+        let runs: Vec<RunReport> = (1..=10)
+            .map(|seed| {
+                run(&RunSpec {
+                    scenario: &scenario,
+                    load,
+                    algorithm,
+                    seed,
+                })
+                .unwrap()
+            })
+            .collect();
+        assert!(
+            holds(&runs, |r| r
+                .shares
+                .iter()
+                .all(|s| (s - 0.25).abs() <= 0.02 * 0.25)),
+            "{}: {:?}",
+            algorithm.name(),
+            runs.iter().map(|r| &r.shares).collect::<Vec<_>>()
+        );
+    }
+}
+
+#[test]
+fn one_exponential_member_of_capacity_1_at_half_load_has_mean_time_in_system_2_over_mu() {
+    // M/M/1 at ρ = 0.5: mean time in system = 1 / (μ − λ) = 2 / μ = 2 ms for μ = 1/ms.
+    let text = r#"
+        name = "mm1"
+        members = 1
+        callers = 1
+        capacity = 1
+        network_delay_us = 0.0
+        timeout_ms = 60000.0
+        warmup_s = 10.0
+        measure_s = 200.0
+        service = { kind = "exponential", mean_ms = 1.0 }
+        [load]
+        open_loop = [0.5]
+    "#;
+    let scenario = Scenario::parse(text, "mm1").unwrap();
+    let runs: Vec<RunReport> = (1..=10)
+        .map(|seed| {
+            run(&RunSpec {
+                scenario: &scenario,
+                load: scenario.loads()[0],
+                algorithm: &Random::new(),
+                seed,
+            })
+            .unwrap()
+        })
+        .collect();
+    let means: Vec<f64> = runs.iter().map(|r| r.latency_ms.mean).collect();
+    assert!(
+        holds(&runs, |r| (r.latency_ms.mean - 2.0).abs() <= 0.02 * 2.0),
+        "means {means:?} ms"
+    );
+    assert!(holds(&runs, |r| r.little.relative_error <= 0.02));
+}
+
+/// Whether a run is in steady state through its window, where the windowed form of Little's
+/// law must hold within 2 %: a scenario without a schedule of faults, not overloaded, with an
+/// algorithm that does not herd. Left out, each for a reason the lab shows: LeastCpu (callers
+/// herd onto the member read as least loaded until the next poll: queues build and drain over
+/// seconds), `stragglers` at 85 % (the stragglers add 19 % of work: 101 % of capacity),
+/// HashRing on `hot-keys` (the hottest keys' member is overloaded), and any run with timeouts
+/// (a queue grown to the timeout).
+fn steady(r: &RunReport) -> bool {
+    const STEADY: &[&str] = &[
+        "uniform",
+        "slow-member",
+        "two-slow",
+        "uneven-capacity",
+        "stragglers",
+        "hot-keys",
+    ];
+    STEADY.contains(&r.scenario.as_str())
+        && r.algorithm != "least_cpu"
+        && !(r.scenario == "stragglers" && r.load == "open 85%")
+        && !(r.scenario == "hot-keys" && r.algorithm == "hash_ring")
+        && r.timeouts == 0
+}
+
+#[test]
+fn littles_law_holds_on_every_run() {
+    // Every built-in scenario but `large` (which the smoke covers), each load, each algorithm.
+    let mut failures = Vec::new();
+    for (name, _) in rpclb_lab::scenario::BUILT_IN
+        .iter()
+        .filter(|(n, _)| *n != "large")
+    {
+        let scenario = short(name, 1.0, 8.0);
+        for load in scenario.loads() {
+            for algorithm in BUILT_IN {
+                let algorithm = algorithm::by_name(algorithm).unwrap();
+                let r = run(&RunSpec {
+                    scenario: &scenario,
+                    load,
+                    algorithm: &*algorithm,
+                    seed: 1,
+                })
+                .unwrap();
+                if r.little.run_relative_error > 1e-9
+                    || (steady(&r) && r.little.relative_error > 0.02)
+                {
+                    failures.push(format!("{name} {} {}: {:?}", r.load, r.algorithm, r.little));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+#[test]
+fn a_run_that_would_hold_too_many_calls_stops_with_an_error() {
+    // One member 10x slow and Random: its queue grows by ~2,800 calls a second for good.
+    let mut scenario = short("slow-member", 0.0, 5.0);
+    scenario.load.open_loop = vec![0.5];
+    let spec = RunSpec {
+        scenario: &scenario,
+        load: scenario.loads()[0],
+        algorithm: &Random::new(),
+        seed: 1,
+    };
+    let error = rpclb_lab::run_with_call_limit(&spec, 5_000).unwrap_err();
+    assert!(
+        matches!(error, rpclb_lab::RunError::TooManyCalls { limit: 5_000, at_s } if at_s < 5.0),
+        "{error}"
+    );
+    assert!(rpclb_lab::run_with_call_limit(&spec, 100_000).is_ok());
+}
+
+#[test]
+fn faults_happen_as_scheduled() {
+    // paused-member: RoundRobin stops picking the paused member when each caller's heartbeat
+    // drops it: 2–3 s after the pause (rounds every 1 s, timeout 3 s), in 100 ms windows.
+    let mut paused = short("paused-member", 1.0, 8.0);
+    paused.event[0].at_s = 2.0;
+    paused.load.open_loop = vec![0.5];
+    // failing-member from the window's start: half of a quarter of the calls fail at once.
+    let mut failing = short("failing-member", 0.0, 6.0);
+    failing.event[0].at_s = 0.0;
+    failing.load.open_loop = vec![0.5];
+    // new-member: the 5th member gets no call before it joins, then its share.
+    let mut joining = short("new-member", 0.0, 6.0);
+    joining.event[0].at_s = 3.0;
+    joining.load.open_loop = vec![0.5];
+    let round_robin = RoundRobin::new();
+    let runs = |scenario: &Scenario| -> Vec<RunReport> {
+        (1..=10)
+            .map(|seed| {
+                run(&RunSpec {
+                    scenario,
+                    load: scenario.loads()[0],
+                    algorithm: &round_robin,
+                    seed,
+                })
+                .unwrap()
+            })
+            .collect()
+    };
+    let paused_runs = runs(&paused);
+    assert!(
+        holds(&paused_runs, |r| r
+            .shed_ms
+            .is_some_and(|ms| (2_000.0..=3_100.0).contains(&ms))),
+        "{:?}",
+        paused_runs.iter().map(|r| r.shed_ms).collect::<Vec<_>>()
+    );
+    let failing_runs = runs(&failing);
+    assert!(
+        holds(&failing_runs, |r| (r.error_rate - 0.125).abs() < 0.01),
+        "{:?}",
+        failing_runs
+            .iter()
+            .map(|r| r.error_rate)
+            .collect::<Vec<_>>()
+    );
+    let joining_runs = runs(&joining);
+    assert!(holds(&joining_runs, |r| {
+        let buckets = &r.share_over_time.as_ref().unwrap().shares;
+        buckets[..3].iter().all(|b| b[4] == 0.0) && buckets[3..].iter().all(|b| b[4] > 0.1)
+    }));
+}

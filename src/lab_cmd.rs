@@ -1,0 +1,293 @@
+//! `rpclb lab`: the balancing lab. Runs scenarios × loads × algorithms × seeds in the
+//! simulator of the `rpclb_lab` crate (the library's real selectors in virtual time) and
+//! prints a table per scenario, or one JSON document.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rpc_load_balancer::algorithm::{self, BUILT_IN};
+use rpc_load_balancer::Algorithm;
+use rpclb_lab::{run, LoadPoint, RunReport, RunSpec, Scenario, Summary};
+use serde::Serialize;
+
+use crate::cli::LabArgs;
+use crate::CmdResult;
+
+/// One scenario's results in the `--json` document.
+#[derive(Debug, Serialize)]
+pub struct ScenarioResults {
+    /// The scenario as run (overrides applied).
+    pub scenario: Scenario,
+    /// Per load and algorithm, the medians over the seeds.
+    pub summaries: Vec<Summary>,
+    /// Every run.
+    pub runs: Vec<RunReport>,
+}
+
+struct Job {
+    scenario: usize,
+    load: LoadPoint,
+    algorithm: usize,
+    seed: u64,
+}
+
+/// Runs `rpclb lab`; the exit code (0).
+///
+/// Errors: an unknown scenario or an invalid scenario file (naming the field), an
+/// override out of range, an algorithm whose selector cannot be built.
+pub fn run_lab(args: LabArgs) -> CmdResult<i32> {
+    let names: Vec<String> = if args.scenario.is_empty() {
+        rpclb_lab::scenario::BUILT_IN
+            .iter()
+            .map(|(n, _)| n.to_string())
+            .collect()
+    } else {
+        args.scenario.clone()
+    };
+    let mut scenarios = Vec::with_capacity(names.len());
+    for name in &names {
+        let mut scenario = Scenario::load(name)?;
+        if let Some(measure) = args.measure_s {
+            scenario.measure_s = measure;
+        }
+        if let Some(warmup) = args.warmup_s {
+            scenario.warmup_s = warmup;
+        }
+        scenario.validate()?;
+        scenarios.push(scenario);
+    }
+    let algorithm_names: Vec<String> = if args.algorithm.is_empty() {
+        BUILT_IN.iter().map(|n| n.to_string()).collect()
+    } else {
+        args.algorithm.clone()
+    };
+    let algorithms: Vec<Arc<dyn Algorithm>> = algorithm_names
+        .iter()
+        .map(|n| algorithm::by_name(n))
+        .collect::<Result<_, _>>()?;
+    let (first_seed, last_seed) = args.seeds;
+    let mut jobs = Vec::new();
+    for (s, scenario) in scenarios.iter().enumerate() {
+        for load in scenario.loads() {
+            for a in 0..algorithms.len() {
+                for seed in first_seed..=last_seed {
+                    jobs.push(Job {
+                        scenario: s,
+                        load,
+                        algorithm: a,
+                        seed,
+                    });
+                }
+            }
+        }
+    }
+    let bar = crate::load::progress_bar(jobs.len() as u64, false, "lab");
+    bar.set_message("runs");
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<RunReport, String>>>> =
+        Mutex::new((0..jobs.len()).map(|_| None).collect());
+    let threads = usize::from(args.jobs).min(jobs.len().max(1));
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(job) = jobs.get(i) else {
+                    return;
+                };
+                let outcome = run(&RunSpec {
+                    scenario: &scenarios[job.scenario],
+                    load: job.load,
+                    algorithm: &*algorithms[job.algorithm],
+                    seed: job.seed,
+                })
+                .map_err(|e| e.to_string());
+                let failed = outcome.is_err();
+                if let Ok(mut results) = results.lock() {
+                    results[i] = Some(outcome);
+                }
+                bar.inc(1);
+                if failed {
+                    // The others stop at their next job.
+                    next.store(jobs.len(), Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    bar.finish_and_clear();
+    let results = results.into_inner().map_err(|_| "a lab thread panicked")?;
+    let mut runs: Vec<Vec<RunReport>> = scenarios.iter().map(|_| Vec::new()).collect();
+    for (job, result) in jobs.iter().zip(results) {
+        match result {
+            Some(Ok(report)) => runs[job.scenario].push(report),
+            Some(Err(e)) => return Err(e.into()),
+            None => return Err("a lab run did not finish".into()),
+        }
+    }
+    let results: Vec<ScenarioResults> = scenarios
+        .into_iter()
+        .zip(runs)
+        .map(|(scenario, runs)| {
+            let summaries = runs
+                .chunk_by(|a, b| a.load == b.load && a.algorithm == b.algorithm)
+                .filter_map(Summary::of)
+                .collect();
+            ScenarioResults {
+                scenario,
+                summaries,
+                runs,
+            }
+        })
+        .collect();
+    if let Some(dir) = &args.svg {
+        let written = write_pictures(dir, &results)?;
+        eprintln!("lab: {written} pictures in {}", dir.display());
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&serde_json::json!({ "scenarios": results }))?
+        );
+    } else {
+        for result in &results {
+            print!("{}", table(result));
+        }
+    }
+    Ok(0)
+}
+
+/// Writes one SVG per scenario and load into `dir` (created if missing):
+/// `SCENARIO-LOAD.svg` (e.g. `slow-member-open-50pct.svg`), drawn from each algorithm's run
+/// with the first seed; the number written.
+///
+/// Errors: the directory or a file cannot be written; a drawing error.
+pub fn write_pictures(dir: &std::path::Path, results: &[ScenarioResults]) -> CmdResult<usize> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("cannot create --svg directory {}: {e}", dir.display()))?;
+    let mut written = 0;
+    for result in results {
+        let Some(first_seed) = result.runs.first().map(|r| r.seed) else {
+            continue;
+        };
+        let mut loads: Vec<&str> = Vec::new();
+        for run in &result.runs {
+            if !loads.contains(&run.load.as_str()) {
+                loads.push(&run.load);
+            }
+        }
+        for load in loads {
+            let runs: Vec<&RunReport> = result
+                .runs
+                .iter()
+                .filter(|r| r.load == load && r.seed == first_seed)
+                .collect();
+            let faulty = runs.first().and_then(|r| r.faulty_member);
+            let title = format!("{} {load} (seed {first_seed})", result.scenario.name);
+            let svg = rpclb_lab::svg::picture(&title, &runs, faulty)?;
+            let slug = load.replace('%', "pct").replace(' ', "-");
+            let path = dir.join(format!("{}-{slug}.svg", result.scenario.name));
+            std::fs::write(&path, svg)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            written += 1;
+        }
+    }
+    Ok(written)
+}
+
+/// The table of one scenario: a row per load and algorithm (medians over the seeds).
+pub fn table(result: &ScenarioResults) -> String {
+    use std::fmt::Write as _;
+    let s = &result.scenario;
+    let seeds = result.summaries.first().map_or(0, |x| x.runs);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\n{} — {} ({} members, {} callers; {} s measured after {} s; medians over {} seed{})",
+        s.name,
+        s.description,
+        s.members,
+        s.callers,
+        s.measure_s,
+        s.warmup_s,
+        seeds,
+        if seeds == 1 { "" } else { "s" }
+    );
+    let _ = writeln!(
+        out,
+        "{:<11} {:<21} {:>9} {:>9} {:>9} {:>8} {:>10}  {:<24} {:>8}",
+        "load",
+        "algorithm",
+        "p50 ms",
+        "p99 ms",
+        "p99.9 ms",
+        "errors",
+        "goodput/s",
+        "shares %",
+        "shed"
+    );
+    for x in &result.summaries {
+        let shares = if x.shares.len() <= 8 {
+            x.shares
+                .iter()
+                .map(|v| format!("{:.1}", v * 100.0))
+                .collect::<Vec<_>>()
+                .join(" ")
+        } else {
+            let (lo, hi) = x
+                .shares
+                .iter()
+                .fold((f64::MAX, 0.0f64), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
+            format!("{:.3}–{:.3} each", lo * 100.0, hi * 100.0)
+        };
+        let shed = match (x.faulty_member, x.shed_ms) {
+            (None, _) => "-".to_string(),
+            (Some(_), None) => "never".to_string(),
+            (Some(_), Some(ms)) => format!("{:.1} s", ms / 1e3),
+        };
+        let _ = writeln!(
+            out,
+            "{:<11} {:<21} {:>9.3} {:>9.3} {:>9.3} {:>7.2}% {:>10.0}  {:<24} {:>8}",
+            x.load,
+            x.algorithm,
+            x.p50_ms,
+            x.p99_ms,
+            x.p999_ms,
+            x.error_rate * 100.0,
+            x.goodput_per_s,
+            shares,
+            shed
+        );
+    }
+    if let Some(faulty) = result.summaries.first().and_then(|x| x.faulty_member) {
+        if s.changes() {
+            let _ = writeln!(
+                out,
+                "share of member {faulty} per 5 s of the window, % (first seed's run):"
+            );
+            for r in result
+                .runs
+                .iter()
+                .filter(|r| r.seed == result.runs.first().map_or(0, |f| f.seed))
+            {
+                if let Some(over_time) = &r.share_over_time {
+                    let per = (5.0 / over_time.bucket_s).max(1.0) as usize;
+                    let line: Vec<String> = over_time
+                        .shares
+                        .chunks(per)
+                        .map(|chunk| {
+                            let sum: f64 = chunk.iter().filter_map(|b| b.get(faulty)).sum();
+                            format!("{:>4.0}", sum / chunk.len() as f64 * 100.0)
+                        })
+                        .collect();
+                    let _ = writeln!(
+                        out,
+                        "  {:<11} {:<21} {}",
+                        r.load,
+                        r.algorithm,
+                        line.join("")
+                    );
+                }
+            }
+        }
+    }
+    out
+}

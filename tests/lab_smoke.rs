@@ -1,0 +1,167 @@
+//! `rpclb lab` end to end, short: every built-in scenario and algorithm for a few simulated
+//! seconds (CI's lab smoke), the table and the `--json` document, and the errors of bad input.
+
+use std::process::Command;
+
+fn lab(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_rpclb"))
+        .arg("lab")
+        .args(args)
+        .output()
+        .expect("rpclb runs")
+}
+
+#[test]
+fn every_scenario_and_algorithm_runs_and_the_json_holds_littles_law() {
+    let mut args = vec![
+        "--seeds",
+        "1",
+        "--warmup-s",
+        "0.5",
+        "--measure-s",
+        "1",
+        "--json",
+    ];
+    for (name, _) in rpclb_lab::scenario::BUILT_IN {
+        if *name != "large" {
+            args.extend(["--scenario", name]);
+        }
+    }
+    let out = lab(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let scenarios = doc["scenarios"].as_array().expect("scenarios");
+    assert_eq!(scenarios.len(), rpclb_lab::scenario::BUILT_IN.len() - 1);
+    for scenario in scenarios {
+        let runs = scenario["runs"].as_array().expect("runs");
+        // 3 loads × 8 algorithms × 1 seed.
+        assert_eq!(runs.len(), 24, "{}", scenario["scenario"]["name"]);
+        for run in runs {
+            assert!(run["calls"].as_u64().unwrap() > 0, "{run}");
+            let exact = run["little"]["run_relative_error"].as_f64().unwrap();
+            assert!(exact <= 1e-9, "Little's law over the run: {run}");
+            let shares: f64 = run["shares"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_f64().unwrap())
+                .sum();
+            assert!((shares - 1.0).abs() < 1e-9, "{run}");
+        }
+        assert_eq!(scenario["summaries"].as_array().unwrap().len(), 24);
+    }
+}
+
+#[test]
+fn large_runs_briefly_and_the_table_names_every_algorithm() {
+    let out = lab(&[
+        "--scenario",
+        "large",
+        "--seeds",
+        "1",
+        "--warmup-s",
+        "0.01",
+        "--measure-s",
+        "0.02",
+        "--algorithm",
+        "power_of_two",
+        "--algorithm",
+        "least_connections",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("large — 1,000 equal members"), "{table}");
+    for row in ["open 50%", "open 85%", "closed 4000"] {
+        for algorithm in ["power_of_two", "least_connections"] {
+            assert!(
+                table
+                    .lines()
+                    .any(|l| l.starts_with(row) && l.contains(algorithm)),
+                "{row} {algorithm}: {table}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_same_seed_prints_the_same_document() {
+    let args = [
+        "--scenario",
+        "failing-member",
+        "--seeds",
+        "2..3",
+        "--warmup-s",
+        "18",
+        "--measure-s",
+        "4",
+        "--algorithm",
+        "least_connections",
+        "--algorithm",
+        "random",
+        "--json",
+        "--jobs",
+        "2",
+    ];
+    let (a, b) = (lab(&args), lab(&args));
+    assert!(a.status.success(), "{}", String::from_utf8_lossy(&a.stderr));
+    assert_eq!(a.stdout, b.stdout);
+}
+
+#[test]
+fn bad_input_is_refused_with_the_field_named() {
+    let dir = std::env::temp_dir().join(format!("rpclb-lab-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("bad.toml");
+    std::fs::write(&file, "name = \"bad\"\n[[member]]\nindex = 7\n").unwrap();
+    let out = lab(&["--scenario", file.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("member[0].index"), "{stderr}");
+    let out = lab(&["--scenario", "nonesuch"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown scenario"));
+    let out = lab(&["--seeds", "5..2"]);
+    assert!(!out.status.success());
+    let out = lab(&["--scenario", "uniform", "--measure-s=-1"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("measure_s"));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn svg_writes_a_picture_per_scenario_and_load() {
+    let dir = std::env::temp_dir().join(format!("rpclb-lab-svg-{}", std::process::id()));
+    let out = lab(&[
+        "--scenario",
+        "oscillating",
+        "--seeds",
+        "1",
+        "--warmup-s",
+        "1",
+        "--measure-s",
+        "6",
+        "--algorithm",
+        "random",
+        "--algorithm",
+        "power_of_two",
+        "--svg",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for load in ["open-50pct", "open-85pct", "closed-16"] {
+        let svg = std::fs::read_to_string(dir.join(format!("oscillating-{load}.svg"))).unwrap();
+        assert!(svg.starts_with("<svg"), "{load}");
+        assert!(svg.contains("power_of_two") && svg.contains("share of the calls"));
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
