@@ -2,7 +2,9 @@
 //! on this node; count (Ir(N) - Ir(0)) / N. MODE `local`: the registered type, run in-process
 //! (as the `local_call` bench); `wire`: another type of the same name, so the call goes
 //! through the endpoint actor with the full wire path (encode header and arguments, decode
-//! them, encode the reply and its status, decode them).
+//! them, encode the reply and its status, decode them). A third argument `prometheus`
+//! installs the Prometheus exporter's recorder first (no listener): the calls are then
+//! recorded as a deployment records them.
 
 use std::time::Duration;
 
@@ -35,6 +37,13 @@ fn main() {
         .nth(2)
         .and_then(|a| a.parse().ok())
         .unwrap_or(0);
+    if std::env::args().nth(3).as_deref() == Some("prometheus") {
+        let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
+            .install_recorder()
+            .unwrap();
+        // Kept for the whole run (the recorder lives in the global; the handle renders).
+        std::mem::forget(handle);
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

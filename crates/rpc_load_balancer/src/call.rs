@@ -83,7 +83,7 @@ impl<F: RemoteFunction> IntoFuture for Call<F> {
         Box::pin(async move {
             let timeout = self.timeout.unwrap_or(self.shared.config.call_timeout);
             let mut telemetry = RpcTelemetry::start("call", F::NAME, None);
-            telemetry.target(&Arc::from(self.node.as_str()));
+            telemetry.target(&self.node);
             let span = telemetry.span().clone();
             let (counted, abandoned) = match self.counted {
                 Some((token, abandoned)) => (Some(token), abandoned),

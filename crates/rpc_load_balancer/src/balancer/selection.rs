@@ -18,8 +18,9 @@ use crate::routing::{Outcome, OutcomeKind};
 /// [learns](crate::routing::Selector::learns) observes it as [`OutcomeKind::Cancelled`].
 ///
 /// It is owned — `Send`, `Sync` and `'static` — so it can move into a spawned task: it holds
-/// the balancer's state and the members snapshot it was chosen from (each by a reference
-/// count), not a borrow of the [`Balancer`](super::Balancer) handle. A balancer stopped while
+/// the balancer's state (by a reference count) and the members snapshot it was chosen from
+/// (by the `arc_swap` guard it was loaded with), not a borrow of the
+/// [`Balancer`](super::Balancer) handle. A balancer stopped while
 /// a guard is alive counts the selection in flight until the guard drops (its drain waits for
 /// it, up to its `drain_timeout`).
 ///
@@ -52,9 +53,11 @@ impl SelectionGuard {
         members: arc_swap::Guard<Arc<Members>>,
         index: usize,
     ) -> Self {
-        // Held for as long as the user likes: by a full reference, so it doesn't keep one of
-        // the selecting thread's few fast arc-swap slots.
-        let members = arc_swap::Guard::from_inner(arc_swap::Guard::into_inner(members));
+        // The snapshot stays held by the arc-swap guard it was loaded with: no shared
+        // reference count is written (one increment and one decrement less than a full
+        // `Arc`). While the guard lives it takes one of the selecting thread's few fast
+        // arc-swap slots; a thread whose slots are all taken (many guards held at once) loads
+        // by a full reference instead — the cost of converting here, paid only then.
         Self(Selection::new(shared, members, index))
     }
 

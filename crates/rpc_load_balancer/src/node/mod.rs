@@ -180,7 +180,7 @@ impl Node {
     /// silently returned ok), [`Error::PayloadTooLarge`], [`Error::Codec`].
     pub async fn cast<F: RemoteFunction>(&self, node: &str, args: F::Args) -> Result<(), Error> {
         let mut telemetry = crate::telemetry::RpcTelemetry::start("cast", F::NAME, None);
-        telemetry.target(&Arc::from(node));
+        telemetry.target(node);
         let outcome = telemetry
             .span()
             .in_scope(|| call::cast::<F>(&self.inner.shared, node, &args));

@@ -18,13 +18,16 @@
 //! the balancer's [`Selector::explain`](crate::routing::Selector::explain) called.
 //!
 //! **Metrics** (the library installs no recorder; install yours *before* starting balancers,
-//! since per-member handles are registered when a members snapshot is built): see
+//! since their selection handles are registered when a members snapshot is built; the
+//! `rpc.*` call series follow a recorder installed at any time: their handles are made once
+//! per label set and made again when the current recorder is another, see `handles.rs`): see
 //! [`describe`] for every series with its kind, labels, unit and histogram buckets. Names use
 //! dots; Prometheus exporters write them with `_`. Selection only increments handles created
 //! in advance, so it allocates nothing with no recorder or with a recorder whose handles are
 //! plain atomics. Stock recorders (metrics-util's, the Prometheus exporter's) may allocate
 //! when samples arrive; that cost is theirs.
 
+mod handles;
 mod poll;
 mod rpc;
 

@@ -11,12 +11,13 @@ use metrics::SharedString;
 use tracing::field::Empty;
 use tracing::Span;
 
-use super::{status_of, CANCELLED, RPC_DURATION, RPC_START, RPC_STOP};
+use super::handles::{handles, RpcHandles};
+use super::{status_of, CANCELLED};
 use crate::Error;
 
 /// Tracks one call or cast from start to outcome: a DEBUG span, the start and stop counters
-/// and the duration histogram. Dropped before [`finish`](Self::finish), it records the status
-/// [`CANCELLED`].
+/// and the duration histogram (through the label set's [handles](super::handles), made once).
+/// Dropped before [`finish`](Self::finish), it records the status [`CANCELLED`].
 pub(crate) struct RpcTelemetry {
     span: Span,
     /// Whether the stop was recorded.
@@ -25,11 +26,8 @@ pub(crate) struct RpcTelemetry {
     kind: &'static str,
     function: &'static str,
     balancer: SharedString,
-    node: Option<Arc<str>>,
-}
-
-fn shared(value: &Arc<str>) -> SharedString {
-    SharedString::from_shared(Arc::clone(value))
+    /// The handles of the target's label set, once a target is known.
+    handles: Option<Arc<RpcHandles>>,
 }
 
 impl RpcTelemetry {
@@ -52,7 +50,9 @@ impl RpcTelemetry {
                 status = Empty,
             )
         };
-        let balancer = balancer.map(shared).unwrap_or(SharedString::const_str(""));
+        let balancer = balancer
+            .map(|b| SharedString::from_shared(Arc::clone(b)))
+            .unwrap_or(SharedString::const_str(""));
         Self {
             span,
             stopped: false,
@@ -60,7 +60,7 @@ impl RpcTelemetry {
             kind,
             function,
             balancer,
-            node: None,
+            handles: None,
         }
     }
 
@@ -69,29 +69,21 @@ impl RpcTelemetry {
         &self.span
     }
 
-    /// Records the target node (once selected) and, the first time, counts the start: a call
-    /// sent on to another member (at most 3 times) is still one call, so start and stop
-    /// counts match; the stop carries the last member's name.
-    pub(crate) fn target(&mut self, node: &Arc<str>) {
+    /// Records the target node (once selected; its full name) and, the first time, counts
+    /// the start: a call sent on to another member (at most 3 times) is still one call, so
+    /// start and stop counts match; the stop carries the last member's name.
+    pub(crate) fn target(&mut self, node: &str) {
         if !super::ENABLED {
             return;
         }
-        if self.node.as_ref().is_some_and(|n| Arc::ptr_eq(n, node)) {
+        if self.handles.as_ref().is_some_and(|h| **h.node() == *node) {
             return;
         }
-        self.span.record("node", &**node);
-        let first = self.node.replace(Arc::clone(node)).is_none();
-        if !first {
-            return;
+        self.span.record("node", node);
+        let handles = handles(self.kind, self.function, &self.balancer, node);
+        if self.handles.replace(Arc::clone(&handles)).is_none() {
+            handles.started();
         }
-        metrics::counter!(
-            RPC_START,
-            "node" => shared(node),
-            "function" => self.function,
-            "type" => self.kind,
-            "load_balancer" => self.balancer.clone(),
-        )
-        .increment(1);
     }
 
     /// Records the outcome: status on the span, stop counter, duration.
@@ -111,31 +103,15 @@ impl RpcTelemetry {
             return;
         }
         self.stopped = true;
-        if self.node.is_none() {
+        if self.handles.is_none() {
             // Ended before a target was chosen (e.g. no members): still counted as started.
-            let none: Arc<str> = Arc::from("");
-            self.target(&none);
+            self.target("");
         }
         self.span.record("status", status);
-        let node = self
-            .node
-            .as_ref()
-            .map(shared)
-            .unwrap_or(SharedString::const_str(""));
-        let labels = [
-            ("node", node),
-            ("function", SharedString::const_str(self.function)),
-            ("type", SharedString::const_str(self.kind)),
-            ("load_balancer", self.balancer.clone()),
-            ("status", SharedString::const_str(status)),
-        ];
-        let labels: Vec<metrics::Label> = labels
-            .into_iter()
-            .map(|(k, v)| metrics::Label::new(k, v))
-            .collect();
-        metrics::counter!(RPC_STOP, labels.clone()).increment(1);
-        metrics::histogram!(RPC_DURATION, labels)
-            .record(self.started.elapsed().as_secs_f64() * 1000.0);
+        let elapsed_ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        if let Some(handles) = &self.handles {
+            handles.stopped(status, elapsed_ms);
+        }
     }
 }
 
