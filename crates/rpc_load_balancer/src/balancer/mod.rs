@@ -37,7 +37,7 @@
 //! ```
 
 pub(crate) mod admin;
-mod call;
+pub(crate) mod call;
 mod child;
 mod config;
 pub(crate) mod cpu_poller;
@@ -79,7 +79,6 @@ pub use members::{Member, Members};
 pub use selection::SelectionGuard;
 pub use supervisor::SupervisorMsg;
 
-pub(crate) use in_flight::OwnedInFlightToken;
 pub(crate) use members::member_name;
 pub(crate) use registered::BalancerLookup;
 pub(crate) use selection::Selection;

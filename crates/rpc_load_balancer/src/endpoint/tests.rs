@@ -1,8 +1,55 @@
 use super::*;
+use crate::control::CpuReading;
 use crate::function::{FunctionError, RemoteFunction};
-use crate::node::NodeConfig;
+use crate::transport::{CpuReadings, NoPeers, TransportConfig, NO_CPU_READINGS};
 use crate::wire::header::{encode_call, CallHeader};
 use crate::wire::WIRE_VERSION;
+
+/// What answers the control requests a [`TestNode`] is handed.
+type Answer = fn(ControlRequest) -> BoxFuture<'static, Result<ControlReply, crate::Error>>;
+
+/// A node as the serving side sees it: its transport state, and what answers the control
+/// requests the serving side hands up.
+struct TestNode {
+    transport: Arc<Transport>,
+    answer: Answer,
+}
+
+impl Serving for TestNode {
+    fn transport(&self) -> &Arc<Transport> {
+        &self.transport
+    }
+
+    fn answer(
+        self: Arc<Self>,
+        request: ControlRequest,
+    ) -> BoxFuture<'static, Result<ControlReply, crate::Error>> {
+        (self.answer)(request)
+    }
+}
+
+/// Answers every request handed up with `BadRequest` naming it.
+fn refusing(request: ControlRequest) -> BoxFuture<'static, Result<ControlReply, crate::Error>> {
+    Box::pin(async move {
+        Err(crate::Error::BadRequest {
+            node: String::new(),
+            message: format!("not answered here: {request:?}"),
+        })
+    })
+}
+
+/// The node of `transport`, refusing the requests handed up.
+fn node_of(transport: Transport) -> Arc<TestNode> {
+    Arc::new(TestNode {
+        transport: Arc::new(transport),
+        answer: refusing,
+    })
+}
+
+/// A transport state named `name@127.0.0.1` with `config` and no peers.
+fn transport_named(name: &str, config: TransportConfig) -> Transport {
+    Transport::new(format!("{name}@127.0.0.1"), config, Arc::new(NoPeers))
+}
 
 struct Echo;
 impl RemoteFunction for Echo {
@@ -56,11 +103,12 @@ impl RemoteFunction for Sleep {
     }
 }
 
-fn shared() -> NodeShared {
-    let config = NodeConfig::new("t", "127.0.0.1:0")
-        .cookie("c")
-        .max_payload_bytes(1024);
-    let shared = NodeShared::new("t@127.0.0.1".into(), "127.0.0.1:0".into(), None, &config);
+fn shared() -> Transport {
+    let config = TransportConfig {
+        max_payload_bytes: 1024,
+        ..TransportConfig::default()
+    };
+    let shared = transport_named("t", config);
     shared.registry.register(Echo).unwrap();
     shared.registry.register(Fail).unwrap();
     shared.registry.register(Panic).unwrap();
@@ -83,7 +131,7 @@ fn call<A: serde::Serialize + 'static>(function: &str, deadline_ms: u64, args: &
     .unwrap()
 }
 
-async fn status_of(shared: &NodeShared, bytes: &[u8]) -> (String, Vec<u8>) {
+async fn status_of(shared: &Transport, bytes: &[u8]) -> (String, Vec<u8>) {
     let reply = serve_call(shared, bytes.to_vec()).await;
     let (status, value) = reply::decode(&reply).unwrap();
     (format!("{status:?}"), value.to_vec())
@@ -171,7 +219,7 @@ async fn another_wire_version_is_answered_not_dropped() {
         status,
         format!("WireVersion {{ remote: {} }}", WIRE_VERSION + 1)
     );
-    let reply = serve_control(&Arc::new(shared), &bytes).await;
+    let reply = serve_control(&node_of(shared), &bytes).await;
     assert!(matches!(
         reply::decode(&reply).unwrap().0,
         ReplyStatus::WireVersion { .. }
@@ -180,7 +228,7 @@ async fn another_wire_version_is_answered_not_dropped() {
 
 #[tokio::test]
 async fn control_requests_are_answered() {
-    let shared = Arc::new(shared());
+    let shared = node_of(shared());
     let request =
         postcard::to_extend(&ControlRequest::Functions, crate::wire::start_message(8)).unwrap();
     let reply = serve_control(&shared, &request).await;
@@ -204,19 +252,9 @@ async fn control_requests_are_answered() {
     ));
 }
 
-/// A node's shared state named `name@127.0.0.1`, built from `config`.
-fn shared_named(name: &str, config: NodeConfig) -> Arc<NodeShared> {
-    Arc::new(NodeShared::new(
-        format!("{name}@127.0.0.1"),
-        "127.0.0.1:0".into(),
-        None,
-        &config,
-    ))
-}
-
 /// Serves `request` and decodes the reply as a caller would.
 async fn control_of(
-    shared: &Arc<NodeShared>,
+    shared: &Arc<TestNode>,
     request: &ControlRequest,
 ) -> Result<ControlReply, crate::Error> {
     let bytes = postcard::to_extend(request, crate::wire::start_message(8)).unwrap();
@@ -226,7 +264,7 @@ async fn control_of(
 /// Serves `request` as a node built without the `test-hooks` feature would, and decodes the
 /// reply as a caller would.
 async fn control_without_hooks(
-    shared: &Arc<NodeShared>,
+    shared: &Arc<TestNode>,
     request: &ControlRequest,
 ) -> Result<ControlReply, crate::Error> {
     let bytes = postcard::to_extend(request, crate::wire::start_message(8)).unwrap();
@@ -234,33 +272,25 @@ async fn control_without_hooks(
 }
 
 /// Decodes a control reply of `shared` as a caller would.
-fn decode_control(shared: &Arc<NodeShared>, reply: Vec<u8>) -> Result<ControlReply, crate::Error> {
+fn decode_control(shared: &Arc<TestNode>, reply: Vec<u8>) -> Result<ControlReply, crate::Error> {
     crate::call::decode_reply(
-        &shared.name,
+        &shared.transport.name,
         "control",
         reply,
         std::time::Duration::from_secs(1),
     )
 }
 
-/// A node's shared state named `name@127.0.0.1` whose CPU readings are `readings` (in place of
-/// the process's cache, which the node gives a started node's serving side).
-fn shared_reading(name: &str, config: NodeConfig, readings: CpuReadings) -> Arc<NodeShared> {
-    let mut shared = NodeShared::new(
-        format!("{name}@127.0.0.1"),
-        "127.0.0.1:0".into(),
-        None,
-        &config,
-    );
-    shared.cpu_readings = readings;
-    Arc::new(shared)
+/// A node named `name@127.0.0.1` whose CPU readings are `readings` (in place of the
+/// process's cache, which the node gives a started node's serving side).
+fn shared_reading(name: &str, config: TransportConfig, readings: CpuReadings) -> Arc<TestNode> {
+    let mut transport = transport_named(name, config);
+    transport.cpu_readings = readings;
+    node_of(transport)
 }
 
 /// No CPU reading at all.
-const NO_READINGS: CpuReadings = CpuReadings {
-    own: |_| None,
-    all: Vec::new,
-};
+const NO_READINGS: CpuReadings = NO_CPU_READINGS;
 
 /// 37.5 % (20 ms old) for the node `cpu-answer@127.0.0.1`, none for any other.
 const A_READING: CpuReadings = CpuReadings {
@@ -294,9 +324,9 @@ const TEN_PERCENT: CpuReadings = CpuReadings {
 
 #[tokio::test]
 async fn cpu_readings_are_answered_without_remote_admin() {
-    let config = NodeConfig::new("cpu-answer", "127.0.0.1:0").cookie("c");
+    let config = TransportConfig::default();
     let none = shared_reading("cpu-answer", config.clone(), NO_READINGS);
-    assert!(!none.config.remote_admin);
+    assert!(!none.transport.config.remote_admin);
     assert_eq!(
         control_of(&none, &ControlRequest::CpuReading).await,
         Ok(ControlReply::CpuReading(None)),
@@ -312,7 +342,9 @@ async fn cpu_readings_are_answered_without_remote_admin() {
     }
     match control_of(&shared, &ControlRequest::CpuReadings).await {
         Ok(ControlReply::CpuReadings(readings)) => {
-            let own = readings.iter().find(|(node, _)| *node == shared.name);
+            let own = readings
+                .iter()
+                .find(|(node, _)| *node == shared.transport.name);
             assert_eq!(own.map(|(_, r)| r.cpu), Some(37.5), "{readings:?}");
         }
         other => panic!("expected readings, got {other:?}"),
@@ -321,9 +353,10 @@ async fn cpu_readings_are_answered_without_remote_admin() {
 
 #[tokio::test]
 async fn a_garbage_cpu_reply_is_a_codec_error_on_the_caller() {
-    let config = NodeConfig::new("cpu-garbage", "127.0.0.1:0")
-        .cookie("c")
-        .cpu_reply_garbage(true);
+    let config = TransportConfig {
+        cpu_reply_garbage: true,
+        ..TransportConfig::default()
+    };
     let shared = shared_reading("cpu-garbage", config, TEN_PERCENT);
     match control_of(&shared, &ControlRequest::CpuReading).await {
         Err(crate::Error::Codec { function, message }) => {
@@ -345,9 +378,10 @@ async fn a_garbage_cpu_reply_is_a_codec_error_on_the_caller() {
 
 #[tokio::test]
 async fn an_error_cpu_reply_is_a_remote_error_on_the_caller() {
-    let config = NodeConfig::new("cpu-error", "127.0.0.1:0")
-        .cookie("c")
-        .cpu_reply_error(true);
+    let config = TransportConfig {
+        cpu_reply_error: true,
+        ..TransportConfig::default()
+    };
     let shared = shared_reading("cpu-error", config, TEN_PERCENT);
     match control_of(&shared, &ControlRequest::CpuReading).await {
         Err(crate::Error::Remote {
@@ -369,9 +403,8 @@ async fn an_error_cpu_reply_is_a_remote_error_on_the_caller() {
     ));
 }
 
-/// A balancer admin handler that answers every request with `Members([the request])`.
+/// A node's handler that answers every request with `Members([the request])`.
 fn echoing_admin(
-    _shared: Arc<NodeShared>,
     request: ControlRequest,
 ) -> BoxFuture<'static, Result<ControlReply, crate::Error>> {
     Box::pin(async move { Ok(ControlReply::Members(Some(vec![format!("{request:?}")]))) })
@@ -397,12 +430,14 @@ async fn balancer_requests_reach_the_nodes_balancer_admin_after_the_admin_check(
         ControlRequest::CrashPoller("b".into()),
     ];
     for remote_admin in [false, true] {
-        let config = NodeConfig::new("admin", "127.0.0.1:0")
-            .cookie("c")
-            .remote_admin(remote_admin);
-        let mut shared = NodeShared::new("admin@127.0.0.1".into(), String::new(), None, &config);
-        shared.balancer_admin = echoing_admin;
-        let shared = Arc::new(shared);
+        let config = TransportConfig {
+            remote_admin,
+            ..TransportConfig::default()
+        };
+        let shared = Arc::new(TestNode {
+            transport: Arc::new(transport_named("admin", config)),
+            answer: echoing_admin,
+        });
         for request in anyone
             .iter()
             .chain(remote_admin.then_some(&admin).into_iter().flatten())
@@ -429,94 +464,6 @@ async fn balancer_requests_reach_the_nodes_balancer_admin_after_the_admin_check(
             Ok(ControlReply::Pong { .. })
         ));
     }
-}
-
-#[tokio::test]
-async fn balancer_requests_about_no_balancer_are_answered_by_the_default_handler() {
-    let shared = shared_named(
-        "no-balancers",
-        NodeConfig::new("no-balancers", "127.0.0.1:0").cookie("c"),
-    );
-    assert_eq!(
-        control_of(&shared, &ControlRequest::Members("none".into()))
-            .await
-            .unwrap(),
-        ControlReply::Members(None)
-    );
-    assert_eq!(
-        control_of(&shared, &ControlRequest::InFlight("none".into()))
-            .await
-            .unwrap(),
-        ControlReply::InFlight(None)
-    );
-    assert_eq!(
-        control_of(&shared, &ControlRequest::CpuSelection)
-            .await
-            .unwrap(),
-        ControlReply::CpuSelection(Vec::new())
-    );
-}
-
-#[tokio::test]
-async fn crash_poller_is_admin_gated() {
-    let closed = shared_named(
-        "crash-closed",
-        NodeConfig::new("crash-closed", "127.0.0.1:0").cookie("c"),
-    );
-    let request = ControlRequest::CrashPoller("no-such-balancer".into());
-    match control_of(&closed, &request).await {
-        Err(crate::Error::Remote { message, .. }) => {
-            assert!(message.contains("remote_admin"), "{message}")
-        }
-        other => panic!("expected a refusal, got {other:?}"),
-    }
-    let open = shared_named(
-        "crash-open",
-        NodeConfig::new("crash-open", "127.0.0.1:0")
-            .cookie("c")
-            .remote_admin(true),
-    );
-    match control_of(&open, &request).await {
-        Err(crate::Error::Remote { message, .. }) => {
-            assert!(message.contains("no-such-balancer"), "{message}")
-        }
-        other => panic!("expected the poller's error, got {other:?}"),
-    }
-}
-
-#[tokio::test]
-async fn a_node_built_without_test_hooks_refuses_them_with_bad_request_and_serves_the_rest() {
-    let shared = shared_named(
-        "no-hooks",
-        NodeConfig::new("no-hooks", "127.0.0.1:0")
-            .cookie("c")
-            .remote_admin(true),
-    );
-    for request in [
-        ControlRequest::KillLoadBalancer("work".into()),
-        ControlRequest::CrashPoller("work".into()),
-    ] {
-        // Built with the hooks (as this test build is), the request is carried out: no such
-        // balancer or Poller here, a remote error naming it.
-        match control_of(&shared, &request).await {
-            Err(crate::Error::Remote { message, .. }) => {
-                assert!(message.contains("work"), "{message}")
-            }
-            other => panic!("expected the hook's own error for {request:?}, got {other:?}"),
-        }
-        // Built without them, it is refused unrun, as an unknown request is.
-        match control_without_hooks(&shared, &request).await {
-            Err(crate::Error::BadRequest { node, message }) => {
-                assert_eq!(node, shared.name);
-                assert!(message.contains("`test-hooks`"), "{message}");
-            }
-            other => panic!("expected BadRequest for {request:?}, got {other:?}"),
-        }
-    }
-    assert!(matches!(
-        control_without_hooks(&shared, &ControlRequest::Ping).await,
-        Ok(ControlReply::Pong { .. })
-    ));
 }
 
 #[tokio::test]
@@ -582,7 +529,7 @@ impl RemoteFunction for Watch {
 }
 
 fn watched() -> (
-    std::sync::Arc<NodeShared>,
+    std::sync::Arc<Transport>,
     std::sync::Arc<std::sync::Mutex<Option<crate::CallContext>>>,
 ) {
     let shared = shared();
@@ -669,4 +616,40 @@ async fn a_served_calls_context_is_cancelled_by_its_caller_its_deadline_and_an_a
         .unwrap();
     assert_eq!(reply::decode(&reply).unwrap().0, ReplyStatus::Ok);
     assert!(context.is_cancelled(), "cancelled by the abandoned drain");
+}
+
+#[tokio::test]
+async fn the_nodes_own_requests_are_handed_up_and_test_hooks_only_in_a_build_with_them() {
+    let config = TransportConfig {
+        remote_admin: true,
+        ..TransportConfig::default()
+    };
+    let shared = Arc::new(TestNode {
+        transport: Arc::new(transport_named("up", config)),
+        answer: echoing_admin,
+    });
+    for request in [
+        ControlRequest::Nodes,
+        ControlRequest::Peers,
+        ControlRequest::ConnectionOf("x@h".into()),
+        ControlRequest::Joined {
+            node: "x@h".into(),
+            addr: "h:1".into(),
+        },
+        ControlRequest::Leaving("x@h".into()),
+        ControlRequest::KillLoadBalancer("work".into()),
+    ] {
+        assert_eq!(
+            control_of(&shared, &request).await.unwrap(),
+            ControlReply::Members(Some(vec![format!("{request:?}")])),
+        );
+    }
+    // Built without the hooks, a hook is refused before it reaches the node.
+    match control_without_hooks(&shared, &ControlRequest::KillLoadBalancer("work".into())).await {
+        Err(crate::Error::BadRequest { node, message }) => {
+            assert_eq!(node, shared.transport.name);
+            assert!(message.contains("`test-hooks`"), "{message}");
+        }
+        other => panic!("expected BadRequest, got {other:?}"),
+    }
 }
