@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::balancer::call::dispatch;
-use crate::balancer::call::options::CallOptions;
+use crate::balancer::call::options::{option_setters, CallOptions};
 use crate::balancer::call::Target;
 use crate::filter::NodeFilter;
 use crate::function::RemoteFunction;
@@ -67,11 +67,8 @@ impl Node {
         filter: impl Into<NodeFilter>,
         args: F::Args,
     ) -> RandomNodeCall<F> {
-        RandomNodeCall {
-            chosen: Chosen::new(self, filter.into()),
-            args,
-            function: PhantomData,
-        }
+        let pending = Pending::new(self, filter.into(), args);
+        RandomNodeCall { pending }
     }
 
     /// A cast of `F` with `args` to a random connected node whose full name matches `filter`,
@@ -83,28 +80,29 @@ impl Node {
         filter: impl Into<NodeFilter>,
         args: F::Args,
     ) -> RandomNodeCast<F> {
-        RandomNodeCast {
-            chosen: Chosen::new(self, filter.into()),
-            args,
-            function: PhantomData,
-        }
+        let pending = Pending::new(self, filter.into(), args);
+        RandomNodeCast { pending }
     }
 }
 
-/// What a random-node call and cast share: the node, the target (the filter) and the
-/// options.
-struct Chosen {
+/// What a random-node call or cast holds until it is awaited.
+struct Pending<F: RemoteFunction> {
     node: Node,
+    /// The filter.
     target: Target,
     options: CallOptions,
+    args: F::Args,
+    function: PhantomData<fn() -> F>,
 }
 
-impl Chosen {
-    fn new(node: &Node, filter: NodeFilter) -> Self {
+impl<F: RemoteFunction> Pending<F> {
+    fn new(node: &Node, filter: NodeFilter, args: F::Args) -> Self {
         Self {
             node: node.clone(),
             target: Target::RandomNode(filter),
             options: CallOptions::default(),
+            args,
+            function: PhantomData,
         }
     }
 }
@@ -132,57 +130,48 @@ impl Chosen {
 /// [`Error::NoMatchingNodes`], and everything [`Node::call`] returns.
 #[must_use = "a call does nothing until awaited"]
 pub struct RandomNodeCall<F: RemoteFunction> {
-    chosen: Chosen,
-    args: F::Args,
-    function: PhantomData<fn() -> F>,
+    pending: Pending<F>,
 }
 
 impl<F: RemoteFunction> RandomNodeCall<F> {
-    /// The call's timeout (default: the node's
-    /// [`NodeConfig::call_timeout`](crate::NodeConfig::call_timeout), 10 s): it bounds the
-    /// wait for a matching node and the call itself together. Zero is refused with
-    /// [`Error::InvalidConfig`] (`timeout`).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.chosen.options.timeout = Some(timeout);
-        self
-    }
+    option_setters! {
+        pending;
+        /// The call's timeout (default: the node's
+        /// [`NodeConfig::call_timeout`](crate::NodeConfig::call_timeout), 10 s): it bounds the
+        /// wait for a matching node and the call itself together. Zero is refused with
+        /// [`Error::InvalidConfig`] (`timeout`).
+        fn timeout(timeout: Duration) => timeout = timeout;
 
-    /// How the call waits while no connected node matches (default: the node's
-    /// [`NodeConfig::retry`](crate::NodeConfig::retry), 5 retries 5,000 ms apart ±20 %):
-    /// `retry.count` more looks, `retry.sleep` apart. [`Retry::never`] fails at once.
-    pub fn retry(mut self, retry: Retry) -> Self {
-        self.chosen.options.retry = Some(retry);
-        self
-    }
+        /// How the call waits while no connected node matches (default: the node's
+        /// [`NodeConfig::retry`](crate::NodeConfig::retry), 5 retries 5,000 ms apart ±20 %):
+        /// `retry.count` more looks, `retry.sleep` apart. [`Retry::never`] fails at once.
+        fn retry(retry: Retry) => retry = retry;
 
-    /// `true` runs the call on this node whatever the filter; `false` looks for a matching
-    /// node even when the node's
-    /// [`NodeConfig::call_directly`](crate::NodeConfig::call_directly) default is on (this
-    /// node still runs it when it matches the filter itself).
-    pub fn call_directly(mut self, directly: bool) -> Self {
-        self.chosen.options.call_directly = Some(directly);
-        self
-    }
+        /// `true` runs the call on this node whatever the filter; `false` looks for a matching
+        /// node even when the node's
+        /// [`NodeConfig::call_directly`](crate::NodeConfig::call_directly) default is on (this
+        /// node still runs it when it matches the filter itself).
+        fn call_directly(directly: bool) => call_directly = directly;
 
-    /// Counts the call in the in-flight total of the balancer `name` on this node while it
-    /// runs ([`Balancer::in_flight`]), so that [`Balancer::stop`] waits for it. The wait for a
-    /// matching node is not counted. Errors when awaited: [`Error::UnknownBalancer`] at once
-    /// if no balancer of that name runs here, or when it has begun stopping.
-    pub fn load_balancer(mut self, name: impl Into<String>) -> Self {
-        self.chosen.options.load_balancer = Some(name.into());
-        self
+        /// Counts the call in the in-flight total of the balancer `name` on this node while it
+        /// runs ([`Balancer::in_flight`](crate::Balancer::in_flight)), so that [`Balancer::stop`](crate::Balancer::stop) waits for it. The wait for a
+        /// matching node is not counted. Errors when awaited: [`Error::UnknownBalancer`] at once
+        /// if no balancer of that name runs here, or when it has begun stopping.
+        fn load_balancer(name: impl Into<String>) => load_balancer = name.into();
     }
 
     /// Runs the call and also returns the full name of the node that served it.
     ///
     /// Errors: as awaiting the call.
     pub async fn with_node(self) -> Result<(F::Reply, Arc<str>), Error> {
-        let Chosen {
+        let Pending {
             node,
             target,
             options,
-        } = &self.chosen;
-        dispatch::call::<F>(node.state(), target, options, self.args).await
+            args,
+            ..
+        } = self.pending;
+        dispatch::call::<F>(node.state(), &target, &options, args).await
     }
 }
 
@@ -207,53 +196,44 @@ impl<F: RemoteFunction> IntoFuture for RandomNodeCall<F> {
 /// [`Error::NoMatchingNodes`], and everything [`Node::cast`] returns.
 #[must_use = "a cast does nothing until awaited"]
 pub struct RandomNodeCast<F: RemoteFunction> {
-    chosen: Chosen,
-    args: F::Args,
-    function: PhantomData<fn() -> F>,
+    pending: Pending<F>,
 }
 
 impl<F: RemoteFunction> RandomNodeCast<F> {
-    /// The longest the cast waits for a matching node (default: the node's
-    /// [`NodeConfig::call_timeout`](crate::NodeConfig::call_timeout), 10 s). Zero is refused
-    /// with [`Error::InvalidConfig`] (`timeout`).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.chosen.options.timeout = Some(timeout);
-        self
-    }
+    option_setters! {
+        pending;
+        /// The longest the cast waits for a matching node (default: the node's
+        /// [`NodeConfig::call_timeout`](crate::NodeConfig::call_timeout), 10 s). Zero is refused
+        /// with [`Error::InvalidConfig`] (`timeout`).
+        fn timeout(timeout: Duration) => timeout = timeout;
 
-    /// How the cast waits while no connected node matches (default: the node's
-    /// [`NodeConfig::retry`](crate::NodeConfig::retry)). [`Retry::never`] fails at once.
-    pub fn retry(mut self, retry: Retry) -> Self {
-        self.chosen.options.retry = Some(retry);
-        self
-    }
+        /// How the cast waits while no connected node matches (default: the node's
+        /// [`NodeConfig::retry`](crate::NodeConfig::retry)). [`Retry::never`] fails at once.
+        fn retry(retry: Retry) => retry = retry;
 
-    /// `true` sends the cast to this node whatever the filter; `false` looks for a matching
-    /// node even when the node's
-    /// [`NodeConfig::call_directly`](crate::NodeConfig::call_directly) default is on.
-    pub fn call_directly(mut self, directly: bool) -> Self {
-        self.chosen.options.call_directly = Some(directly);
-        self
-    }
+        /// `true` sends the cast to this node whatever the filter; `false` looks for a matching
+        /// node even when the node's
+        /// [`NodeConfig::call_directly`](crate::NodeConfig::call_directly) default is on.
+        fn call_directly(directly: bool) => call_directly = directly;
 
-    /// Counts the cast in the in-flight total of the balancer `name` on this node while it is
-    /// handed over. Errors when awaited: [`Error::UnknownBalancer`] at once if no balancer of
-    /// that name runs here, or when it has begun stopping.
-    pub fn load_balancer(mut self, name: impl Into<String>) -> Self {
-        self.chosen.options.load_balancer = Some(name.into());
-        self
+        /// Counts the cast in the in-flight total of the balancer `name` on this node while it is
+        /// handed over. Errors when awaited: [`Error::UnknownBalancer`] at once if no balancer of
+        /// that name runs here, or when it has begun stopping.
+        fn load_balancer(name: impl Into<String>) => load_balancer = name.into();
     }
 
     /// Sends the cast and returns the full name of the node it was handed to.
     ///
     /// Errors: as awaiting the cast.
     pub async fn with_node(self) -> Result<Arc<str>, Error> {
-        let Chosen {
+        let Pending {
             node,
             target,
             options,
-        } = &self.chosen;
-        dispatch::cast::<F>(node.state(), target, options, self.args).await
+            args,
+            ..
+        } = self.pending;
+        dispatch::cast::<F>(node.state(), &target, &options, args).await
     }
 }
 

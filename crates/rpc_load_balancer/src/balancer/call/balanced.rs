@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::dispatch;
-use super::options::CallOptions;
+use super::options::{option_setters, CallOptions};
 use super::target::Target;
 use crate::balancer::Balancer;
 use crate::function::RemoteFunction;
@@ -31,14 +31,56 @@ use crate::{Error, Retry, Unavailable};
 /// [`Node::call`](crate::Node::call) returns.
 #[must_use = "a call does nothing until awaited"]
 pub struct BalancedCall<F: RemoteFunction> {
+    routed: Routed<F>,
+}
+
+impl<F: RemoteFunction> BalancedCall<F> {
+    pub(crate) fn new(balancer: Balancer, args: F::Args) -> Self {
+        let routed = Routed::new(balancer, args);
+        Self { routed }
+    }
+
+    option_setters! {
+        routed;
+        /// `true` runs the call on this node, ignoring the algorithm and the members (the
+        /// original's `call_directly?`), with the remote call's errors and timeout; `false` routes
+        /// it even when the node's [`NodeConfig::call_directly`](crate::NodeConfig::call_directly)
+        /// default is on.
+        fn call_directly(directly: bool) => call_directly = directly;
+
+        /// How this call retries while the balancer has no member to send to (default: the
+        /// balancer's, else the node's [`Retry`]). Waiting counts against the call's timeout.
+        fn retry(retry: Retry) => retry = retry;
+
+        /// The routing key, as bytes (used by key-aware algorithms such as [`HashRing`]; others
+        /// ignore it). Default: none.
+        ///
+        /// [`HashRing`]: crate::HashRing
+        fn key(key: impl AsRef<[u8]>) => key = key.as_ref().to_vec();
+
+        /// How long to wait for the reply (default: the balancer's, else the node's
+        /// `call_timeout`). Zero is refused with [`Error::InvalidConfig`] (`timeout`).
+        fn timeout(timeout: Duration) => timeout = timeout;
+    }
+
+    /// Runs the call and also returns the node that served it.
+    ///
+    /// Errors: as awaiting the call.
+    pub async fn with_node(self) -> Result<(F::Reply, Arc<str>), Error> {
+        self.routed.call().await
+    }
+}
+
+/// What a routed call or cast holds until it is awaited.
+struct Routed<F: RemoteFunction> {
     balancer: Balancer,
     args: F::Args,
     options: CallOptions,
     function: PhantomData<fn() -> F>,
 }
 
-impl<F: RemoteFunction> BalancedCall<F> {
-    pub(crate) fn new(balancer: Balancer, args: F::Args) -> Self {
+impl<F: RemoteFunction> Routed<F> {
+    fn new(balancer: Balancer, args: F::Args) -> Self {
         Self {
             balancer,
             args,
@@ -47,47 +89,24 @@ impl<F: RemoteFunction> BalancedCall<F> {
         }
     }
 
-    /// `true` runs the call on this node, ignoring the algorithm and the members (the
-    /// original's `call_directly?`), with the remote call's errors and timeout; `false` routes
-    /// it even when the node's [`NodeConfig::call_directly`](crate::NodeConfig::call_directly)
-    /// default is on.
-    pub fn call_directly(mut self, directly: bool) -> Self {
-        self.options.call_directly = Some(directly);
-        self
-    }
-
-    /// How this call retries while the balancer has no member to send to (default: the
-    /// balancer's, else the node's [`Retry`]). Waiting counts against the call's timeout.
-    pub fn retry(mut self, retry: Retry) -> Self {
-        self.options.retry = Some(retry);
-        self
-    }
-
-    /// The routing key, as bytes (used by key-aware algorithms such as [`HashRing`]; others
-    /// ignore it). Default: none.
-    ///
-    /// [`HashRing`]: crate::HashRing
-    pub fn key(mut self, key: impl AsRef<[u8]>) -> Self {
-        self.options.key = Some(key.as_ref().to_vec());
-        self
-    }
-
-    /// How long to wait for the reply (default: the balancer's, else the node's
-    /// `call_timeout`). Zero is refused with [`Error::InvalidConfig`] (`timeout`).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.options.timeout = Some(timeout);
-        self
-    }
-
-    /// Runs the call and also returns the node that served it.
-    ///
-    /// Errors: as awaiting the call.
-    pub async fn with_node(self) -> Result<(F::Reply, Arc<str>), Error> {
+    /// Runs it as a call, on the balancer this handle stands for now: the reply and the node
+    /// that served it.
+    async fn call(self) -> Result<(F::Reply, Arc<str>), Error> {
         let target = Target::Balancer(self.balancer.current_shared());
         let Target::Balancer(shared) = &target else {
             return Err(not_routed(&self.balancer));
         };
         dispatch::call::<F>(&shared.node, &target, &self.options, self.args).await
+    }
+
+    /// Sends it as a cast, on the balancer this handle stands for now.
+    async fn cast(self) -> Result<(), Error> {
+        let target = Target::Balancer(self.balancer.current_shared());
+        let Target::Balancer(shared) = &target else {
+            return Err(not_routed(&self.balancer));
+        };
+        dispatch::cast::<F>(&shared.node, &target, &self.options, self.args).await?;
+        Ok(())
     }
 }
 
@@ -119,52 +138,36 @@ impl<F: RemoteFunction> IntoFuture for BalancedCall<F> {
 /// everything [`Node::cast`](crate::Node::cast) returns.
 #[must_use = "a cast does nothing until awaited"]
 pub struct BalancedCast<F: RemoteFunction> {
-    balancer: Balancer,
-    args: F::Args,
-    options: CallOptions,
-    function: PhantomData<fn() -> F>,
+    routed: Routed<F>,
 }
 
 impl<F: RemoteFunction> BalancedCast<F> {
     pub(crate) fn new(balancer: Balancer, args: F::Args) -> Self {
-        Self {
-            balancer,
-            args,
-            options: CallOptions::default(),
-            function: PhantomData,
-        }
+        let routed = Routed::new(balancer, args);
+        Self { routed }
     }
 
-    /// `true` runs the cast on this node, ignoring the algorithm and the members; `false`
-    /// routes it even when the node's
-    /// [`NodeConfig::call_directly`](crate::NodeConfig::call_directly) default is on.
-    pub fn call_directly(mut self, directly: bool) -> Self {
-        self.options.call_directly = Some(directly);
-        self
-    }
+    option_setters! {
+        routed;
+        /// `true` runs the cast on this node, ignoring the algorithm and the members; `false`
+        /// routes it even when the node's
+        /// [`NodeConfig::call_directly`](crate::NodeConfig::call_directly) default is on.
+        fn call_directly(directly: bool) => call_directly = directly;
 
-    /// How this cast retries while the balancer has no member to send to (default: the
-    /// balancer's, else the node's [`Retry`]).
-    pub fn retry(mut self, retry: Retry) -> Self {
-        self.options.retry = Some(retry);
-        self
-    }
+        /// How this cast retries while the balancer has no member to send to (default: the
+        /// balancer's, else the node's [`Retry`]).
+        fn retry(retry: Retry) => retry = retry;
 
-    /// The longest this cast waits for a member to send to when retrying (default: the
-    /// balancer's, else the node's `call_timeout`). Zero is refused with
-    /// [`Error::InvalidConfig`] (`timeout`).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.options.timeout = Some(timeout);
-        self
-    }
+        /// The longest this cast waits for a member to send to when retrying (default: the
+        /// balancer's, else the node's `call_timeout`). Zero is refused with
+        /// [`Error::InvalidConfig`] (`timeout`).
+        fn timeout(timeout: Duration) => timeout = timeout;
 
-    /// The routing key, as bytes (used by key-aware algorithms such as [`HashRing`]; others
-    /// ignore it). Default: none.
-    ///
-    /// [`HashRing`]: crate::HashRing
-    pub fn key(mut self, key: impl AsRef<[u8]>) -> Self {
-        self.options.key = Some(key.as_ref().to_vec());
-        self
+        /// The routing key, as bytes (used by key-aware algorithms such as [`HashRing`]; others
+        /// ignore it). Default: none.
+        ///
+        /// [`HashRing`]: crate::HashRing
+        fn key(key: impl AsRef<[u8]>) => key = key.as_ref().to_vec();
     }
 }
 
@@ -173,13 +176,6 @@ impl<F: RemoteFunction> IntoFuture for BalancedCast<F> {
     type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(async move {
-            let target = Target::Balancer(self.balancer.current_shared());
-            let Target::Balancer(shared) = &target else {
-                return Err(not_routed(&self.balancer));
-            };
-            dispatch::cast::<F>(&shared.node, &target, &self.options, self.args).await?;
-            Ok(())
-        })
+        Box::pin(self.routed.cast())
     }
 }

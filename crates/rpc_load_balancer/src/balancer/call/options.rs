@@ -59,3 +59,21 @@ impl CallOptions {
         }
     }
 }
+
+/// Defines a builder's option setters over the [`CallOptions`] of its field `holder` (a
+/// struct with an `options` field): `option_setters! { holder; … }`, then for each setter its
+/// doc comment and `fn name(argument: Type) => field = value;`, which sets `field` to
+/// `Some(value)` and returns the builder.
+macro_rules! option_setters {
+    ($holder:ident; $($(#[$attr:meta])* fn $name:ident($arg:ident: $ty:ty) => $field:ident = $value:expr;)*) => {
+        $(
+            $(#[$attr])*
+            pub fn $name(mut self, $arg: $ty) -> Self {
+                self.$holder.options.$field = Some($value);
+                self
+            }
+        )*
+    };
+}
+
+pub(crate) use option_setters;
