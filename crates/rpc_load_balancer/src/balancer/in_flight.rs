@@ -69,6 +69,11 @@ impl ServedToken {
             stripe,
         }
     }
+
+    /// What cancels the calls counted by this token when their balancer's drain gives up.
+    pub(crate) fn abandoned(&self) -> &std::sync::Arc<crate::function::Signal> {
+        &self.shared.abandoned
+    }
 }
 
 impl Drop for ServedToken {

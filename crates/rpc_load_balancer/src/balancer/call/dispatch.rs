@@ -145,9 +145,10 @@ async fn run_or_send<F: RemoteFunction>(
 ) -> Result<Sent<F::Reply>, Error> {
     if let Destination::Here(function) = &attempt.destination {
         let function = Arc::clone(function);
+        let abandoned = Arc::clone(attempt.counted.abandoned(&transport.abandoned));
         let accounting = Accounting {
             counted: std::mem::replace(&mut attempt.counted, Counted::Nothing),
-            abandoned: Arc::clone(&attempt.abandoned),
+            abandoned,
         };
         let args = args.take()?;
         let (balancer, timeout) = (attempt.balancer, attempt.timeout);

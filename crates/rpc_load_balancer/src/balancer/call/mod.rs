@@ -28,3 +28,6 @@ mod wait;
 pub use balanced::{BalancedCall, BalancedCast};
 pub use direct::Call;
 pub(crate) use target::Target;
+
+#[cfg(test)]
+mod tests;

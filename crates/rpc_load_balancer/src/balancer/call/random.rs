@@ -52,21 +52,18 @@ impl<'r> Route<'r> {
                 (peer, timeout)
             };
         // Counted before checking: a drain that starts after the check sees the call.
-        let (counted, abandoned) = match &self.tracking {
+        let counted = match &self.tracking {
             Some(balancer) => {
                 let token = balancer.track();
                 balancer.shared().check_running()?;
-                let abandoned = Arc::clone(token.abandoned());
-                (Counted::InFlight(token), abandoned)
+                Counted::InFlight(token)
             }
-            None => (Counted::Nothing, Arc::clone(&node.transport.abandoned)),
+            None => Counted::Nothing,
         };
         telemetry.target(&chosen);
         let here = *chosen == *node.name;
-        let destination = self.destination(kind, &chosen, here, None)?;
-        let mut attempt = self.attempt(&chosen, destination, counted, timeout);
-        attempt.abandoned = abandoned;
-        Ok(attempt)
+        let destination = self.destination(kind, &chosen, here, false)?;
+        Ok(self.attempt(&chosen, destination, counted, timeout))
     }
 
     /// A random matching peer, and a future that ends when a peer comes or goes, this node

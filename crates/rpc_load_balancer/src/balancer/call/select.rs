@@ -95,7 +95,7 @@ impl<'r> Route<'r> {
                     }
                 }
             };
-            let destination = self.destination(kind, &node, local, Some(()))?;
+            let destination = self.destination(kind, &node, local, true)?;
             let counted = match destination {
                 // Counted until the run has ended, even if the caller's future is dropped.
                 Destination::Here(_) => Counted::Served(ServedToken::new(shared)),
@@ -107,7 +107,6 @@ impl<'r> Route<'r> {
                 balancer: Some(&shared.name),
                 selection: Some(selection),
                 counted,
-                abandoned: Arc::clone(&shared.abandoned),
                 timeout,
             });
         }

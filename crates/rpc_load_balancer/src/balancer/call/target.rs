@@ -55,9 +55,21 @@ pub(crate) enum Counted {
     Nothing,
     /// A balancer's in-flight total: a routed call run here (`call_directly`, a local
     /// algorithm) or a random-node call tracked by `load_balancer`.
-    InFlight(#[allow(dead_code)] OwnedInFlightToken),
+    InFlight(OwnedInFlightToken),
     /// A balancer's served total: a routed call that a member on this node serves.
-    Served(#[allow(dead_code)] ServedToken),
+    Served(ServedToken),
+}
+
+impl Counted {
+    /// What cancels a run counted so when the drain of its count gives up: the balancer's
+    /// signal, or `node`'s (its shutdown gave up) for an uncounted run.
+    pub(crate) fn abandoned<'a>(&'a self, node: &'a Arc<Signal>) -> &'a Arc<Signal> {
+        match self {
+            Counted::Nothing => node,
+            Counted::InFlight(token) => token.abandoned(),
+            Counted::Served(token) => token.abandoned(),
+        }
+    }
 }
 
 /// Where one attempt goes.
@@ -80,8 +92,6 @@ pub(crate) struct Attempt<'r, F> {
     /// The selection of a routed attempt: released when the attempt ends.
     pub(crate) selection: Option<Selection<&'r BalancerShared>>,
     pub(crate) counted: Counted,
-    /// What cancels a run here when the drain of its count gives up.
-    pub(crate) abandoned: Arc<Signal>,
     /// The time it has: the call's timeout, or what is left of it after waiting or a
     /// previous attempt.
     pub(crate) timeout: Duration,
@@ -210,7 +220,7 @@ impl<'r> Route<'r> {
         match self.target {
             Target::Node(name) => {
                 let here = **name == *node.name;
-                let destination = self.destination(kind, name, here, None)?;
+                let destination = self.destination(kind, name, here, false)?;
                 Ok(self.attempt(name, destination, Counted::Nothing, self.options.timeout))
             }
             Target::Balancer(shared) if self.here_by_choice() => {
@@ -218,10 +228,8 @@ impl<'r> Route<'r> {
                 telemetry.target(&here);
                 // Counted until the run has ended, even if the caller's future is dropped first.
                 let counted = Counted::InFlight(OwnedInFlightToken::new(shared));
-                let destination = self.destination(kind, &here, true, None)?;
-                let mut attempt = self.attempt(&here, destination, counted, self.options.timeout);
-                attempt.abandoned = Arc::clone(&shared.abandoned);
-                Ok(attempt)
+                let destination = self.destination(kind, &here, true, false)?;
+                Ok(self.attempt(&here, destination, counted, self.options.timeout))
             }
             Target::Balancer(shared) => self.select(shared, kind, exclude, again, telemetry).await,
             Target::RandomNode(filter) => self.random(filter, kind, telemetry).await,
@@ -230,7 +238,7 @@ impl<'r> Route<'r> {
 
     /// The one place that decides whether an attempt runs here: a call to this node (`here`)
     /// of a function registered here with type `F` runs in-process; anything else is sent —
-    /// to the selected member when there is one (`member`), else to `node`'s endpoint.
+    /// to the selected member (`to_member`), else to `node`'s endpoint.
     ///
     /// Errors: [`Error::ServiceUnavailable`] when this node is shut down (a run here) or
     /// there is no endpoint for `node`.
@@ -239,10 +247,10 @@ impl<'r> Route<'r> {
         kind: Kind,
         node: &str,
         here: bool,
-        member: Option<()>,
+        to_member: bool,
     ) -> Result<Destination<F>, Error> {
         let transport = &self.node.transport;
-        if here && member.is_none() {
+        if here && !to_member {
             transport.check_running(node)?;
         }
         if here && kind == Kind::Call {
@@ -250,9 +258,9 @@ impl<'r> Route<'r> {
                 return Ok(Destination::Here(function));
             }
         }
-        match member {
-            Some(()) => Ok(Destination::Member),
-            None => Ok(Destination::Actor(transport.endpoint_of(node)?)),
+        match to_member {
+            true => Ok(Destination::Member),
+            false => Ok(Destination::Actor(transport.endpoint_of(node)?)),
         }
     }
 
@@ -270,7 +278,6 @@ impl<'r> Route<'r> {
             balancer: None,
             selection: None,
             counted,
-            abandoned: Arc::clone(&self.node.transport.abandoned),
             timeout,
         }
     }
