@@ -23,8 +23,10 @@ impl<'r> Route<'r> {
         again: bool,
         telemetry: &mut Telemetry,
     ) -> Result<Attempt<'r, F>, Error> {
+        // Whether it waited for a member, before any member at the cap was skipped too.
+        let mut waited = false;
         loop {
-            let ((members, index), waited) = look_until_found(
+            let ((members, index), waited_now) = look_until_found(
                 self.options.retry,
                 self.deadline,
                 || {
@@ -48,6 +50,7 @@ impl<'r> Route<'r> {
                 || Ok(()),
             )
             .await?;
+            waited |= waited_now;
             // Held across the call: by a full reference, so it doesn't keep one of the
             // thread's few fast arc-swap slots.
             let members = arc_swap::Guard::from_inner(arc_swap::Guard::into_inner(members));
