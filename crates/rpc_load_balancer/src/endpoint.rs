@@ -351,4 +351,4 @@ async fn admin<S: Serving + ?Sized>(
 
 mod test_hooks;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

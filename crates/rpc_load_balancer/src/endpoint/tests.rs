@@ -51,7 +51,8 @@ fn transport_named(name: &str, config: TransportConfig) -> Transport {
     Transport::new(format!("{name}@127.0.0.1"), config, Arc::new(NoPeers))
 }
 
-struct Echo;
+/// Replies with its argument (also the call pipeline's tests' function).
+pub(crate) struct Echo;
 impl RemoteFunction for Echo {
     const NAME: &'static str = "echo";
     type Args = String;

@@ -35,7 +35,9 @@ pub(crate) enum Target {
 /// A call (waits for its reply) or a cast (handed over).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
+    /// Waits for the reply.
     Call,
+    /// Resolves once handed over.
     Cast,
 }
 
@@ -86,11 +88,13 @@ pub(crate) enum Destination<F> {
 pub(crate) struct Attempt<'r, F> {
     /// The node it goes to (this node's name for a run here).
     pub(crate) node: Arc<str>,
+    /// Run here, or sent to whom.
     pub(crate) destination: Destination<F>,
     /// The routing balancer, for the call's header (`None`: direct).
     pub(crate) balancer: Option<&'r str>,
     /// The selection of a routed attempt: released when the attempt ends.
     pub(crate) selection: Option<Selection<&'r BalancerShared>>,
+    /// What counts it for a drain: held until the reply, or moved into a run here.
     pub(crate) counted: Counted,
     /// The time it has: the call's timeout, or what is left of it after waiting or a
     /// previous attempt.

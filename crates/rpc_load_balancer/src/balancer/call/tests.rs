@@ -10,31 +10,10 @@ use super::options::CallOptions;
 use super::target::{Destination, Kind, Route, Target};
 use super::wait::look_until_found;
 use crate::balancer::shared::BalancerShared;
+use crate::endpoint::tests::Echo;
 use crate::function::{FunctionError, RemoteFunction};
 use crate::node::shared::NodeShared;
 use crate::{BalancerConfig, Error, NodeConfig, Retry, RetryCount, Unavailable};
-
-/// Replies with its argument.
-struct Echo;
-impl RemoteFunction for Echo {
-    const NAME: &'static str = "pipeline.echo";
-    type Args = String;
-    type Reply = String;
-    async fn call(&self, args: String) -> Result<String, FunctionError> {
-        Ok(args)
-    }
-}
-
-/// Registered nowhere.
-struct Elsewhere;
-impl RemoteFunction for Elsewhere {
-    const NAME: &'static str = "pipeline.elsewhere";
-    type Args = ();
-    type Reply = ();
-    async fn call(&self, _: ()) -> Result<(), FunctionError> {
-        Ok(())
-    }
-}
 
 /// Runs until its call is cancelled.
 struct Hold;
@@ -50,9 +29,15 @@ impl RemoteFunction for Hold {
 
 /// A node's state (no actors, no network) serving `Echo` and `Hold`.
 fn node(config: NodeConfig) -> Arc<NodeShared> {
+    let node = echo_node(config);
+    node.transport.registry.register(Hold).unwrap();
+    node
+}
+
+/// A node's state serving `Echo` only.
+fn echo_node(config: NodeConfig) -> Arc<NodeShared> {
     let node = NodeShared::new("pipe@127.0.0.1".into(), "127.0.0.1:0".into(), None, &config);
     node.transport.registry.register(Echo).unwrap();
-    node.transport.registry.register(Hold).unwrap();
     Arc::new(node)
 }
 
@@ -116,7 +101,8 @@ fn a_zero_timeout_is_refused_before_anything_else() {
 
 #[test]
 fn only_a_call_of_a_type_registered_here_runs_here() {
-    let node = node(config());
+    // `Hold` is not registered on this node.
+    let node = echo_node(config());
     let target = Target::Node(Arc::from("pipe@127.0.0.1"));
     let options = CallOptions::default();
     let route = Route::new(&node, &target, &options).unwrap();
@@ -127,7 +113,7 @@ fn only_a_call_of_a_type_registered_here_runs_here() {
     ));
     // Not registered here, a cast, or a member to send to: sent (this node's endpoint is not
     // started in this test, so sending to it is refused as to a stopped node).
-    assert!(sent(route.destination::<Elsewhere>(
+    assert!(sent(route.destination::<Hold>(
         Kind::Call,
         here,
         true,
@@ -140,7 +126,7 @@ fn only_a_call_of_a_type_registered_here_runs_here() {
         false
     )));
     assert!(matches!(
-        route.destination::<Elsewhere>(Kind::Call, here, true, true),
+        route.destination::<Hold>(Kind::Call, here, true, true),
         Ok(Destination::Member)
     ));
     // Another node: its endpoint, from the peer table.
