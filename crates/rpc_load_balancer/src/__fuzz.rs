@@ -39,7 +39,7 @@ pub fn wire(bytes: &[u8]) {
 pub async fn check(bytes: &[u8]) {
     decode_everything(bytes);
     let shared = Arc::new(fuzzed_node());
-    check_call_reply(bytes, &serve_call(&shared, bytes.to_vec()).await);
+    check_call_reply(bytes, &serve_call(&shared.transport, bytes.to_vec()).await);
     check_control_reply(bytes, &serve_control(&shared, bytes).await);
 }
 
@@ -163,12 +163,12 @@ fn fuzzed_node() -> NodeShared {
     let shared = NodeShared::new("fuzz@127.0.0.1".into(), "127.0.0.1:0".into(), None, &config)
         .with_balancer_admin(crate::balancer::admin::answer);
     let registered = [
-        shared.registry.register(Echo),
-        shared.registry.register(Add),
-        shared.registry.register(Fail),
-        shared.registry.register(Repeat),
-        shared.registry.register(RecordFn),
-        shared.registry.register(PayloadEcho),
+        shared.transport.registry.register(Echo),
+        shared.transport.registry.register(Add),
+        shared.transport.registry.register(Fail),
+        shared.transport.registry.register(Repeat),
+        shared.transport.registry.register(RecordFn),
+        shared.transport.registry.register(PayloadEcho),
     ];
     assert!(registered.iter().all(Result::is_ok), "names are distinct");
     shared

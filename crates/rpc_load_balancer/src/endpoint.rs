@@ -19,14 +19,30 @@ use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
-use crate::control::{ControlReply, ControlRequest, CpuReading};
+use crate::control::{ControlReply, ControlRequest};
 use crate::function::{CallContext, Signal};
-use crate::node::shared::NodeShared;
-// Re-exported for `cpu::sampler` (which names it here).
 use crate::panic::panic_message;
+use crate::transport::Transport;
 use crate::wire::header::decode_call;
 use crate::wire::reply::{self, ReplyStatus};
 use crate::wire::{split_version, DecodeError, RpcMessage, ENDPOINT_GROUP, SCOPE};
+
+/// What the serving side needs from the node above it, which it does not name: the transport
+/// state it serves with, and the answers to the control requests that are about the node
+/// (its peers, a join notice, a leave announcement) or its balancers. The node implements it.
+pub(crate) trait Serving: Send + Sync + 'static {
+    /// The transport state calls are served with.
+    fn transport(&self) -> &Arc<Transport>;
+
+    /// Answers a control request the serving side does not answer itself: `Nodes`,
+    /// `ConnectionOf`, `Peers`, `Joined`, `Leaving`, and those about balancers (`InFlight`,
+    /// `Members`, `Served`, `CpuSelection`, and the admin ones once `remote_admin` allowed
+    /// them). Returns the reply, or the error to answer with.
+    fn answer(
+        self: Arc<Self>,
+        request: ControlRequest,
+    ) -> BoxFuture<'static, Result<ControlReply, crate::Error>>;
+}
 
 /// Serves this node's registered functions. One per node, named
 /// `rpc_load_balancer/@endpoint/<node>` and joined to the `@endpoints` pg group.
@@ -34,20 +50,20 @@ pub(crate) struct RpcEndpoint;
 
 impl Actor for RpcEndpoint {
     type Msg = RpcMessage;
-    type State = Arc<NodeShared>;
-    type Arguments = Arc<NodeShared>;
+    type State = Arc<dyn Serving>;
+    type Arguments = Arc<dyn Serving>;
 
     async fn pre_start(
         &self,
         myself: ActorRef<RpcMessage>,
-        shared: Arc<NodeShared>,
-    ) -> Result<Arc<NodeShared>, ActorProcessingErr> {
+        shared: Arc<dyn Serving>,
+    ) -> Result<Arc<dyn Serving>, ActorProcessingErr> {
         ractor::pg::join_scoped(
             SCOPE.to_string(),
             ENDPOINT_GROUP.to_string(),
             vec![myself.get_cell()],
         );
-        if shared.config.client {
+        if shared.transport().config.client {
             ractor::pg::join_scoped(
                 SCOPE.to_string(),
                 crate::wire::CLIENT_GROUP.to_string(),
@@ -61,7 +77,7 @@ impl Actor for RpcEndpoint {
         &self,
         _myself: ActorRef<RpcMessage>,
         message: RpcMessage,
-        shared: &mut Arc<NodeShared>,
+        shared: &mut Arc<dyn Serving>,
     ) -> Result<(), ActorProcessingErr> {
         dispatch(shared, message);
         Ok(())
@@ -69,32 +85,33 @@ impl Actor for RpcEndpoint {
 }
 
 /// Serves one message on its own task: the endpoint and every balancer member do this.
-pub(crate) fn dispatch(shared: &Arc<NodeShared>, message: RpcMessage) {
-    let abandoned = Arc::clone(&shared.abandoned);
+pub(crate) fn dispatch<S: Serving + ?Sized>(shared: &Arc<S>, message: RpcMessage) {
+    let abandoned = Arc::clone(&shared.transport().abandoned);
     dispatch_with(shared, message, (), abandoned);
 }
 
 /// [`dispatch`], holding `guard` until the call or cast is served (e.g. a served count); the
 /// call is cancelled if `abandoned` fires (its drain gave up).
-pub(crate) fn dispatch_with<G: Send + 'static>(
-    shared: &Arc<NodeShared>,
+pub(crate) fn dispatch_with<S: Serving + ?Sized, G: Send + 'static>(
+    shared: &Arc<S>,
     message: RpcMessage,
     guard: G,
     abandoned: Arc<Signal>,
 ) {
-    let shared = Arc::clone(shared);
     match message {
         RpcMessage::Call(bytes, reply_port) => {
+            let transport = Arc::clone(shared.transport());
             tokio::spawn(async move {
-                let reply = serve_call_in(&shared, bytes, abandoned).await;
+                let reply = serve_call_in(&transport, bytes, abandoned).await;
                 // The caller may have timed out and dropped its port; nothing to do then.
                 let _ = reply_port.send(reply);
                 drop(guard);
             });
         }
         RpcMessage::Cast(bytes) => {
+            let transport = Arc::clone(shared.transport());
             tokio::spawn(async move {
-                let reply = serve_call_in(&shared, bytes, abandoned).await;
+                let reply = serve_call_in(&transport, bytes, abandoned).await;
                 drop(guard);
                 if let Ok((status, _)) = reply::decode(&reply) {
                     if !status.is_ok() {
@@ -104,6 +121,7 @@ pub(crate) fn dispatch_with<G: Send + 'static>(
             });
         }
         RpcMessage::Control(bytes, reply_port) => {
+            let shared = Arc::clone(shared);
             tokio::spawn(async move {
                 let _ = reply_port.send(serve_control(&shared, &bytes).await);
             });
@@ -115,14 +133,14 @@ pub(crate) fn dispatch_with<G: Send + 'static>(
 ///
 /// Takes the message: a [`Payload`](crate::Payload) argument is the message itself.
 #[cfg_attr(not(any(test, feature = "fuzzing")), allow(dead_code))]
-pub(crate) async fn serve_call(shared: &NodeShared, bytes: Vec<u8>) -> Vec<u8> {
+pub(crate) async fn serve_call(shared: &Transport, bytes: Vec<u8>) -> Vec<u8> {
     serve_call_in(shared, bytes, Arc::clone(&shared.abandoned)).await
 }
 
 /// [`serve_call`] for a call that is also cancelled when `abandoned` fires (the drain of its
 /// balancer, or of this node, gave up on it).
 pub(crate) async fn serve_call_in(
-    shared: &NodeShared,
+    shared: &Transport,
     bytes: Vec<u8>,
     abandoned: Arc<Signal>,
 ) -> Vec<u8> {
@@ -211,13 +229,17 @@ pub(crate) async fn serve_call_in(
 }
 
 /// Answers one encoded control request. Never panics.
-pub(crate) async fn serve_control(shared: &Arc<NodeShared>, bytes: &[u8]) -> Vec<u8> {
+pub(crate) async fn serve_control<S: Serving + ?Sized>(shared: &Arc<S>, bytes: &[u8]) -> Vec<u8> {
     answer_control(shared, bytes, test_hooks::HONOURED).await
 }
 
 /// [`serve_control`], carrying out the test hooks' requests if `hooks` (else refusing them
 /// with `BadRequest`).
-async fn answer_control(shared: &Arc<NodeShared>, bytes: &[u8], hooks: bool) -> Vec<u8> {
+pub(crate) async fn answer_control<S: Serving + ?Sized>(
+    shared: &Arc<S>,
+    bytes: &[u8],
+    hooks: bool,
+) -> Vec<u8> {
     let body = match split_version(bytes) {
         Ok(body) => body,
         Err(DecodeError::Version(remote)) => {
@@ -243,10 +265,11 @@ async fn answer_control(shared: &Arc<NodeShared>, bytes: &[u8], hooks: bool) -> 
         Ok(answer) => answer,
         Err(error) => return reply::encode_status(&ReplyStatus::Failed(&error.to_string())),
     };
-    if cpu_reading && shared.config.cpu_reply_error {
+    let config = &shared.transport().config;
+    if cpu_reading && config.cpu_reply_error {
         return reply::encode_status(&ReplyStatus::Failed(CPU_REPLY_ERROR));
     }
-    if cpu_reading && shared.config.cpu_reply_garbage {
+    if cpu_reading && config.cpu_reply_garbage {
         return garbage_reply();
     }
     reply::encode_ok(&answer).unwrap_or_else(|e| {
@@ -270,68 +293,31 @@ fn garbage_reply() -> Vec<u8> {
     crate::wire::push_trailer(bytes, &ReplyStatus::Ok).unwrap_or_default()
 }
 
-/// Answers the control requests about a node's balancers (their members, calls in flight and
-/// served, LeastCpu scores; start, stop, kill, a Poller crash) for the serving side, which does
-/// not know balancers: the node is given one (`NodeShared::balancer_admin`) by the layer that
-/// owns them. Takes the node's state and the request; returns the reply or the error to send.
-pub(crate) type BalancerAdmin =
-    fn(Arc<NodeShared>, ControlRequest) -> BoxFuture<'static, Result<ControlReply, crate::Error>>;
-
-/// The CPU readings a node answers `CpuReading` and `CpuReadings` with, given by the node
-/// (`NodeShared::cpu_readings`: its sampler's cache), which the serving side does not know.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct CpuReadings {
-    /// The reading of the node of this full name, with its age now; `None` while it has none.
-    pub(crate) own: fn(&str) -> Option<CpuReading>,
-    /// Every reading held, `(node, reading)` sorted by node, with their ages now.
-    pub(crate) all: fn() -> Vec<(String, CpuReading)>,
-}
-
-/// Carries out one control request; those about balancers through the node's
-/// [`BalancerAdmin`] (after the `remote_admin` check for the admin ones).
-async fn admin(
-    shared: &Arc<NodeShared>,
+/// Carries out one control request: those about this node's transport here, the others
+/// through the node ([`Serving::answer`]), after the `remote_admin` check for the admin ones.
+async fn admin<S: Serving + ?Sized>(
+    shared: &Arc<S>,
     request: ControlRequest,
 ) -> Result<ControlReply, crate::Error> {
+    let transport = shared.transport();
     Ok(match request {
         ControlRequest::Ping => ControlReply::Pong {
-            node: shared.name.clone(),
+            node: transport.name.clone(),
             wire_version: crate::wire::local_version(),
         },
-        ControlRequest::Nodes => ControlReply::Nodes(shared.peers.names()),
-        ControlRequest::Functions => ControlReply::Functions(shared.registry.names()),
+        ControlRequest::Functions => ControlReply::Functions(transport.registry.names()),
         ControlRequest::Stats => ControlReply::Stats {
-            served_in_flight: shared.served.in_flight.load(Ordering::Relaxed),
-            served_total: shared.served.total.load(Ordering::Relaxed),
+            served_in_flight: transport.served.in_flight.load(Ordering::Relaxed),
+            served_total: transport.served.total.load(Ordering::Relaxed),
         },
-        ControlRequest::ConnectionOf(name) => {
-            ControlReply::ConnectionOf(shared.peers.connection_of(&name))
-        }
-        ControlRequest::Peers => ControlReply::Peers(shared.peers.addresses()),
-        ControlRequest::Joined { node, addr } => {
-            crate::node::on_joined(shared, node, addr);
-            ControlReply::Done
-        }
         ControlRequest::CpuReading => {
-            ControlReply::CpuReading((shared.cpu_readings.own)(&shared.name))
+            ControlReply::CpuReading((transport.cpu_readings.own)(&transport.name))
         }
-        ControlRequest::CpuReadings => ControlReply::CpuReadings((shared.cpu_readings.all)()),
+        ControlRequest::CpuReadings => ControlReply::CpuReadings((transport.cpu_readings.all)()),
         ControlRequest::Cancel(id) => {
-            if shared.calls.cancel(id) {
+            if transport.calls.cancel(id) {
                 tracing::debug!(call_id = id, "call cancelled by its caller");
             }
-            ControlReply::Done
-        }
-        ControlRequest::Leaving(node) if !shared.peers.is_connected(&node) => {
-            // Only a connected peer can be leaving: a name we don't know is not recorded, so
-            // the set stays bounded by the peers this node has had.
-            tracing::debug!(%node, "ignoring a leave announcement for a node that is not a peer");
-            ControlReply::Done
-        }
-        ControlRequest::Leaving(node) => {
-            tracing::debug!(%node, "peer announced it is leaving");
-            shared.peers.mark_leaving(&node);
-            let _ = shared.events.send(crate::NodeEvent::Leaving { node });
             ControlReply::Done
         }
         ControlRequest::StartBalancer { .. }
@@ -340,14 +326,19 @@ async fn admin(
         | ControlRequest::KillLoadBalancer(_)
         | ControlRequest::CrashPoller(_)
         | ControlRequest::EndBalancerParent { .. }
-            if !shared.config.remote_admin =>
+            if !transport.config.remote_admin =>
         {
             return Err(crate::Error::InvalidConfig {
                 option: "remote_admin",
-                reason: format!("{} does not allow remote admin requests", shared.name),
+                reason: format!("{} does not allow remote admin requests", transport.name),
             })
         }
-        request @ (ControlRequest::InFlight(_)
+        request @ (ControlRequest::Nodes
+        | ControlRequest::ConnectionOf(_)
+        | ControlRequest::Peers
+        | ControlRequest::Joined { .. }
+        | ControlRequest::Leaving(_)
+        | ControlRequest::InFlight(_)
         | ControlRequest::Members(_)
         | ControlRequest::Served(_)
         | ControlRequest::CpuSelection
@@ -357,11 +348,11 @@ async fn admin(
         | ControlRequest::KillLoadBalancer(_)
         | ControlRequest::CrashPoller(_)
         | ControlRequest::EndBalancerParent { .. }) => {
-            return (shared.balancer_admin)(Arc::clone(shared), request).await
+            return Arc::clone(shared).answer(request).await
         }
     })
 }
 
 mod test_hooks;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -106,17 +106,18 @@ pub mod telemetry;
 #[cfg(any(test, feature = "testkit"))]
 #[cfg_attr(docsrs, doc(cfg(feature = "testkit")))]
 pub mod testkit;
+mod transport;
 mod wire;
 
 pub use algorithm::{
     CallDirect, HashRing, LeastConnections, LeastCpu, PowerOfTwo, Random, RoundRobin,
     WeightedRoundRobin,
 };
+pub use balancer::call::Call;
 pub use balancer::{
     BalancedCall, BalancedCast, Balancer, BalancerActor, BalancerConfig, DrainOutcome, DrainReport,
     Member, Members, SelectionGuard,
 };
-pub use call::Call;
 pub use control::{ControlReply, ControlRequest};
 pub use error::{Error, ErrorCode, PayloadDirection, RemoteFailure, Unavailable};
 pub use filter::NodeFilter;

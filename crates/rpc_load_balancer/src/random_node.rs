@@ -26,15 +26,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rand::Rng as _;
-use tokio::time::Instant;
-
-use crate::balancer::{Balancer, BalancerLookup, OwnedInFlightToken};
-use crate::filter::{self, NodeFilter};
+use crate::balancer::call::dispatch;
+use crate::balancer::call::options::{option_setters, CallOptions};
+use crate::balancer::call::Target;
+use crate::filter::NodeFilter;
 use crate::function::RemoteFunction;
-use crate::node::shared::{Lifecycle, NodeShared};
-use crate::telemetry::RpcTelemetry;
-use crate::{call, Error, Node, Retry};
+use crate::{Error, Node, Retry};
 
 impl Node {
     /// A call of `F` with `args` on a random connected node whose full name matches `filter`
@@ -70,11 +67,8 @@ impl Node {
         filter: impl Into<NodeFilter>,
         args: F::Args,
     ) -> RandomNodeCall<F> {
-        RandomNodeCall {
-            options: Options::new(self.clone(), filter.into()),
-            args,
-            function: PhantomData,
-        }
+        let pending = Pending::new(self, filter.into(), args);
+        RandomNodeCall { pending }
     }
 
     /// A cast of `F` with `args` to a random connected node whose full name matches `filter`,
@@ -86,224 +80,31 @@ impl Node {
         filter: impl Into<NodeFilter>,
         args: F::Args,
     ) -> RandomNodeCast<F> {
-        RandomNodeCast {
-            options: Options::new(self.clone(), filter.into()),
+        let pending = Pending::new(self, filter.into(), args);
+        RandomNodeCast { pending }
+    }
+}
+
+/// What a random-node call or cast holds until it is awaited.
+struct Pending<F: RemoteFunction> {
+    node: Node,
+    /// The filter.
+    target: Target,
+    options: CallOptions,
+    args: F::Args,
+    function: PhantomData<fn() -> F>,
+}
+
+impl<F: RemoteFunction> Pending<F> {
+    fn new(node: &Node, filter: NodeFilter, args: F::Args) -> Self {
+        Self {
+            node: node.clone(),
+            target: Target::RandomNode(filter),
+            options: CallOptions::default(),
             args,
             function: PhantomData,
         }
     }
-}
-
-/// What a random-node call and cast share: the node, the filter and the builder options.
-struct Options {
-    node: Node,
-    filter: NodeFilter,
-    timeout: Option<Duration>,
-    retry: Option<Retry>,
-    call_directly: Option<bool>,
-    load_balancer: Option<String>,
-}
-
-/// Where a random-node call or cast goes, decided by [`Options::target`].
-struct Target {
-    /// The chosen node's full name (this node's own name for a local run).
-    node: Arc<str>,
-    /// The timeout for the call itself: the whole timeout, or what is left after waiting.
-    timeout: Duration,
-    /// The balancer that tracks the call, when one was named.
-    balancer: Option<Balancer>,
-}
-
-impl Options {
-    fn new(node: Node, filter: NodeFilter) -> Self {
-        Self {
-            node,
-            filter,
-            timeout: None,
-            retry: None,
-            call_directly: None,
-            load_balancer: None,
-        }
-    }
-
-    /// Checks the options and finds the node to run on: this one, or a random matching peer
-    /// once there is one (waiting as the retry allows).
-    ///
-    /// Errors: [`Error::InvalidConfig`] (zero timeout), [`Error::ServiceUnavailable`] (this
-    /// node is shut down), [`Error::UnknownBalancer`], [`Error::NoMatchingNodes`],
-    /// [`Error::RequestTimeout`] (a node appeared, but the timeout was used up waiting).
-    async fn target(&self) -> Result<Target, Error> {
-        let shared = self.node.shared();
-        let timeout = self.timeout.unwrap_or(shared.config.call_timeout);
-        call::check_timeout(timeout)?;
-        shared.check_running(&shared.name)?;
-        let balancer = match &self.load_balancer {
-            Some(name) => {
-                let balancer = shared.balancers.get(name)?;
-                balancer.shared().check_running()?;
-                Some(balancer)
-            }
-            None => None,
-        };
-        let excluded = &shared.config.excluded_node_patterns;
-        let directly = self.call_directly.unwrap_or(shared.config.call_directly);
-        if directly || filter::matches(&shared.name, &self.filter, excluded) {
-            return Ok(Target {
-                node: Arc::from(shared.name.as_str()),
-                timeout,
-                balancer,
-            });
-        }
-        let deadline = crate::deadline::after(timeout);
-        let retry = self.retry.unwrap_or(shared.config.retry);
-        let mut attempt = 0u32;
-        loop {
-            // Subscribed before looking, so a peer coming up in between ends the wait at once.
-            let mut nodes = self.node.watch_nodes();
-            nodes.borrow_and_update();
-            if let Some(node) = pick(&shared, &self.filter) {
-                let timeout = if attempt == 0 {
-                    timeout
-                } else {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return Err(Error::RequestTimeout {
-                            node: node.to_string(),
-                            timeout,
-                        });
-                    }
-                    left
-                };
-                return Ok(Target {
-                    node,
-                    timeout,
-                    balancer,
-                });
-            }
-            if !retry.allows_after(attempt) || Instant::now() >= deadline {
-                return Err(Error::NoMatchingNodes {
-                    filter: self.filter.to_string(),
-                });
-            }
-            attempt += 1;
-            let wake = deadline.min(crate::deadline::after(retry.jittered()));
-            tracing::debug!(
-                filter = %self.filter,
-                attempt,
-                "no connected node matches; waiting to look again"
-            );
-            // A peer coming or going ends the wait early; so do this node starting to shut
-            // down and the tracking balancer starting to stop.
-            let mut lifecycle = shared.lifecycle.subscribe();
-            let mut members = balancer.as_ref().map(|b| b.watch_members());
-            let balancer_changed = async {
-                match members.as_mut() {
-                    Some(members) => {
-                        let _ = members.changed().await;
-                    }
-                    None => std::future::pending::<()>().await,
-                }
-            };
-            tokio::select! {
-                _ = tokio::time::timeout_at(wake, nodes.changed()) => {}
-                _ = lifecycle.wait_for(|l| *l != Lifecycle::Running) => {}
-                _ = balancer_changed => {}
-            }
-            if *shared.lifecycle.borrow() != Lifecycle::Running {
-                return Err(Error::ServiceUnavailable {
-                    node: shared.name.clone(),
-                    reason: crate::Unavailable::NodeStopped,
-                });
-            }
-            if let Some(balancer) = &balancer {
-                balancer.shared().check_running()?;
-            }
-            shared.check_running(&shared.name)?;
-        }
-    }
-}
-
-/// A random-node call or cast until it has its node and is tracked: one that ends here (no
-/// matching node, a zero timeout, an unknown tracking balancer) or is dropped here (its caller
-/// gave up while it waited for a node) is recorded as the library's span and metrics record
-/// any call (`node` empty; status the error's code, or `cancelled`). Once it has a node,
-/// [`Node::call`] and [`Node::cast`] record it.
-struct Choosing<'a> {
-    options: &'a Options,
-    kind: &'static str,
-    function: &'static str,
-    /// Whether the call left this stage (recorded as failed, or handed to the direct path).
-    settled: bool,
-}
-
-impl<'a> Choosing<'a> {
-    fn new(options: &'a Options, kind: &'static str, function: &'static str) -> Self {
-        Self {
-            options,
-            kind,
-            function,
-            settled: false,
-        }
-    }
-
-    /// The telemetry of a call that ends before it has a node.
-    fn telemetry(&self) -> RpcTelemetry {
-        let balancer: Option<Arc<str>> = self.options.load_balancer.as_deref().map(Arc::from);
-        RpcTelemetry::start(self.kind, self.function, balancer.as_ref())
-    }
-
-    /// Records the call as failed with `error` and gives the error back.
-    fn failed(&mut self, error: Error) -> Error {
-        self.settled = true;
-        self.telemetry().finish::<()>(&Err(error.clone()));
-        error
-    }
-
-    /// The call has its node: the direct path records it from now on.
-    fn chosen(&mut self) {
-        self.settled = true;
-    }
-}
-
-impl Drop for Choosing<'_> {
-    fn drop(&mut self) {
-        if !self.settled {
-            // Dropped unfinished: recorded as cancelled.
-            drop(self.telemetry());
-        }
-    }
-}
-
-/// A connected peer that serves rpc and matches `filter` (this node's exclusions applied),
-/// chosen uniformly at random; `None` if there is none.
-fn pick(shared: &NodeShared, filter: &NodeFilter) -> Option<Arc<str>> {
-    let peers = shared.peers.load();
-    let candidates: Vec<&String> = peers
-        .iter()
-        .filter(|(name, peer)| {
-            peer.endpoint.is_some()
-                && **name != shared.name
-                && filter::matches(name, filter, &shared.config.excluded_node_patterns)
-        })
-        .map(|(name, _)| name)
-        .collect();
-    if candidates.is_empty() {
-        return None;
-    }
-    let index = rand::rng().random_range(0..candidates.len());
-    Some(Arc::from(candidates[index].as_str()))
-}
-
-/// Counts the call in `balancer`'s in-flight total (which its drain waits for) until the
-/// returned token drops; [`Error::UnknownBalancer`] if the balancer began stopping meanwhile.
-fn track(balancer: Option<&Balancer>) -> Result<Option<OwnedInFlightToken>, Error> {
-    let Some(balancer) = balancer else {
-        return Ok(None);
-    };
-    // Counted before checking: a drain that starts after the check sees the call.
-    let token = balancer.track();
-    balancer.shared().check_running()?;
-    Ok(Some(token))
 }
 
 /// A call of `F` on a random node matching a filter, built by
@@ -329,70 +130,48 @@ fn track(balancer: Option<&Balancer>) -> Result<Option<OwnedInFlightToken>, Erro
 /// [`Error::NoMatchingNodes`], and everything [`Node::call`] returns.
 #[must_use = "a call does nothing until awaited"]
 pub struct RandomNodeCall<F: RemoteFunction> {
-    options: Options,
-    args: F::Args,
-    function: PhantomData<fn() -> F>,
+    pending: Pending<F>,
 }
 
 impl<F: RemoteFunction> RandomNodeCall<F> {
-    /// The call's timeout (default: the node's
-    /// [`NodeConfig::call_timeout`](crate::NodeConfig::call_timeout), 10 s): it bounds the
-    /// wait for a matching node and the call itself together. Zero is refused with
-    /// [`Error::InvalidConfig`] (`timeout`).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.options.timeout = Some(timeout);
-        self
-    }
+    option_setters! {
+        pending;
+        /// The call's timeout (default: the node's
+        /// [`NodeConfig::call_timeout`](crate::NodeConfig::call_timeout), 10 s): it bounds the
+        /// wait for a matching node and the call itself together. Zero is refused with
+        /// [`Error::InvalidConfig`] (`timeout`).
+        fn timeout(timeout: Duration) => timeout = timeout;
 
-    /// How the call waits while no connected node matches (default: the node's
-    /// [`NodeConfig::retry`](crate::NodeConfig::retry), 5 retries 5,000 ms apart ±20 %):
-    /// `retry.count` more looks, `retry.sleep` apart. [`Retry::never`] fails at once.
-    pub fn retry(mut self, retry: Retry) -> Self {
-        self.options.retry = Some(retry);
-        self
-    }
+        /// How the call waits while no connected node matches (default: the node's
+        /// [`NodeConfig::retry`](crate::NodeConfig::retry), 5 retries 5,000 ms apart ±20 %):
+        /// `retry.count` more looks, `retry.sleep` apart. [`Retry::never`] fails at once.
+        fn retry(retry: Retry) => retry = retry;
 
-    /// `true` runs the call on this node whatever the filter; `false` looks for a matching
-    /// node even when the node's
-    /// [`NodeConfig::call_directly`](crate::NodeConfig::call_directly) default is on (this
-    /// node still runs it when it matches the filter itself).
-    pub fn call_directly(mut self, directly: bool) -> Self {
-        self.options.call_directly = Some(directly);
-        self
-    }
+        /// `true` runs the call on this node whatever the filter; `false` looks for a matching
+        /// node even when the node's
+        /// [`NodeConfig::call_directly`](crate::NodeConfig::call_directly) default is on (this
+        /// node still runs it when it matches the filter itself).
+        fn call_directly(directly: bool) => call_directly = directly;
 
-    /// Counts the call in the in-flight total of the balancer `name` on this node while it
-    /// runs ([`Balancer::in_flight`]), so that [`Balancer::stop`] waits for it. The wait for a
-    /// matching node is not counted. Errors when awaited: [`Error::UnknownBalancer`] at once
-    /// if no balancer of that name runs here, or when it has begun stopping.
-    pub fn load_balancer(mut self, name: impl Into<String>) -> Self {
-        self.options.load_balancer = Some(name.into());
-        self
+        /// Counts the call in the in-flight total of the balancer `name` on this node while it
+        /// runs ([`Balancer::in_flight`](crate::Balancer::in_flight)), so that [`Balancer::stop`](crate::Balancer::stop) waits for it. The wait for a
+        /// matching node is not counted. Errors when awaited: [`Error::UnknownBalancer`] at once
+        /// if no balancer of that name runs here, or when it has begun stopping.
+        fn load_balancer(name: impl Into<String>) => load_balancer = name.into();
     }
 
     /// Runs the call and also returns the full name of the node that served it.
     ///
     /// Errors: as awaiting the call.
     pub async fn with_node(self) -> Result<(F::Reply, Arc<str>), Error> {
-        let mut choosing = Choosing::new(&self.options, "call", F::NAME);
-        let target = match self.options.target().await {
-            Ok(target) => target,
-            Err(error) => return Err(choosing.failed(error)),
-        };
-        let tracked = track(target.balancer.as_ref()).map_err(|e| choosing.failed(e))?;
-        choosing.chosen();
-        let mut call = self
-            .options
-            .node
-            .call::<F>(&*target.node, self.args)
-            .timeout(target.timeout);
-        if let Some(tracked) = tracked {
-            // Held by the run itself when it runs on this node.
-            let abandoned = Arc::clone(tracked.abandoned());
-            call = call.counted_by(tracked, abandoned);
-        }
-        let reply = call.await?;
-        Ok((reply, target.node))
+        let Pending {
+            node,
+            target,
+            options,
+            args,
+            ..
+        } = self.pending;
+        dispatch::call::<F>(node.state(), &target, &options, args).await
     }
 }
 
@@ -417,56 +196,44 @@ impl<F: RemoteFunction> IntoFuture for RandomNodeCall<F> {
 /// [`Error::NoMatchingNodes`], and everything [`Node::cast`] returns.
 #[must_use = "a cast does nothing until awaited"]
 pub struct RandomNodeCast<F: RemoteFunction> {
-    options: Options,
-    args: F::Args,
-    function: PhantomData<fn() -> F>,
+    pending: Pending<F>,
 }
 
 impl<F: RemoteFunction> RandomNodeCast<F> {
-    /// The longest the cast waits for a matching node (default: the node's
-    /// [`NodeConfig::call_timeout`](crate::NodeConfig::call_timeout), 10 s). Zero is refused
-    /// with [`Error::InvalidConfig`] (`timeout`).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.options.timeout = Some(timeout);
-        self
-    }
+    option_setters! {
+        pending;
+        /// The longest the cast waits for a matching node (default: the node's
+        /// [`NodeConfig::call_timeout`](crate::NodeConfig::call_timeout), 10 s). Zero is refused
+        /// with [`Error::InvalidConfig`] (`timeout`).
+        fn timeout(timeout: Duration) => timeout = timeout;
 
-    /// How the cast waits while no connected node matches (default: the node's
-    /// [`NodeConfig::retry`](crate::NodeConfig::retry)). [`Retry::never`] fails at once.
-    pub fn retry(mut self, retry: Retry) -> Self {
-        self.options.retry = Some(retry);
-        self
-    }
+        /// How the cast waits while no connected node matches (default: the node's
+        /// [`NodeConfig::retry`](crate::NodeConfig::retry)). [`Retry::never`] fails at once.
+        fn retry(retry: Retry) => retry = retry;
 
-    /// `true` sends the cast to this node whatever the filter; `false` looks for a matching
-    /// node even when the node's
-    /// [`NodeConfig::call_directly`](crate::NodeConfig::call_directly) default is on.
-    pub fn call_directly(mut self, directly: bool) -> Self {
-        self.options.call_directly = Some(directly);
-        self
-    }
+        /// `true` sends the cast to this node whatever the filter; `false` looks for a matching
+        /// node even when the node's
+        /// [`NodeConfig::call_directly`](crate::NodeConfig::call_directly) default is on.
+        fn call_directly(directly: bool) => call_directly = directly;
 
-    /// Counts the cast in the in-flight total of the balancer `name` on this node while it is
-    /// handed over. Errors when awaited: [`Error::UnknownBalancer`] at once if no balancer of
-    /// that name runs here, or when it has begun stopping.
-    pub fn load_balancer(mut self, name: impl Into<String>) -> Self {
-        self.options.load_balancer = Some(name.into());
-        self
+        /// Counts the cast in the in-flight total of the balancer `name` on this node while it is
+        /// handed over. Errors when awaited: [`Error::UnknownBalancer`] at once if no balancer of
+        /// that name runs here, or when it has begun stopping.
+        fn load_balancer(name: impl Into<String>) => load_balancer = name.into();
     }
 
     /// Sends the cast and returns the full name of the node it was handed to.
     ///
     /// Errors: as awaiting the cast.
     pub async fn with_node(self) -> Result<Arc<str>, Error> {
-        let mut choosing = Choosing::new(&self.options, "cast", F::NAME);
-        let target = match self.options.target().await {
-            Ok(target) => target,
-            Err(error) => return Err(choosing.failed(error)),
-        };
-        let _tracked = track(target.balancer.as_ref()).map_err(|e| choosing.failed(e))?;
-        choosing.chosen();
-        self.options.node.cast::<F>(&target.node, self.args).await?;
-        Ok(target.node)
+        let Pending {
+            node,
+            target,
+            options,
+            args,
+            ..
+        } = self.pending;
+        dispatch::cast::<F>(node.state(), &target, &options, args).await
     }
 }
 

@@ -1,6 +1,6 @@
 //! The control requests about a node's balancers, answered here for the serving side (the
 //! endpoint), which does not know balancers: the node holds [`answer`] as its
-//! [`BalancerAdmin`](crate::endpoint::BalancerAdmin) handler.
+//! [`BalancerAdmin`](crate::node::shared::BalancerAdmin) handler.
 
 use std::sync::Arc;
 

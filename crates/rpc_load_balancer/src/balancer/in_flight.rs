@@ -22,31 +22,8 @@ thread_local! {
     static STRIPE: usize = NEXT_STRIPE.fetch_add(1, Ordering::Relaxed) % STRIPES;
 }
 
-/// One selection (or local run) counted in a balancer's total and in-flight gauge until
-/// dropped.
-pub(crate) struct InFlightToken<'a> {
-    shared: &'a super::shared::BalancerShared,
-    stripe: usize,
-}
-
-impl<'a> InFlightToken<'a> {
-    #[inline]
-    pub(crate) fn new(shared: &'a super::shared::BalancerShared) -> Self {
-        shared.metrics.enter();
-        let stripe = shared.in_flight.acquire();
-        Self { shared, stripe }
-    }
-}
-
-impl Drop for InFlightToken<'_> {
-    #[inline]
-    fn drop(&mut self) {
-        self.shared.in_flight.release(self.stripe);
-        self.shared.metrics.exit();
-    }
-}
-
-/// An [`InFlightToken`] that holds its balancer's state, so it can move into the task that
+/// One call or cast (run on this node, or tracked) counted in a balancer's in-flight total
+/// and gauge until dropped. It holds its balancer's state, so it can move into the task that
 /// runs a call on this node (released when that run has ended, not when its caller stops
 /// waiting).
 pub(crate) struct OwnedInFlightToken {
@@ -91,6 +68,11 @@ impl ServedToken {
             shared: std::sync::Arc::clone(shared),
             stripe,
         }
+    }
+
+    /// What cancels the calls counted by this token when their balancer's drain gives up.
+    pub(crate) fn abandoned(&self) -> &std::sync::Arc<crate::function::Signal> {
+        &self.shared.abandoned
     }
 }
 

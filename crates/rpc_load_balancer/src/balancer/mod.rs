@@ -41,7 +41,7 @@
 //! ```
 
 pub(crate) mod admin;
-mod call;
+pub(crate) mod call;
 mod child;
 mod choose;
 mod config;
@@ -86,7 +86,6 @@ pub use members::{Member, Members};
 pub use selection::SelectionGuard;
 pub use supervisor::{BalancerActor, BalancerActorState, SupervisorMsg};
 
-pub(crate) use in_flight::OwnedInFlightToken;
 pub(crate) use members::member_name;
 pub(crate) use registered::BalancerLookup;
 pub(crate) use selection::Selection;

@@ -201,7 +201,7 @@ impl BalancerShared {
             async move {
                 let request = crate::control::ControlRequest::Members(self.name.clone());
                 loop {
-                    match crate::call::control(node, peer, &request, bound).await {
+                    match crate::call::control(&node.transport, peer, &request, bound).await {
                         Ok(crate::control::ControlReply::Members(Some(list)))
                             if list.contains(&me) =>
                         {

@@ -307,7 +307,7 @@ async fn confirm_name(
     let request = ControlRequest::ConnectionOf(shared.name.clone());
     // The peer may not have processed our session's ready event yet: give it a moment.
     for _ in 0..50 {
-        match call::control(shared, &peer, &request, Duration::from_secs(1)).await {
+        match call::control(&shared.transport, &peer, &request, Duration::from_secs(1)).await {
             Ok(ControlReply::ConnectionOf(Some(recorded))) if recorded != *own => {
                 session.stop(Some("duplicate node name".to_string()));
                 return Err(failed(format!(

@@ -39,7 +39,8 @@ pub(crate) async fn run(shared: Arc<NodeShared>, interval: Duration, timeout: Du
             );
             tokio::spawn(async move {
                 let answer =
-                    crate::call::control(&shared, &name, &ControlRequest::Ping, timeout).await;
+                    crate::call::control(&shared.transport, &name, &ControlRequest::Ping, timeout)
+                        .await;
                 if let Err(Error::RequestTimeout { .. }) = answer {
                     // Still the same session? (It may have been replaced meanwhile.)
                     let same = shared

@@ -3,7 +3,6 @@
 //! after it refused this node's wire version, or after its handshakes were closed several
 //! times in a row (see [`rejection_backoff`]).
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,7 +28,7 @@ pub(crate) async fn keep_peer(
     let mut failures = 0u32;
     // Handshakes in a row the peer closed (see `rejection_backoff`).
     let mut rejections = 0u32;
-    while !shared.stopped.load(Ordering::Acquire) {
+    while !shared.transport.is_stopped() {
         match connect(&shared, &server, &addr, shared.config.connect_timeout).await {
             Ok(name) => {
                 backoff = first;

@@ -88,7 +88,7 @@ async fn learn_from(
     peer: &str,
 ) -> bool {
     let reply = call::control(
-        shared,
+        &shared.transport,
         peer,
         &ControlRequest::Peers,
         shared.config.connect_timeout,
@@ -143,7 +143,14 @@ async fn announce(shared: &Arc<NodeShared>, peer: &str) {
         node: shared.name.clone(),
         addr,
     };
-    match call::control(shared, peer, &notice, shared.config.connect_timeout).await {
+    match call::control(
+        &shared.transport,
+        peer,
+        &notice,
+        shared.config.connect_timeout,
+    )
+    .await
+    {
         Ok(ControlReply::Done) => {
             tracing::debug!(%peer, "join notice sent, for client nodes");
         }
@@ -201,7 +208,13 @@ pub(crate) fn on_joined(shared: &Arc<NodeShared>, node: String, addr: String) {
     for client in clients {
         let (shared, notice) = (Arc::clone(shared), notice.clone());
         tokio::spawn(async move {
-            let _ = call::control(&shared, &client, &notice, shared.config.connect_timeout).await;
+            let _ = call::control(
+                &shared.transport,
+                &client,
+                &notice,
+                shared.config.connect_timeout,
+            )
+            .await;
         });
     }
 }

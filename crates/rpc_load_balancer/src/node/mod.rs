@@ -7,7 +7,6 @@
 //! dialled in the background. A peer being down never fails [`Node::start`].
 
 mod balancer_registry;
-mod call_table;
 mod cluster;
 mod config;
 mod connect;
@@ -20,6 +19,7 @@ mod peer_table;
 mod preauth;
 mod reconnect;
 mod refusals;
+mod serving;
 pub(crate) mod shared;
 mod shutdown;
 mod start;
@@ -44,7 +44,7 @@ pub use tls::TlsConfig;
 pub(crate) use balancer_registry::{BalancerRegistry, RegisteredBalancer};
 pub(crate) use mesh::on_joined;
 
-use crate::call::{self, Call};
+use crate::call;
 use crate::control::{ControlReply, ControlRequest};
 use crate::function::RemoteFunction;
 use crate::wire::RpcMessage;
@@ -130,6 +130,11 @@ impl Node {
         Arc::clone(&self.inner.shared)
     }
 
+    /// The node's shared state, borrowed.
+    pub(crate) fn state(&self) -> &Arc<NodeShared> {
+        &self.inner.shared
+    }
+
     /// This node's full name, `name@host`.
     pub fn name(&self) -> &str {
         &self.inner.shared.name
@@ -153,39 +158,12 @@ impl Node {
     pub fn register<F: RemoteFunction>(&self, function: F) -> Result<(), Error> {
         self.inner
             .shared
+            .transport
             .registry
             .register(function)
             .map_err(|name| Error::DuplicateFunction {
                 name: name.to_string(),
             })
-    }
-
-    /// A call of `F` with `args` on the node named `node` (full name; this node's own name
-    /// calls itself). Await the returned [`Call`]; every call has a timeout (default
-    /// `NodeConfig::call_timeout`).
-    ///
-    /// Errors when awaited: [`Error::ServiceUnavailable`] (unknown or disconnected node, node
-    /// lost mid-call), [`Error::RequestTimeout`], [`Error::BadRequest`] (function not registered
-    /// there, arguments not decodable), [`Error::Remote`] (the function failed or panicked),
-    /// [`Error::PayloadTooLarge`], [`Error::Codec`], [`Error::WireVersion`];
-    /// [`Error::InvalidConfig`] (`timeout`) for a zero [`Call::timeout`].
-    pub fn call<F: RemoteFunction>(&self, node: impl Into<String>, args: F::Args) -> Call<F> {
-        Call::new(Arc::clone(&self.inner.shared), node.into(), args)
-    }
-
-    /// Sends `F` with `args` to `node` without waiting for it to run. Returns once the cast is
-    /// handed to the node's session; what happens there is only logged on that node.
-    ///
-    /// Errors: [`Error::ServiceUnavailable`] when the node is not connected (the original
-    /// silently returned ok), [`Error::PayloadTooLarge`], [`Error::Codec`].
-    pub async fn cast<F: RemoteFunction>(&self, node: &str, args: F::Args) -> Result<(), Error> {
-        let mut telemetry = crate::telemetry::RpcTelemetry::start("cast", F::NAME, None);
-        telemetry.target(node);
-        let outcome = telemetry
-            .span()
-            .in_scope(|| call::cast::<F>(&self.inner.shared, node, &args));
-        telemetry.finish(&outcome);
-        outcome
     }
 
     /// Sends a control request to `node` and waits at most `call_timeout` for the answer.
@@ -197,7 +175,13 @@ impl Node {
         request: ControlRequest,
     ) -> Result<ControlReply, Error> {
         let shared = &self.inner.shared;
-        call::control(shared, node, &request, shared.config.call_timeout).await
+        call::control(
+            &shared.transport,
+            node,
+            &request,
+            shared.config.call_timeout,
+        )
+        .await
     }
 
     /// The node-name patterns that keep nodes out of a balancer's members unless its filter

@@ -13,7 +13,6 @@
 //! old one; it comes back when it dials its own configured peers, which introduce it to the
 //! rest of the mesh (`mesh.rs`).
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,7 +31,7 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 pub(crate) fn should_redial(shared: &NodeShared, name: &str, addr: &str) -> bool {
     !shared.config.reconnect_give_up.is_zero()
         && !addr.is_empty()
-        && !shared.stopped.load(Ordering::Acquire)
+        && !shared.transport.is_stopped()
         && !shared.is_configured(addr)
         && !shared.peers.has_left(name)
         && !shared.peers.is_client(name)
@@ -166,7 +165,10 @@ mod tests {
         let off = shared(config.clone().reconnect_give_up(Duration::ZERO));
         assert!(!should_redial(&off, "b@127.0.0.1", "127.0.0.1:4101"));
         let stopping = shared(config);
-        stopping.stopped.store(true, Ordering::Release);
+        stopping
+            .transport
+            .stopped
+            .store(true, std::sync::atomic::Ordering::Release);
         assert!(!should_redial(&stopping, "b@127.0.0.1", "127.0.0.1:4101"));
     }
 }

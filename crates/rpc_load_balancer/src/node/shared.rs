@@ -1,23 +1,34 @@
 //! State shared by a node's actors and handles. [`NodeShared`] composes one part per concern,
 //! each in its own module: the [`PeerTable`] (connected peers, read lock-free on the call
-//! path, and the peers being dialled, refused or leaving), the [`CallTable`] (calls served
-//! here, for cancellation), the [`BalancerRegistry`], and the node's [`NodeConfig`] shared by
-//! `Arc`; beside them the function registry, the node's stage of life and its event channels.
+//! path, and the peers being dialled, refused or leaving), the [`Transport`] state it passes
+//! down to the client and serving sides of calls (the function registry, the call table, the
+//! limits), the [`BalancerRegistry`], and the node's [`NodeConfig`] shared by `Arc`; beside
+//! them the node's stage of life and its event channels. The node answers what the serving
+//! side asks of it ([`Serving`], in `serving.rs`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
 
+use futures_util::future::BoxFuture;
 use ractor::ActorRef;
 use tokio::sync::broadcast;
 
 use super::balancer_registry::BalancerRegistry;
-use super::call_table::{CallTable, ServedStats};
 use super::event::{NodeEvent, SessionEvent};
 use super::peer_table::{Peer, PeerTable};
 use super::NodeConfig;
-use crate::function::Registry;
+use crate::control::{ControlReply, ControlRequest};
+use crate::transport::{CpuReadings, PeerEndpoints, Transport, TransportConfig};
 use crate::wire::RpcMessage;
 use crate::{Error, Unavailable};
+
+/// Answers the control requests about a node's balancers (their members, calls in flight and
+/// served, LeastCpu scores; start, stop, kill, a Poller crash) for the serving side, which
+/// does not know balancers: the node is given one ([`NodeShared::with_balancer_admin`]) by the
+/// layer that owns them. Takes the node's state and the request; returns the reply or the
+/// error to send.
+pub(crate) type BalancerAdmin =
+    fn(Arc<NodeShared>, ControlRequest) -> BoxFuture<'static, Result<ControlReply, Error>>;
 
 /// A node's stage of life (see `NodeShared::lifecycle`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,26 +54,19 @@ pub(crate) struct NodeShared {
     /// The NodeServer, for dials made outside the node's own tasks (a client node dials the
     /// node of a join notice from its endpoint).
     pub(crate) server: OnceLock<ActorRef<ractor_cluster::NodeServerMessage>>,
-    /// The functions this node serves.
-    pub(crate) registry: Registry,
     /// Connected peers, and the peers being dialled, refused or leaving.
-    pub(crate) peers: PeerTable,
-    pub(crate) self_endpoint: OnceLock<ActorRef<RpcMessage>>,
+    pub(crate) peers: Arc<PeerTable>,
+    /// What the client and serving sides of calls work with: the function registry, the
+    /// call table, the served counts, the stopped flag, this node's own endpoint, the limits;
+    /// it finds peers' endpoints in [`Self::peers`] and answers CPU-reading requests from the
+    /// process's cache (`cpu`).
+    pub(crate) transport: Arc<Transport>,
     pub(crate) events: broadcast::Sender<NodeEvent>,
     pub(crate) sessions: broadcast::Sender<SessionEvent>,
-    /// Calls running here and calls cancelled before they started.
-    pub(crate) calls: CallTable,
-    pub(crate) served: ServedStats,
-    /// Fired when the node's shutdown gives up on the calls made to it directly that are
-    /// still running: their [`CallContext`](crate::CallContext)s are cancelled.
-    pub(crate) abandoned: Arc<crate::function::Signal>,
-    pub(crate) stopped: AtomicBool,
     /// Balancers started on this node.
     pub(crate) balancers: BalancerRegistry,
     /// Answers the control requests about those balancers for the serving side.
-    pub(crate) balancer_admin: crate::endpoint::BalancerAdmin,
-    /// The CPU readings the serving side answers with: the process's cache (`cpu`).
-    pub(crate) cpu_readings: crate::endpoint::CpuReadings,
+    pub(crate) balancer_admin: BalancerAdmin,
     /// `NodeConfig::tls`, loaded: every dial uses it (`tls::dial`).
     pub(crate) tls: Option<Arc<super::tls::TlsSetup>>,
     /// The node's own listener's connections not authenticated yet (`None` when attached).
@@ -76,6 +80,16 @@ impl NodeShared {
         connection_string: Option<String>,
         config: &NodeConfig,
     ) -> Self {
+        let peers = Arc::new(PeerTable::default());
+        let mut transport = Transport::new(
+            name.clone(),
+            transport_config(config),
+            Arc::clone(&peers) as Arc<dyn PeerEndpoints>,
+        );
+        transport.cpu_readings = CpuReadings {
+            own: |node| crate::cpu::cache().get(node),
+            all: crate::cpu::readings,
+        };
         Self {
             name,
             listen_addr,
@@ -84,21 +98,12 @@ impl NodeShared {
             lifecycle: tokio::sync::watch::channel(Lifecycle::Running).0,
             announced: AtomicBool::new(false),
             server: OnceLock::new(),
-            registry: Registry::default(),
-            peers: PeerTable::default(),
-            self_endpoint: OnceLock::new(),
+            peers,
+            transport: Arc::new(transport),
             events: broadcast::channel(256).0,
             sessions: broadcast::channel(256).0,
-            calls: CallTable::default(),
-            served: ServedStats::default(),
-            abandoned: Arc::default(),
-            stopped: AtomicBool::new(false),
             balancers: BalancerRegistry::default(),
             balancer_admin: super::balancer_registry::no_balancer_admin,
-            cpu_readings: crate::endpoint::CpuReadings {
-                own: |node| crate::cpu::cache().get(node),
-                all: crate::cpu::readings,
-            },
             tls: None,
             handshakes: None,
         }
@@ -106,7 +111,7 @@ impl NodeShared {
 
     /// Makes the control requests about balancers go to `admin` (given by the balancer layer;
     /// without it they are answered with [`Error::BadRequest`]).
-    pub(crate) fn with_balancer_admin(mut self, admin: crate::endpoint::BalancerAdmin) -> Self {
+    pub(crate) fn with_balancer_admin(mut self, admin: BalancerAdmin) -> Self {
         self.balancer_admin = admin;
         self
     }
@@ -126,41 +131,10 @@ impl NodeShared {
         self
     }
 
-    /// `Err(ServiceUnavailable { reason: NodeStopped })` once the node is shut down.
+    /// `Err(ServiceUnavailable { reason: NodeStopped })` (about `node`) once the node is shut
+    /// down.
     pub(crate) fn check_running(&self, node: &str) -> Result<(), Error> {
-        if self.stopped.load(Ordering::Acquire) {
-            return Err(Error::ServiceUnavailable {
-                node: node.to_string(),
-                reason: Unavailable::NodeStopped,
-            });
-        }
-        Ok(())
-    }
-
-    /// The endpoint to send a call for `node` to: our own for our name, else the peer's.
-    pub(crate) fn endpoint_of(&self, node: &str) -> Result<ActorRef<RpcMessage>, Error> {
-        let unavailable = |reason| Error::ServiceUnavailable {
-            node: node.to_string(),
-            reason,
-        };
-        if self.stopped.load(Ordering::Acquire) {
-            return Err(unavailable(Unavailable::NodeStopped));
-        }
-        if node == self.name {
-            return self
-                .self_endpoint
-                .get()
-                .cloned()
-                .ok_or(unavailable(Unavailable::NodeStopped));
-        }
-        match self.peers.load().get(node) {
-            Some(Peer {
-                endpoint: Some(endpoint),
-                ..
-            }) => Ok(endpoint.clone()),
-            Some(_) => Err(unavailable(Unavailable::NoEndpoint)),
-            None => Err(unavailable(Unavailable::UnknownNode)),
-        }
+        self.transport.check_running(node)
     }
 
     /// Whether `addr` (a peer's advertised `host:port`) is one of the configured peers, by
@@ -174,6 +148,30 @@ impl NodeShared {
     }
 }
 
+/// The transport's settings out of the node's.
+fn transport_config(config: &NodeConfig) -> TransportConfig {
+    TransportConfig {
+        max_payload_bytes: config.max_payload_bytes,
+        client: config.client,
+        remote_admin: config.remote_admin,
+        cpu_reply_error: config.cpu_reply_error,
+        cpu_reply_garbage: config.cpu_reply_garbage,
+    }
+}
+
+impl PeerEndpoints for PeerTable {
+    fn endpoint(&self, node: &str) -> Result<ActorRef<RpcMessage>, Unavailable> {
+        match self.load().get(node) {
+            Some(Peer {
+                endpoint: Some(endpoint),
+                ..
+            }) => Ok(endpoint.clone()),
+            Some(_) => Err(Unavailable::NoEndpoint),
+            None => Err(Unavailable::UnknownNode),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,15 +181,15 @@ mod tests {
         let config = NodeConfig::new("cpu-source", "127.0.0.1:0").cookie("c");
         let shared = NodeShared::new("cpu-source@127.0.0.1".into(), String::new(), None, &config);
         assert_eq!(
-            (shared.cpu_readings.own)(&shared.name),
+            (shared.transport.cpu_readings.own)(&shared.name),
             None,
             "no reading yet"
         );
         crate::cpu::cache().store(&shared.name, 37.5, 20);
-        let own = (shared.cpu_readings.own)(&shared.name).expect("the stored reading");
+        let own = (shared.transport.cpu_readings.own)(&shared.name).expect("the stored reading");
         assert_eq!(own.cpu, 37.5);
         assert!(own.age_ms >= 20, "{own:?}");
-        let all = (shared.cpu_readings.all)();
+        let all = (shared.transport.cpu_readings.all)();
         let held = all.iter().find(|(node, _)| *node == shared.name);
         assert_eq!(held.map(|(_, r)| r.cpu), Some(37.5), "{all:?}");
     }

@@ -61,12 +61,21 @@ impl Node {
         let leaving = ControlRequest::Leaving(inner.shared.name.clone());
         let peers = self.nodes();
         futures_util::future::join_all(peers.iter().map(|peer| {
-            crate::call::control(&inner.shared, peer, &leaving, Duration::from_millis(500))
+            crate::call::control(
+                &inner.shared.transport,
+                peer,
+                &leaving,
+                Duration::from_millis(500),
+            )
         }))
         .await;
-        inner.shared.stopped.store(true, Ordering::Release);
+        inner
+            .shared
+            .transport
+            .stopped
+            .store(true, Ordering::Release);
         // Direct calls are not drained: those still running here are given up on now.
-        inner.shared.abandoned.fire();
+        inner.shared.transport.abandoned.fire();
         let dialers = std::mem::take(&mut *inner.dialers.lock().unwrap_or_else(|p| p.into_inner()));
         for dialer in dialers {
             dialer.abort();

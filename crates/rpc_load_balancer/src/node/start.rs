@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 use super::cluster::{ClusterArgs, ClusterManager};
 use super::shared::NodeShared;
 use super::{heartbeat, keep_peer, listener, preauth, tls, Node, NodeConfig, NodeInner};
-use crate::endpoint::RpcEndpoint;
+use crate::endpoint::{RpcEndpoint, Serving};
 use crate::wire::endpoint_name;
 use crate::Error;
 
@@ -57,7 +57,7 @@ impl Node {
     /// Errors: as [`Node::start`].
     pub(crate) async fn start_with(
         config: NodeConfig,
-        admin: crate::endpoint::BalancerAdmin,
+        admin: super::shared::BalancerAdmin,
     ) -> Result<Node, Error> {
         let valid = config.validate(false)?;
         let tls = load_tls(&config)?;
@@ -98,7 +98,7 @@ impl Node {
     pub(crate) async fn attach_with(
         server: ActorRef<NodeServerMessage>,
         config: NodeConfig,
-        admin: crate::endpoint::BalancerAdmin,
+        admin: super::shared::BalancerAdmin,
     ) -> Result<Node, Error> {
         let valid = config.validate(true)?;
         let tls = load_tls(&config)?;
@@ -119,7 +119,7 @@ impl Node {
         config: &NodeConfig,
         tls: Option<Arc<tls::TlsSetup>>,
         claim: Claim,
-        admin: crate::endpoint::BalancerAdmin,
+        admin: super::shared::BalancerAdmin,
     ) -> Result<Node, Error> {
         let name = config.full_name();
         crate::wire::set_local_version(config.wire_version);
@@ -142,7 +142,7 @@ impl Node {
         let endpoint = match Actor::spawn(
             Some(endpoint_name(&name)),
             RpcEndpoint,
-            Arc::clone(&shared),
+            Arc::clone(&shared) as Arc<dyn Serving>,
         )
         .await
         {
@@ -152,7 +152,7 @@ impl Node {
                 return Err(startup("rpc endpoint", &e));
             }
         };
-        let _ = shared.self_endpoint.set(endpoint.clone());
+        let _ = shared.transport.own_endpoint.set(endpoint.clone());
         let args = ClusterArgs {
             shared: Arc::clone(&shared),
             server: server.clone(),

@@ -24,7 +24,7 @@ use crate::Error;
 /// does not answer, is left to the heartbeats.
 pub(crate) async fn check(shared: &Arc<NodeShared>, name: &str, session: &ActorCell) -> bool {
     let answer = crate::call::control(
-        shared,
+        &shared.transport,
         name,
         &ControlRequest::Ping,
         shared.config.connect_timeout,

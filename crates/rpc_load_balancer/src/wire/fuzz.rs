@@ -58,7 +58,7 @@ async fn serving_garbage_always_replies_with_a_decodable_status() {
     let strategy = proptest::collection::vec(any::<u8>(), 0..128);
     for _ in 0..2_000 {
         let bytes = strategy.new_tree(&mut runner).unwrap().current();
-        let answer = crate::endpoint::serve_call(&shared, bytes.clone()).await;
+        let answer = crate::endpoint::serve_call(&shared.transport, bytes.clone()).await;
         assert!(
             reply::decode(&answer).is_ok(),
             "undecodable reply to {bytes:?}"

@@ -309,7 +309,7 @@ mod tests {
 
     #[test]
     fn a_sub_millisecond_deadline_is_not_no_deadline() {
-        // (`call::header` rounds a call's timeout up to whole ms; see call.rs.)
+        // (`call::encode::header` rounds a call's timeout up to whole ms.)
         let bytes = encode_call(
             &CallHeader {
                 deadline_ms: 1,

@@ -44,8 +44,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     // The wire and control protocol.
     ("protocol", &["wire", "control"]),
-    // The client side of a call, and the serving side (endpoint, registered functions).
-    ("transport", &["call", "endpoint", "function"]),
+    // The client side of a call, and the serving side (endpoint, registered functions), over
+    // the transport state they share (`transport`: limits, registry, call table, and what
+    // the node gives them: peers' endpoints, CPU readings).
+    ("transport", &["transport", "call", "endpoint", "function"]),
     // The node: peers, mesh, heartbeat, config, the CPU sampler and Poller (its load source).
     // `filter`: which nodes a balancer or a random-node call takes, by name. `retry`: the
     // `Retry` policy value (how long a routed or random-node call waits for somebody to send
@@ -57,7 +59,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("membership", &[]),
     // The routing core: selection algorithms over a member view, no I/O.
     ("routing", &["routing", "algorithm", "testkit"]),
-    // The balancer: its actors, the retry loop of its calls, drain.
+    // The balancer: its actors, drain, and the call pipeline (`balancer::call`: the options,
+    // targets, dispatch and retry loop of direct, routed and random-node calls).
     // (`balancer::cpu_poller` is the LeastCpu balancer's load source: an actor its supervisor
     // runs beside the selector, filling the CPU slots the member views read.)
     ("balancer", &["balancer"]),
@@ -79,19 +82,11 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
 ];
 
-/// Edges that break the layering today, `(from, to)` as module names of [`LAYERS`]. Step (b)
-/// of issue 17 empties this list; a new violation fails the test, and so does an entry here
-/// that no longer is one (remove it). Each says why it exists and what removes it.
-const KNOWN_VIOLATIONS: &[(&str, &str)] = &[
-    // The client side of a call takes `NodeShared` (peers, caps, telemetry flags): goes with
-    // one call pipeline over the node's split state.
-    ("call", "node"),
-    // The serving side takes `NodeShared` (registry, cancel table, caps) and answers peer
-    // requests (`node::on_joined`, `NodeEvent`): goes when it is given its own state and the
-    // node's requests reach the node through a handler, as the balancers' do
-    // (`endpoint::BalancerAdmin`) and the CPU readings do (`endpoint::CpuReadings`).
-    ("endpoint", "node"),
-];
+/// Edges that break the layering, `(from, to)` as module names of [`LAYERS`]: none since the
+/// transport stopped naming the node (issue 17). A new violation fails the test, and so does
+/// an entry here that no longer is one (remove it); an entry says why it exists and what
+/// removes it.
+const KNOWN_VIOLATIONS: &[(&str, &str)] = &[];
 
 const RULES: Rules = Rules {
     layers: LAYERS,

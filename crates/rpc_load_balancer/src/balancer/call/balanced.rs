@@ -1,0 +1,181 @@
+//! The routed builders, [`BalancedCall`] and [`BalancedCast`] (made by
+//! [`Balancer::call`] and [`Balancer::cast`]): the one dispatch path with the balancer's
+//! selection as their target.
+
+use std::future::{Future, IntoFuture};
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::dispatch;
+use super::options::{option_setters, CallOptions};
+use super::target::Target;
+use crate::balancer::Balancer;
+use crate::function::RemoteFunction;
+use crate::{Error, Retry, Unavailable};
+
+/// A balanced call of `F`, built by [`Balancer::call`]. Await it (it implements
+/// `IntoFuture`) for `Result<F::Reply, Error>`, or use [`with_node`](Self::with_node).
+///
+/// The algorithm picks a member; a member on this node runs the call in-process. A call that
+/// could not be handed over (the member went away, or is leaving and refused it unrun) goes to
+/// another member, at most 3 times; a call that was sent is never sent again. While the pool is
+/// empty the call waits as its [`Retry`] allows, within its timeout.
+///
+/// Errors: [`Error::InvalidConfig`] (`timeout`) for a zero timeout; [`Error::UnknownBalancer`]
+/// once the balancer is stopped; [`Error::NoMembers`] (or the algorithm's
+/// [`Error::NoEligibleMembers`]) when no member can be picked after the retries;
+/// [`Error::Overloaded`] when every member is at the balancer's `max_in_flight_per_member`;
+/// [`Error::RequestTimeout`] when the timeout ran out, waiting included; then everything
+/// [`Node::call`](crate::Node::call) returns.
+#[must_use = "a call does nothing until awaited"]
+pub struct BalancedCall<F: RemoteFunction> {
+    routed: Routed<F>,
+}
+
+impl<F: RemoteFunction> BalancedCall<F> {
+    pub(crate) fn new(balancer: Balancer, args: F::Args) -> Self {
+        let routed = Routed::new(balancer, args);
+        Self { routed }
+    }
+
+    option_setters! {
+        routed;
+        /// `true` runs the call on this node, ignoring the algorithm and the members (the
+        /// original's `call_directly?`), with the remote call's errors and timeout; `false` routes
+        /// it even when the node's [`NodeConfig::call_directly`](crate::NodeConfig::call_directly)
+        /// default is on.
+        fn call_directly(directly: bool) => call_directly = directly;
+
+        /// How this call retries while the balancer has no member to send to (default: the
+        /// balancer's, else the node's [`Retry`]). Waiting counts against the call's timeout.
+        fn retry(retry: Retry) => retry = retry;
+
+        /// The routing key, as bytes (used by key-aware algorithms such as [`HashRing`]; others
+        /// ignore it). Default: none.
+        ///
+        /// [`HashRing`]: crate::HashRing
+        fn key(key: impl AsRef<[u8]>) => key = key.as_ref().to_vec();
+
+        /// How long to wait for the reply (default: the balancer's, else the node's
+        /// `call_timeout`). Zero is refused with [`Error::InvalidConfig`] (`timeout`).
+        fn timeout(timeout: Duration) => timeout = timeout;
+    }
+
+    /// Runs the call and also returns the node that served it.
+    ///
+    /// Errors: as awaiting the call.
+    pub async fn with_node(self) -> Result<(F::Reply, Arc<str>), Error> {
+        self.routed.call().await
+    }
+}
+
+/// What a routed call or cast holds until it is awaited.
+struct Routed<F: RemoteFunction> {
+    balancer: Balancer,
+    args: F::Args,
+    options: CallOptions,
+    function: PhantomData<fn() -> F>,
+}
+
+impl<F: RemoteFunction> Routed<F> {
+    fn new(balancer: Balancer, args: F::Args) -> Self {
+        Self {
+            balancer,
+            args,
+            options: CallOptions::default(),
+            function: PhantomData,
+        }
+    }
+
+    /// Runs it as a call, on the balancer this handle stands for now: the reply and the node
+    /// that served it.
+    async fn call(self) -> Result<(F::Reply, Arc<str>), Error> {
+        let target = Target::Balancer(self.balancer.current_shared());
+        let Target::Balancer(shared) = &target else {
+            return Err(not_routed(&self.balancer));
+        };
+        dispatch::call::<F>(&shared.node, &target, &self.options, self.args).await
+    }
+
+    /// Sends it as a cast, on the balancer this handle stands for now.
+    async fn cast(self) -> Result<(), Error> {
+        let target = Target::Balancer(self.balancer.current_shared());
+        let Target::Balancer(shared) = &target else {
+            return Err(not_routed(&self.balancer));
+        };
+        dispatch::cast::<F>(&shared.node, &target, &self.options, self.args).await?;
+        Ok(())
+    }
+}
+
+/// (Not reached: a routed target.)
+fn not_routed(balancer: &Balancer) -> Error {
+    Error::ServiceUnavailable {
+        node: balancer.name().to_string(),
+        reason: Unavailable::NoEndpoint,
+    }
+}
+
+impl<F: RemoteFunction> IntoFuture for BalancedCall<F> {
+    type Output = Result<F::Reply, Error>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move { self.with_node().await.map(|(reply, _node)| reply) })
+    }
+}
+
+/// A balanced cast of `F`, built by [`Balancer::cast`]. Await it (it implements `IntoFuture`)
+/// for `Result<(), Error>`: it resolves once the cast is handed to the chosen member (or to
+/// this node's endpoint); what happens then is only logged on the node that runs it. Casts
+/// are not capped by `max_in_flight_per_member`.
+///
+/// Errors: [`Error::InvalidConfig`] (`timeout`) for a zero timeout; [`Error::UnknownBalancer`]
+/// once the balancer is stopped; [`Error::NoMembers`] (or the algorithm's
+/// [`Error::NoEligibleMembers`]) when no member can be picked after the retries; then
+/// everything [`Node::cast`](crate::Node::cast) returns.
+#[must_use = "a cast does nothing until awaited"]
+pub struct BalancedCast<F: RemoteFunction> {
+    routed: Routed<F>,
+}
+
+impl<F: RemoteFunction> BalancedCast<F> {
+    pub(crate) fn new(balancer: Balancer, args: F::Args) -> Self {
+        let routed = Routed::new(balancer, args);
+        Self { routed }
+    }
+
+    option_setters! {
+        routed;
+        /// `true` runs the cast on this node, ignoring the algorithm and the members; `false`
+        /// routes it even when the node's
+        /// [`NodeConfig::call_directly`](crate::NodeConfig::call_directly) default is on.
+        fn call_directly(directly: bool) => call_directly = directly;
+
+        /// How this cast retries while the balancer has no member to send to (default: the
+        /// balancer's, else the node's [`Retry`]).
+        fn retry(retry: Retry) => retry = retry;
+
+        /// The longest this cast waits for a member to send to when retrying (default: the
+        /// balancer's, else the node's `call_timeout`). Zero is refused with
+        /// [`Error::InvalidConfig`] (`timeout`).
+        fn timeout(timeout: Duration) => timeout = timeout;
+
+        /// The routing key, as bytes (used by key-aware algorithms such as [`HashRing`]; others
+        /// ignore it). Default: none.
+        ///
+        /// [`HashRing`]: crate::HashRing
+        fn key(key: impl AsRef<[u8]>) => key = key.as_ref().to_vec();
+    }
+}
+
+impl<F: RemoteFunction> IntoFuture for BalancedCast<F> {
+    type Output = Result<(), Error>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(self.routed.cast())
+    }
+}

@@ -1,0 +1,82 @@
+//! Direct calls and casts: [`Node::call`] (a [`Call`] builder) and [`Node::cast`], on the one
+//! dispatch path with a node as their target.
+
+use std::future::{Future, IntoFuture};
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::dispatch;
+use super::options::CallOptions;
+use super::target::Target;
+use crate::function::RemoteFunction;
+use crate::node::shared::NodeShared;
+use crate::{Error, Node};
+
+impl Node {
+    /// A call of `F` with `args` on the node named `node` (full name; this node's own name
+    /// calls itself). Await the returned [`Call`]; every call has a timeout (default
+    /// `NodeConfig::call_timeout`).
+    ///
+    /// Errors when awaited: [`Error::ServiceUnavailable`] (unknown or disconnected node, node
+    /// lost mid-call), [`Error::RequestTimeout`], [`Error::BadRequest`] (function not registered
+    /// there, arguments not decodable), [`Error::Remote`] (the function failed or panicked),
+    /// [`Error::PayloadTooLarge`], [`Error::Codec`], [`Error::WireVersion`];
+    /// [`Error::InvalidConfig`] (`timeout`) for a zero [`Call::timeout`].
+    pub fn call<F: RemoteFunction>(&self, node: impl Into<String>, args: F::Args) -> Call<F> {
+        Call {
+            node: self.shared(),
+            target: Target::Node(Arc::from(node.into())),
+            options: CallOptions::default(),
+            args,
+            function: PhantomData,
+        }
+    }
+
+    /// Sends `F` with `args` to `node` without waiting for it to run. Returns once the cast is
+    /// handed to the node's session; what happens there is only logged on that node.
+    ///
+    /// Errors: [`Error::ServiceUnavailable`] when the node is not connected (the original
+    /// silently returned ok), [`Error::PayloadTooLarge`], [`Error::Codec`].
+    pub async fn cast<F: RemoteFunction>(&self, node: &str, args: F::Args) -> Result<(), Error> {
+        let target = Target::Node(Arc::from(node));
+        let options = CallOptions::default();
+        dispatch::cast::<F>(self.state(), &target, &options, args).await?;
+        Ok(())
+    }
+}
+
+/// A call of `F` on one node, built by [`Node::call`]. Await it (it implements
+/// `IntoFuture`); set a timeout first with [`Call::timeout`].
+#[must_use = "a call does nothing until awaited"]
+pub struct Call<F: RemoteFunction> {
+    node: Arc<NodeShared>,
+    target: Target,
+    options: CallOptions,
+    args: F::Args,
+    function: PhantomData<fn() -> F>,
+}
+
+impl<F: RemoteFunction> Call<F> {
+    /// How long to wait for the reply; default `NodeConfig::call_timeout` (10 s). Past it the
+    /// call returns [`Error::RequestTimeout`] (the serving node stops the call at that deadline
+    /// too). Zero is refused with [`Error::InvalidConfig`] (`timeout`).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.options.timeout = Some(timeout);
+        self
+    }
+}
+
+impl<F: RemoteFunction> IntoFuture for Call<F> {
+    type Output = Result<F::Reply, Error>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let (node, target, options) = (&self.node, &self.target, &self.options);
+            let (reply, _node) = dispatch::call::<F>(node, target, options, self.args).await?;
+            Ok(reply)
+        })
+    }
+}

@@ -1,0 +1,263 @@
+//! The one dispatch path of calls and casts, whatever their target: check and resolve the
+//! options ([`Route::new`]), then per attempt choose where it goes ([`Route::choose`]: the
+//! one place that decides between a run here and a send, and the one retry loop while there
+//! is nobody to send to), run or send it, and — only for a routed call that could not be
+//! handed over (the member had just gone, is leaving, or speaks another wire version) — choose
+//! again, at most [`MAX_RESELECTIONS`] times. A call that was sent is never sent again.
+
+use std::sync::Arc;
+
+use tracing::{Instrument, Span};
+
+use super::options::CallOptions;
+use super::target::{Attempt, Counted, Destination, Kind, Route, Target};
+use super::telemetry::Telemetry;
+use crate::call::{self, Accounting, Sent};
+use crate::function::RemoteFunction;
+use crate::node::shared::NodeShared;
+use crate::transport::Transport;
+use crate::{Error, Unavailable};
+
+/// How many members a routed call may skip because they could not take it without running
+/// it.
+pub(crate) const MAX_RESELECTIONS: usize = 3;
+
+/// Runs a call of `F` from `node` to `target`: its reply and the node that served it.
+///
+/// Errors: those of [`Route::new`] and [`Route::choose`], then those of the run or the send
+/// (see [`Node::call`](crate::Node::call)).
+pub(crate) async fn call<F: RemoteFunction>(
+    node: &Arc<NodeShared>,
+    target: &Target,
+    options: &CallOptions,
+    args: F::Args,
+) -> Result<(F::Reply, Arc<str>), Error> {
+    let tracking = options.load_balancer.as_deref();
+    let mut telemetry = Telemetry::new(Kind::Call, F::NAME, target, tracking);
+    let span = telemetry.span();
+    let outcome = route_call::<F>(node, target, options, args, &mut telemetry)
+        .instrument(span)
+        .await;
+    telemetry.finish(&outcome);
+    outcome
+}
+
+/// Sends a cast of `F` from `node` to `target`: the node it was handed to.
+///
+/// Errors: those of [`Route::new`] and [`Route::choose`], then those of the hand-over (see
+/// [`Node::cast`](crate::Node::cast)).
+pub(crate) async fn cast<F: RemoteFunction>(
+    node: &Arc<NodeShared>,
+    target: &Target,
+    options: &CallOptions,
+    args: F::Args,
+) -> Result<Arc<str>, Error> {
+    let tracking = options.load_balancer.as_deref();
+    let mut telemetry = Telemetry::new(Kind::Cast, F::NAME, target, tracking);
+    let span = telemetry.span();
+    let outcome = route_cast::<F>(node, target, options, args, &mut telemetry)
+        .instrument(span)
+        .await;
+    telemetry.finish(&outcome);
+    outcome
+}
+
+async fn route_call<F: RemoteFunction>(
+    node: &Arc<NodeShared>,
+    target: &Target,
+    options: &CallOptions,
+    args: F::Args,
+    telemetry: &mut Telemetry,
+) -> Result<(F::Reply, Arc<str>), Error> {
+    let route = Route::new(node, target, options)?;
+    // A random-node call's span starts once it has its node.
+    let late_span = !telemetry.is_started();
+    let mut args = Args::<F>::new(args);
+    // Nodes that turned out unable to take the call without running it, or at the in-flight
+    // cap.
+    let mut exclude: Vec<Arc<str>> = Vec::new();
+    let mut reselections = 0;
+    loop {
+        let again = reselections > 0;
+        let mut attempt = route
+            .choose::<F>(Kind::Call, &mut exclude, again, telemetry)
+            .await?;
+        let span = if late_span {
+            telemetry.span()
+        } else {
+            Span::none()
+        };
+        let sent = run_or_send(&node.transport, &mut attempt, &mut args, route.reselects())
+            .instrument(span)
+            .await?;
+        let may_reselect = route.reselects() && reselections < MAX_RESELECTIONS;
+        match sent {
+            Sent::Replied(result) => {
+                attempt.report(&result);
+                return result.map(|reply| (reply, attempt.node));
+            }
+            Sent::Unsent((bytes, _id)) if may_reselect => {
+                // The member went away before the call left: pick another.
+                reselections += 1;
+                exclude.push(attempt.node);
+                args.encoded = Some(bytes);
+            }
+            Sent::Refused(_, handed_back)
+                if may_reselect && (handed_back.is_some() || args.args.is_some()) =>
+            {
+                // The member is leaving (draining) or of another wire version and did not
+                // run it: pick another.
+                reselections += 1;
+                exclude.push(attempt.node);
+                args.encoded = handed_back;
+            }
+            // The call may have run (the node went away, or the member actor stopped while
+            // serving it): never sent again.
+            Sent::Dropped => {
+                return attempt.fail(unavailable(&attempt, Unavailable::ConnectionLost))
+            }
+            Sent::Unsent(_) => {
+                return attempt.fail(unavailable(&attempt, Unavailable::Disconnected))
+            }
+            Sent::Refused(error, _) => return attempt.fail(error),
+        }
+    }
+}
+
+/// The error of an attempt whose node is unavailable for `reason`.
+fn unavailable<F>(attempt: &Attempt<'_, F>, reason: Unavailable) -> Error {
+    Error::ServiceUnavailable {
+        node: attempt.node.to_string(),
+        reason,
+    }
+}
+
+/// Runs the attempt here (a task that holds the attempt's count until the run has ended), or
+/// sends it; `keep`: the call may go to another node, so keep arguments that are not moved
+/// into their call.
+///
+/// Errors (before anything ran or was sent): the arguments cannot be encoded, or are gone.
+async fn run_or_send<F: RemoteFunction>(
+    transport: &Arc<Transport>,
+    attempt: &mut Attempt<'_, F>,
+    args: &mut Args<F>,
+    keep: bool,
+) -> Result<Sent<F::Reply>, Error> {
+    if let Destination::Here(function) = &attempt.destination {
+        let function = Arc::clone(function);
+        let abandoned = Arc::clone(attempt.counted.abandoned(&transport.abandoned));
+        let accounting = Accounting {
+            counted: std::mem::replace(&mut attempt.counted, Counted::Nothing),
+            abandoned,
+        };
+        let args = args.take()?;
+        let (balancer, timeout) = (attempt.balancer, attempt.timeout);
+        let reply = call::run_local(transport, balancer, function, args, timeout, accounting);
+        return Ok(Sent::Replied(reply.await));
+    }
+    let bytes = args.encode(transport, attempt.balancer, attempt.timeout, keep)?;
+    let Some(actor) = attempt.actor() else {
+        return Err(no_endpoint(&attempt.node));
+    };
+    Ok(call::send_encoded::<F>(actor, &attempt.node, bytes, attempt.timeout).await)
+}
+
+/// (Not reached: an attempt that does not run here has an actor.)
+fn no_endpoint(node: &str) -> Error {
+    Error::ServiceUnavailable {
+        node: node.to_string(),
+        reason: Unavailable::NoEndpoint,
+    }
+}
+
+async fn route_cast<F: RemoteFunction>(
+    node: &Arc<NodeShared>,
+    target: &Target,
+    options: &CallOptions,
+    args: F::Args,
+    telemetry: &mut Telemetry,
+) -> Result<Arc<str>, Error> {
+    let route = Route::new(node, target, options)?;
+    let late_span = !telemetry.is_started();
+    let mut exclude: Vec<Arc<str>> = Vec::new();
+    loop {
+        let again = !exclude.is_empty();
+        let mut attempt = route
+            .choose::<F>(Kind::Cast, &mut exclude, again, telemetry)
+            .await?;
+        let span = if late_span {
+            telemetry.span()
+        } else {
+            Span::none()
+        };
+        let sent = span.in_scope(|| match attempt.actor() {
+            Some(actor) => {
+                let (to, balancer) = (&attempt.node, attempt.balancer);
+                call::cast_endpoint::<F>(&node.transport, actor, to, balancer, &args)
+            }
+            None => Err(no_endpoint(&attempt.node)),
+        });
+        match sent {
+            Err(Error::ServiceUnavailable {
+                reason: Unavailable::Disconnected,
+                ..
+            }) if route.reselects() && exclude.len() < MAX_RESELECTIONS => {
+                exclude.push(Arc::clone(&attempt.node));
+            }
+            handed_over => {
+                // (The latency of a cast: from the pick to its hand-over.)
+                attempt.report(&handed_over);
+                return handed_over.map(|()| attempt.node.clone());
+            }
+        }
+    }
+}
+
+/// A call's arguments until they are encoded — a `Payload` is moved into its call, other
+/// types are encoded by reference and kept while the call may go elsewhere — and a call
+/// readied earlier: one that never left, or that a leaving member handed back.
+struct Args<F: RemoteFunction> {
+    args: Option<F::Args>,
+    encoded: Option<Vec<u8>>,
+}
+
+impl<F: RemoteFunction> Args<F> {
+    fn new(args: F::Args) -> Self {
+        Self {
+            args: Some(args),
+            encoded: None,
+        }
+    }
+
+    /// The arguments, for a run here.
+    fn take(&mut self) -> Result<F::Args, Error> {
+        match (self.args.take(), self.encoded.take()) {
+            (Some(args), _) => Ok(args),
+            (None, Some(bytes)) => call::decode_args::<F>(bytes),
+            (None, None) => Err(call::args_gone::<F>()),
+        }
+    }
+
+    /// The call encoded for `balancer` with `timeout` (see [`run_or_send`] for `keep`).
+    fn encode(
+        &mut self,
+        transport: &Transport,
+        balancer: Option<&str>,
+        timeout: std::time::Duration,
+        keep: bool,
+    ) -> Result<(Vec<u8>, u64), Error> {
+        if let Some(bytes) = self.encoded.take() {
+            return call::reencode::<F>(transport, balancer, bytes, timeout);
+        }
+        if keep && !crate::payload::is_payload::<F::Args>() {
+            return match &self.args {
+                Some(kept) => call::encode::<F>(transport, balancer, kept, timeout),
+                None => Err(call::args_gone::<F>()),
+            };
+        }
+        match self.args.take() {
+            Some(owned) => call::encode_owned::<F>(transport, balancer, owned, timeout),
+            None => Err(call::args_gone::<F>()),
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! A routed call's attempt: the balancer's selection (waiting in the retry loop while it has
+//! no member to pick), past the members at its `max_in_flight_per_member` cap.
+
+use std::sync::Arc;
+
+use super::target::{Attempt, Counted, Destination, Kind, Route};
+use super::telemetry::Telemetry;
+use super::wait::look_until_found;
+use crate::balancer::in_flight::ServedToken;
+use crate::balancer::shared::BalancerShared;
+use crate::balancer::Selection;
+use crate::function::RemoteFunction;
+use crate::routing::OutcomeKind;
+use crate::Error;
+
+impl<'r> Route<'r> {
+    /// A routed attempt: the balancer's selection, past the members at its in-flight cap.
+    pub(super) async fn select<F: RemoteFunction>(
+        &self,
+        shared: &'r Arc<BalancerShared>,
+        kind: Kind,
+        exclude: &mut Vec<Arc<str>>,
+        again: bool,
+        telemetry: &mut Telemetry,
+    ) -> Result<Attempt<'r, F>, Error> {
+        // Whether it waited for a member, before any member at the cap was skipped too.
+        let mut waited = false;
+        loop {
+            let ((members, index), waited_now) = look_until_found(
+                self.options.retry,
+                self.deadline,
+                || {
+                    let mut members = shared.watch();
+                    let changed = async move {
+                        // A closed watch (the balancer is gone) is seen by the next look.
+                        let _ = members.changed().await;
+                    };
+                    (shared.choose(self.key, exclude), changed)
+                },
+                |attempt, error| {
+                    // (The target and fields tests count waits by: `rpclb::retry_waits`.)
+                    tracing::debug!(
+                        target: "rpc_load_balancer::balancer::call",
+                        balancer = %shared.name,
+                        attempt,
+                        %error,
+                        "nobody to send to; waiting to select again"
+                    );
+                },
+                || Ok(()),
+            )
+            .await?;
+            waited |= waited_now;
+            // Held across the call: by a full reference, so it doesn't keep one of the
+            // thread's few fast arc-swap slots.
+            let members = arc_swap::Guard::from_inner(arc_swap::Guard::into_inner(members));
+            let limit = shared
+                .config
+                .max_in_flight_per_member
+                .filter(|_| kind == Kind::Call);
+            let mut selection = match limit {
+                None => Selection::new(&**shared, members, index),
+                Some(limit) if members.as_slice()[index].try_acquire(limit) => {
+                    Selection::acquired(&**shared, members, index)
+                }
+                Some(limit) => {
+                    // At the cap: another member under it, or refuse at once.
+                    let full = Arc::clone(members.as_slice()[index].node_arc());
+                    exclude.push(Arc::clone(&full));
+                    let all_full = members
+                        .as_slice()
+                        .iter()
+                        .all(|m| exclude.iter().any(|n| **n == *m.node()));
+                    if all_full {
+                        return Err(Error::Overloaded {
+                            balancer: shared.name.clone(),
+                            node: full.to_string(),
+                            limit,
+                        });
+                    }
+                    continue;
+                }
+            };
+            let member = selection.member();
+            let node = Arc::clone(member.node_arc());
+            let local = member.is_local();
+            telemetry.target(&node);
+            // (A re-selected call keeps its deadline too.)
+            let timeout = if kind == Kind::Cast {
+                self.options.timeout
+            } else {
+                match self.time_left(&node) {
+                    Ok(left) if waited || again => left,
+                    Ok(_) => self.options.timeout,
+                    Err(timed_out) => {
+                        selection.report(|| OutcomeKind::Timeout);
+                        return Err(timed_out);
+                    }
+                }
+            };
+            let destination = self.destination(kind, &node, local, true)?;
+            let counted = match destination {
+                // Counted until the run has ended, even if the caller's future is dropped.
+                Destination::Here(_) => Counted::Served(ServedToken::new(shared)),
+                _ => Counted::Nothing,
+            };
+            return Ok(Attempt {
+                node,
+                destination,
+                balancer: Some(&shared.name),
+                selection: Some(selection),
+                counted,
+                timeout,
+            });
+        }
+    }
+}

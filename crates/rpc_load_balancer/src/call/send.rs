@@ -1,0 +1,181 @@
+//! Sending: a call or control request to an actor (a node's endpoint or a balancer member)
+//! with our timeout as the only timer, the cancellation sent when the caller gives up, and a
+//! cast handed to a session.
+
+use std::time::Duration;
+
+use ractor::rpc::CallResult;
+use ractor::{ActorRef, MessagingErr, RpcReplyPort};
+
+use super::encode::encode;
+use super::reply::{decode_reply, outcome_to_reply};
+use crate::control::{ControlReply, ControlRequest};
+use crate::function::RemoteFunction;
+use crate::transport::Transport;
+use crate::wire::reply::{self, ReplyStatus};
+use crate::wire::{DecodeError, RpcMessage};
+use crate::{Error, Unavailable};
+
+/// Sends one cast of `F` to `endpoint` on `node`.
+pub(crate) fn cast_endpoint<F: RemoteFunction>(
+    transport: &Transport,
+    endpoint: &ActorRef<RpcMessage>,
+    node: &str,
+    balancer: Option<&str>,
+    args: &F::Args,
+) -> Result<(), Error> {
+    let (bytes, _id) = encode::<F>(transport, balancer, args, Duration::ZERO)?;
+    endpoint
+        .cast(RpcMessage::Cast(bytes))
+        .map_err(|_| Error::ServiceUnavailable {
+            node: node.to_string(),
+            reason: Unavailable::Disconnected,
+        })
+}
+
+/// Sends one control request to `node` and waits at most `timeout` for the answer.
+///
+/// Errors: [`Error::ServiceUnavailable`] (this node stopped, `node` unknown or disconnected),
+/// [`Error::RequestTimeout`], and the errors of the answer's envelope (see
+/// [`decode_reply`](super::decode_reply)).
+pub(crate) async fn control(
+    transport: &Transport,
+    node: &str,
+    request: &ControlRequest,
+    timeout: Duration,
+) -> Result<ControlReply, Error> {
+    let endpoint = transport.endpoint_of(node)?;
+    let bytes = crate::wire::encode_control(request).map_err(|e| Error::Codec {
+        function: "control".into(),
+        message: e.to_string(),
+    })?;
+    let outcome = send_call(&endpoint, RpcMessage::Control, bytes, timeout).await;
+    let reply = outcome_to_reply(node, timeout, outcome)?;
+    decode_reply(node, "control", reply, timeout)
+}
+
+/// What became of an encoded call.
+pub(crate) enum Sent<T> {
+    /// It left this node; this is the outcome.
+    Replied(Result<T, Error>),
+    /// It never left this node (the target's actor or session was already gone); the bytes
+    /// and id are given back so the call can go elsewhere.
+    Unsent((Vec<u8>, u64)),
+    /// The member refused it unrun — it is leaving its balancer, or speaks another wire
+    /// version — so it can go elsewhere; the error is what to report if it can't, and the
+    /// call's bytes when the member handed them back.
+    Refused(Error, Option<Vec<u8>>),
+    /// Its reply port was dropped without a reply (the node went away, or the member's actor
+    /// stopped): the call may have run.
+    Dropped,
+}
+
+/// Sends an encoded call of `F` (id `id`) to `actor` on `node` and decodes the reply.
+pub(crate) async fn send_encoded<F: RemoteFunction>(
+    actor: &ActorRef<RpcMessage>,
+    node: &str,
+    (bytes, id): (Vec<u8>, u64),
+    timeout: Duration,
+) -> Sent<F::Reply> {
+    let abandoned = CancelOnDrop::new(actor, id);
+    let outcome = send_call(actor, RpcMessage::Call, bytes, timeout).await;
+    abandoned.settle(&outcome);
+    match outcome {
+        Err(MessagingErr::SendErr(RpcMessage::Call(bytes, _))) => Sent::Unsent((bytes, id)),
+        Ok(CallResult::Success(reply)) => match reply::decode_range(&reply) {
+            Ok((ReplyStatus::Leaving, value)) => Sent::Refused(
+                Error::ServiceUnavailable {
+                    node: node.to_string(),
+                    reason: crate::Unavailable::Leaving,
+                },
+                reply::refused_call(reply, value),
+            ),
+            // Not run there (a peer of another version is refused as soon as it connects;
+            // this covers the moment before).
+            Ok((ReplyStatus::WireVersion { .. }, _)) | Err(DecodeError::Version(_)) => {
+                match decode_reply::<F::Reply>(node, F::NAME, reply, timeout) {
+                    Err(error) => Sent::Refused(error, None),
+                    Ok(value) => Sent::Replied(Ok(value)),
+                }
+            }
+            _ => Sent::Replied(decode_reply::<F::Reply>(node, F::NAME, reply, timeout)),
+        },
+        Ok(CallResult::SenderError) => Sent::Dropped,
+        outcome => Sent::Replied(
+            outcome_to_reply(node, timeout, outcome)
+                .and_then(|reply| decode_reply::<F::Reply>(node, F::NAME, reply, timeout)),
+        ),
+    }
+}
+
+/// How long a cancellation may take to be handed over; nobody waits for it.
+const CANCEL_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A sent call not settled yet: if the caller gives up on it — its timeout ran out, or its
+/// future was dropped — the serving node is told to stop it (see [`cancel`]).
+struct CancelOnDrop<'a> {
+    actor: &'a ActorRef<RpcMessage>,
+    id: u64,
+}
+
+impl<'a> CancelOnDrop<'a> {
+    fn new(actor: &'a ActorRef<RpcMessage>, id: u64) -> Self {
+        Self { actor, id }
+    }
+
+    /// The send ended with `outcome`: only a timeout still needs the cancellation.
+    fn settle<T>(self, outcome: &Result<CallResult<T>, MessagingErr<RpcMessage>>) {
+        if !matches!(outcome, Ok(CallResult::Timeout)) {
+            std::mem::forget(self);
+        }
+    }
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        cancel(self.actor, self.id);
+    }
+}
+
+/// Tells the node behind `actor` (its endpoint or a balancer member) that call `id` was given
+/// up, so it stops the handler now rather than at the deadline it measures itself — which a
+/// call that spent its time in transit (a paused node, a slow network) would otherwise run
+/// to. Fire and forget: the outcome is not awaited.
+fn cancel(actor: &ActorRef<RpcMessage>, id: u64) {
+    if id == 0 {
+        return;
+    }
+    let Ok(bytes) = crate::wire::encode_control(&ControlRequest::Cancel(id)) else {
+        return;
+    };
+    // (A call dropped outside any runtime cannot send; its handler stops at its deadline.)
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let actor = actor.clone();
+    runtime.spawn(async move {
+        let _ = send_call(&actor, RpcMessage::Control, bytes, CANCEL_TIMEOUT).await;
+    });
+}
+
+/// Sends `bytes` as a `variant` request and waits at most `timeout` for the reply.
+///
+/// The reply port carries no timeout of its own: ours is the only timer. (With one,
+/// ractor would start a second timer here and ractor_cluster a third on the serving node,
+/// and a timed-out remote port that ractor_cluster drops would look like a lost connection
+/// if its timer fired first.) The serving endpoint enforces the deadline from the call's
+/// header and always answers or drops the port, so nothing waits forever there; a port
+/// abandoned here is reclaimed by ractor_cluster once closed. A `SenderError` therefore
+/// always means the node or the actor went away.
+async fn send_call(
+    endpoint: &ActorRef<RpcMessage>,
+    variant: fn(Vec<u8>, RpcReplyPort<Vec<u8>>) -> RpcMessage,
+    bytes: Vec<u8>,
+    timeout: Duration,
+) -> Result<CallResult<Vec<u8>>, MessagingErr<RpcMessage>> {
+    let reply = endpoint.call(|port| variant(bytes, port), None);
+    match tokio::time::timeout(timeout, reply).await {
+        Ok(outcome) => outcome,
+        Err(_elapsed) => Ok(CallResult::Timeout),
+    }
+}
