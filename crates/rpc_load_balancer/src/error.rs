@@ -5,102 +5,13 @@
 //! through [`Error::code`], so dashboards and callers that branch on the original's codes keep
 //! working.
 
+mod code;
+mod detail;
+
 use std::time::Duration;
 
-/// Which side of a call a too-large payload was on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PayloadDirection {
-    /// The encoded call (header plus arguments) the caller was about to send.
-    Argument,
-    /// The encoded reply the serving node produced.
-    Reply,
-}
-
-impl std::fmt::Display for PayloadDirection {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Argument => "argument",
-            Self::Reply => "reply",
-        })
-    }
-}
-
-/// Why a node could not be reached ([`Error::ServiceUnavailable`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Unavailable {
-    /// No session to a node of that name is up (never connected, or disconnected earlier).
-    UnknownNode,
-    /// The node is connected but serves no rpc endpoint (it is not an rpc_load_balancer node,
-    /// or it is shutting down).
-    NoEndpoint,
-    /// The message could not be handed to the node: its session closed before the send.
-    Disconnected,
-    /// The call was sent, then the connection was lost (node killed or session closed) before
-    /// a reply arrived. The call may or may not have run.
-    ConnectionLost,
-    /// The local node is not running (it was shut down).
-    NodeStopped,
-    /// The member is leaving its balancer (draining) and refused the call unrun.
-    Leaving,
-}
-
-impl std::fmt::Display for Unavailable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::UnknownNode => "no connection to a node of that name",
-            Self::NoEndpoint => "node serves no rpc endpoint",
-            Self::Disconnected => "node disconnected before the call was sent",
-            Self::ConnectionLost => "connection lost while the call was in flight",
-            Self::NodeStopped => "the local node is stopped",
-            Self::Leaving => "the member is leaving the balancer and did not run the call",
-        })
-    }
-}
-
-/// Whether a remote failure was an error the function returned or a panic in it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RemoteFailure {
-    /// The function body returned `Err(FunctionError)`.
-    Failed,
-    /// The function body panicked; the serving node caught it and kept serving.
-    Panicked,
-}
-
-/// The original's error codes (`ErrorMessage.code`), HTTP-flavoured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ErrorCode {
-    /// `:request_timeout`: no reply within the call's timeout.
-    RequestTimeout,
-    /// `:service_unavailable`: no connection, no members, or the remote function failed
-    /// (the original reports remote exceptions with this code).
-    ServiceUnavailable,
-    /// `:bad_request`: the request itself is wrong (unknown function, undecodable or oversized
-    /// payload, invalid option).
-    BadRequest,
-    /// Not in the original: a local misuse or startup failure (e.g. a second `Node` in one
-    /// process, a port that cannot be bound).
-    InternalError,
-}
-
-impl ErrorCode {
-    /// The code as the original spells it: `"request_timeout"`, `"service_unavailable"`,
-    /// `"bad_request"` or `"internal_error"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::RequestTimeout => "request_timeout",
-            Self::ServiceUnavailable => "service_unavailable",
-            Self::BadRequest => "bad_request",
-            Self::InternalError => "internal_error",
-        }
-    }
-}
-
-impl std::fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use code::ErrorCode;
+pub use detail::{PayloadDirection, RemoteFailure, Unavailable};
 
 /// Every error the library returns. Match on it, or branch on [`Error::code`] / [`Error::kind`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -91,3 +91,6 @@ impl Selector for CallDirectSelector {
         Ok(chosen)
     }
 }
+
+#[cfg(test)]
+mod tests;

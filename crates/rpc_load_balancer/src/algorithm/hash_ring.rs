@@ -266,3 +266,6 @@ impl Selector for HashRingSelector {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -101,3 +101,6 @@ impl Selector for LeastConnectionsSelector {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -89,4 +89,6 @@ pub const BUILT_IN: &[&str] = &[
 ];
 
 #[cfg(test)]
+mod test_support;
+#[cfg(test)]
 mod tests;

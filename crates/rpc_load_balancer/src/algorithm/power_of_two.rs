@@ -98,29 +98,4 @@ impl Selector for PowerOfTwoSelector {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_two_samples_are_distinct_and_cover_every_pair() {
-        let p2c = PowerOfTwoSelector {
-            rng: Rng::seeded(11),
-        };
-        for n in 2..10usize {
-            let mut pairs = std::collections::HashSet::new();
-            let mut coins = [0u32; 2];
-            for _ in 0..4000 {
-                let (a, b, coin) = p2c.two(n);
-                assert!(a < n && b < n && a != b, "n={n}: ({a}, {b})");
-                pairs.insert((a, b));
-                coins[usize::from(coin)] += 1;
-            }
-            assert_eq!(
-                pairs.len(),
-                n * (n - 1),
-                "n={n}: every ordered pair is drawn"
-            );
-            assert!(coins.iter().all(|c| *c > 1500), "n={n}: coin {coins:?}");
-        }
-    }
-}
+mod tests;

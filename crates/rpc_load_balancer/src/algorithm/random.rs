@@ -67,3 +67,6 @@ impl Selector for RandomSelector {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

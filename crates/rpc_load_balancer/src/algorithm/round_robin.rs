@@ -90,3 +90,6 @@ impl Selector for RoundRobinSelector {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

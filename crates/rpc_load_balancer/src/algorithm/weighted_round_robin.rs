@@ -259,3 +259,6 @@ impl Selector for WeightedRoundRobinSelector {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,7 +1,10 @@
 //! `NodeConfig`: how a node is named, where it listens, whom it dials, and the process-wide
 //! defaults every call on it uses.
 //!
-//! This module is the builder; the checks every option gets at start are in `config/validate.rs`.
+//! This module is the builder: the struct, its defaults and the node's identity (name, host,
+//! cookie, peers, client). The setters of each other concern are in their own module
+//! (`config/admission.rs`, `timing.rs`, `calls.rs`, `cpu.rs`, `test_hooks.rs`); the checks
+//! every option gets at start are in `config/validate.rs`.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -11,6 +14,12 @@ use crate::cpu::CpuSampler;
 #[cfg(any(doc, test))]
 use crate::Error;
 
+mod admission;
+mod calls;
+mod cpu;
+#[cfg(any(test, feature = "test-hooks"))]
+mod test_hooks;
+mod timing;
 mod validate;
 
 pub(crate) use validate::ValidConfig;
@@ -125,50 +134,6 @@ impl NodeConfig {
         self
     }
 
-    /// Mutual TLS on every session of this node (see [`TlsConfig`](super::TlsConfig)): it
-    /// accepts only TLS connections presenting a certificate signed by the CA, and dials its
-    /// peers and the mesh over TLS. Every node of the cluster needs it (a plaintext node and a
-    /// TLS node cannot connect); the cookie still applies. Default: none, plain TCP.
-    ///
-    /// The files are read at [`Node::start`](crate::Node::start), which fails with
-    /// [`Error::InvalidConfig`] naming `tls.cert`, `tls.key`, `tls.ca` or `tls.server_name`.
-    pub fn tls(mut self, tls: super::TlsConfig) -> Self {
-        self.tls = Some(tls);
-        self
-    }
-
-    /// Most connections to this node's listen address at once that have not passed the
-    /// handshake yet (TCP accepted, TLS handshake or cookie check under way); default 1,024
-    /// ([`DEFAULT_MAX_HANDSHAKES`](crate::DEFAULT_MAX_HANDSHAKES)), from 1 to 65,536 (else
-    /// [`Error::InvalidConfig`] naming `max_handshakes` at start). At the limit, a new
-    /// connection closes the oldest waiting one: a legitimate handshake takes milliseconds, so
-    /// stalled connections do not keep peers out (a flood of more new connections than the
-    /// limit within a handshake's time still can). A waiting connection that has a session
-    /// costs the node ~50 KiB (ractor_cluster's session actors; less before its first frame,
-    /// see [`handshake_frame_limit`](Self::handshake_frame_limit)), so ~50 MiB at the default.
-    /// A connection waits at most [`connect_timeout`](Self::connect_timeout) from its accept.
-    /// Not applied by [`Node::attach`](crate::Node::attach) (the app's NodeServer accepts its
-    /// connections).
-    pub fn max_handshakes(mut self, connections: usize) -> Self {
-        self.max_handshakes = connections;
-        self
-    }
-
-    /// Largest frame, in bytes, that a connection to this node may send before its session
-    /// has authenticated (passed the cookie check); default 16 KiB
-    /// ([`DEFAULT_HANDSHAKE_FRAME_LIMIT`](crate::DEFAULT_HANDSHAKE_FRAME_LIMIT)), from 1,024 to
-    /// 1,048,576 (else [`Error::InvalidConfig`] naming `handshake_frame_limit` at start). The
-    /// handshake's own messages carry the peer's name and address, a few hundred bytes. A
-    /// first frame announcing more closes the connection before it gets a session; a later
-    /// one is left unread (in the kernel's socket buffer) until the session authenticates, or
-    /// is closed with the connection at `connect_timeout`, so a stranger cannot make the node
-    /// buffer more than this per connection. Once authenticated, frames up to
-    /// ractor_cluster's 16 MiB pass. Not applied by [`Node::attach`](crate::Node::attach).
-    pub fn handshake_frame_limit(mut self, bytes: usize) -> Self {
-        self.handshake_frame_limit = bytes;
-        self
-    }
-
     /// Addresses (`host:port`) dialled in the background at start and re-dialled with capped
     /// backoff while no session to them is up (default none). A down peer never fails
     /// `Node::start`; an address without a `:` does ([`Error::InvalidConfig`] naming `peers`).
@@ -181,70 +146,6 @@ impl NodeConfig {
         self
     }
 
-    /// Cap in bytes on one encoded call (header + arguments) or reply; default 8 MiB
-    /// ([`DEFAULT_MAX_PAYLOAD_BYTES`]), from 1 byte to [`MAX_PAYLOAD_CAP_BYTES`]
-    /// (else [`Error::InvalidConfig`] naming `max_payload_bytes` at start). Use one value for
-    /// the whole cluster: a call over the cap fails with [`Error::PayloadTooLarge`] before
-    /// anything is sent, and so does one run in this process (a local member, `CallDirect`,
-    /// `call_directly`), measured as if it were encoded; a reply over the serving node's cap is
-    /// [`Error::PayloadTooLarge`] too, wherever it ran.
-    pub fn max_payload_bytes(mut self, bytes: usize) -> Self {
-        self.max_payload_bytes = bytes;
-        self
-    }
-
-    /// Timeout of a call that doesn't set its own; default 10 s, must be > 0.
-    pub fn call_timeout(mut self, timeout: Duration) -> Self {
-        self.call_timeout = timeout;
-        self
-    }
-
-    /// How often this node pings each connected peer (default 1,000 ms; at least 50 ms and at
-    /// most a third of `heartbeat_timeout`, checked at start).
-    pub fn heartbeat_interval(mut self, interval: Duration) -> Self {
-        self.heartbeat_interval = interval;
-        self
-    }
-
-    /// How long a peer may leave a ping unanswered before its session is stopped, so that a
-    /// hung peer (e.g. a paused process) leaves every balancer's members and the calls in
-    /// flight to it fail instead of waiting out their timeouts (default 3,000 ms; 300 ms to
-    /// 3,600,000 ms = 1 hour, checked at start: shorter, ordinary scheduling delays would drop
-    /// healthy peers).
-    pub fn heartbeat_timeout(mut self, timeout: Duration) -> Self {
-        self.heartbeat_timeout = timeout;
-        self
-    }
-
-    /// How long [`Node::connect`](crate::Node::connect) waits for a session to reach the ready
-    /// state; default 5 s, from 1 ms to 3,600,000 ms (1 hour).
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// Longest pause between two dials of a peer that is down (a configured peer, or one lost
-    /// uncleanly, see [`reconnect_give_up`](Self::reconnect_give_up)); default 2,000 ms. The
-    /// backoff starts at 100 ms, doubles up to this cap and is jittered ±20 %. From 100 ms to
-    /// 3,600,000 ms (1 hour).
-    pub fn dial_backoff_max(mut self, max: Duration) -> Self {
-        self.dial_backoff_max = max;
-        self
-    }
-
-    /// How long this node keeps redialling a peer it was not configured with (found through
-    /// the mesh) after losing it uncleanly — its session closed without the peer saying it was
-    /// leaving: killed, crashed, cut off, or dropped for missing heartbeats. Default 60 s;
-    /// `Duration::ZERO` turns this off. Configured peers ([`peers`](Self::peers)) are redialled
-    /// for as long as the node runs, and peers that announced they were leaving (a drained
-    /// shutdown) or were refused (another wire version) are not redialled here at all. A
-    /// node restarted under the same name at a new address is found again when it dials any
-    /// member of the cluster (its configured peers), which then introduces it to the rest.
-    pub fn reconnect_give_up(mut self, give_up: Duration) -> Self {
-        self.reconnect_give_up = give_up;
-        self
-    }
-
     /// Makes this a client node (default off): one that joins the cluster to make calls and
     /// may go away at any time, like `rpclb call`. Its peers do not redial it when its session
     /// is lost, however it ends, and do not introduce it to nodes that join later (it dials the
@@ -254,119 +155,6 @@ impl NodeConfig {
     /// start balancers.
     pub fn client(mut self, client: bool) -> Self {
         self.client = client;
-        self
-    }
-
-    /// Test hook (feature `test-hooks`, hidden from the docs): the wire version this node
-    /// speaks (default [`WIRE_VERSION`](crate::WIRE_VERSION)), to run a node of "another
-    /// version" in compatibility tests. It is process-wide, like the node. Not for production.
-    #[cfg(any(test, feature = "test-hooks"))]
-    #[doc(hidden)]
-    pub fn wire_version(mut self, version: u16) -> Self {
-        self.wire_version = version;
-        self
-    }
-
-    /// The default [`Retry`](crate::Retry) of routed calls and casts on this node while their
-    /// balancer has no member to send to (default: 5 retries, 5,000 ms apart, ±20 %), unless
-    /// the balancer or the call sets its own.
-    pub fn retry(mut self, retry: crate::Retry) -> Self {
-        self.retry = retry;
-        self
-    }
-
-    /// `true` makes routed calls and casts on this node run locally by default, ignoring
-    /// their balancer's algorithm and members (the original's global `call_directly?`; default
-    /// `false`). A call can override it with `call_directly(false)`.
-    pub fn call_directly(mut self, directly: bool) -> Self {
-        self.call_directly = directly;
-        self
-    }
-
-    /// Whether other nodes may start and stop balancers here through
-    /// [`ControlRequest`](crate::ControlRequest)s (default `false`; read-only requests are always
-    /// answered). It also gates the fault-injection requests of the `test-hooks` feature. Anyone holding the cookie can then change this node's
-    /// membership: enable it for operators' tools and tests.
-    pub fn remote_admin(mut self, enabled: bool) -> Self {
-        self.remote_admin = enabled;
-        self
-    }
-
-    /// How this node measures its CPU load (%, 0–100) for
-    /// [`LeastCpu`](crate::LeastCpu) balancers anywhere in the cluster; default
-    /// [`CpuSampler::System`] (the whole machine). Every node samples and answers CPU-reading
-    /// requests, whatever algorithms its own balancers use. See [`CpuSampler`] for the
-    /// choices (whole machine, this process, the tokio runtime, your own function).
-    pub fn cpu_sampler(mut self, sampler: CpuSampler) -> Self {
-        self.cpu_sampler = sampler;
-        self
-    }
-
-    /// How often the node samples its CPU; default 1,000 ms, must be > 0 (checked at start:
-    /// [`Error::InvalidConfig`] naming `cpu_sample_interval`). Each sample runs on tokio's
-    /// blocking pool; a LeastCpu balancer's `cpu_cache_ttl` must be longer than this interval.
-    /// The System and Process samplers are coarse below 200 ms (see [`CpuSampler`]).
-    pub fn cpu_sample_interval(mut self, interval: Duration) -> Self {
-        self.cpu_sample_interval = interval;
-        self
-    }
-
-    /// Test hook (feature `test-hooks`, hidden from the docs); fault injection, default
-    /// `false`: when `true` the node answers
-    /// [`ControlRequest::CpuReading`](crate::ControlRequest::CpuReading) with bytes that do not
-    /// decode, so the caller gets an [`Error::Codec`] instead of a reading. Its sampling and
-    /// every other request are unaffected. Never enable it in production.
-    #[cfg(any(test, feature = "test-hooks"))]
-    #[doc(hidden)]
-    pub fn cpu_reply_garbage(mut self, garbage: bool) -> Self {
-        self.cpu_reply_garbage = garbage;
-        self
-    }
-
-    /// Test hook (feature `test-hooks`, hidden from the docs); fault injection, default
-    /// `false`: when `true` the node answers
-    /// [`ControlRequest::CpuReading`](crate::ControlRequest::CpuReading) with an error, so the
-    /// caller gets an [`Error::Remote`] (a LeastCpu Poller counts it as a `remote_error`)
-    /// instead of a reading. Its sampling and every other request are unaffected; it takes
-    /// precedence over `NodeConfig::cpu_reply_garbage`. Never enable it in production.
-    #[cfg(any(test, feature = "test-hooks"))]
-    #[doc(hidden)]
-    pub fn cpu_reply_error(mut self, error: bool) -> Self {
-        self.cpu_reply_error = error;
-        self
-    }
-
-    /// Name parts that keep this node out of the balancers whose `node_match_list` doesn't ask
-    /// for them (the original's `excluded_node_patterns`; default none): a filter of
-    /// [`BalancerConfig::node_match_list`](crate::BalancerConfig::node_match_list) that matches
-    /// this node still rejects it when one of `patterns` is contained in the node's short name
-    /// (`name`, without the host) and not in the filter's text. So with `["_qa"]`, node
-    /// `worker_qa` joins balancers filtered on `"worker_qa"` but not those filtered on
-    /// `"worker"`. Balancers without a `node_match_list` take every node. The full rule is in
-    /// [`filter`](crate::filter).
-    ///
-    /// An empty pattern is refused at start ([`Error::InvalidConfig`] naming
-    /// `excluded_node_patterns`).
-    ///
-    /// ```
-    /// use rpc_load_balancer::{BalancerConfig, NodeConfig};
-    ///
-    /// let node = NodeConfig::new("worker_qa", "127.0.0.1:0")
-    ///     .cookie("secret")
-    ///     .excluded_node_patterns(["_qa", "_canary"]);
-    /// // On that node, a balancer filtered on "worker" leaves it out; one on "worker_qa" takes it.
-    /// let excluded = ["_qa".to_string(), "_canary".to_string()];
-    /// let workers = BalancerConfig::new("work").node_match_list(["worker"]);
-    /// assert!(!workers.matches_excluding(&node.full_name(), &excluded));
-    /// let qa = BalancerConfig::new("qa_work").node_match_list(["worker_qa"]);
-    /// assert!(qa.matches_excluding(&node.full_name(), &excluded));
-    /// ```
-    pub fn excluded_node_patterns<I, S>(mut self, patterns: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        self.excluded_node_patterns = patterns.into_iter().map(Into::into).collect();
         self
     }
 

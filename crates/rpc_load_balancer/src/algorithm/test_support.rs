@@ -1,0 +1,77 @@
+//! What the built-in algorithms' tests share: kits over remote members, picks released at
+//! once, picks over lists that are no published one, and window checks for rotations.
+
+use proptest::prelude::*;
+
+use crate::routing::{Algorithm, BuildContext, MemberView, Request, Selector};
+use crate::testkit::SelectorKit;
+
+/// A kit of `algorithm` with remote members on `nodes`.
+pub(super) fn kit(algorithm: &dyn Algorithm, nodes: &[&str]) -> SelectorKit {
+    let mut kit = SelectorKit::new(algorithm).unwrap();
+    kit.join(nodes);
+    kit
+}
+
+/// The index `kit` picks (released at once).
+pub(super) fn pick(kit: &SelectorKit) -> usize {
+    let pick = kit.pick(None).unwrap();
+    let index = pick.index;
+    kit.release(pick);
+    index
+}
+
+/// The index `selector` picks over `list` (a list that is no published one).
+pub(super) fn pick_over(selector: &dyn Selector, list: &[MemberView], key: Option<&[u8]>) -> usize {
+    let request = Request {
+        balancer: "b",
+        key,
+        version: Request::UNCACHED,
+    };
+    let index = selector.pick(list, &request).unwrap();
+    assert!(index < list.len());
+    index
+}
+
+pub(super) fn views(nodes: &[&str]) -> Vec<MemberView> {
+    nodes.iter().map(|n| MemberView::new(*n, false)).collect()
+}
+
+pub(super) fn build(algorithm: &dyn Algorithm) -> Box<dyn Selector> {
+    algorithm.build(&BuildContext::new("b")).unwrap()
+}
+
+/// Every `window` consecutive picks hold member `i` exactly `times[i]` times.
+pub(super) fn each_window_holds(
+    picks: &[usize],
+    window: usize,
+    times: &[usize],
+) -> Result<(), TestCaseError> {
+    for (start, slice) in picks.windows(window).enumerate() {
+        for (i, want) in times.iter().enumerate() {
+            let seen = slice.iter().filter(|p| **p == i).count();
+            prop_assert_eq!(
+                seen,
+                *want,
+                "member {} in picks {}.. of {:?}",
+                i,
+                start,
+                picks
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `n` picks of `kit`: over its published list, or over a copy that is no published list.
+pub(super) fn picks(kit: &SelectorKit, n: usize, published: bool) -> Vec<usize> {
+    (0..n)
+        .map(|_| {
+            if published {
+                pick(kit)
+            } else {
+                pick_over(kit.selector(), kit.members(), None)
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,226 @@
+//! Session events: sessions waiting to authenticate and their handshake deadline, a peer up
+//! at its first ready session and down at its last, and duplicate names (see the module docs
+//! of [`cluster`](super)).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use ractor::ActorId;
+
+use super::{add_endpoint, ClusterMsg, ClusterState, DUPLICATE_WINDOW};
+use crate::node::event::{NodeEvent, SessionEvent, SessionStage};
+use crate::node::peer_table::Peer;
+use crate::node::refusals::Opening;
+use crate::wire::{ENDPOINT_GROUP, SCOPE};
+
+impl ClusterState {
+    /// Takes session `id` off the sessions waiting to authenticate.
+    pub(super) fn forget_opening(&mut self, id: &ActorId) -> Option<Opening> {
+        self.opening.remove(id)
+    }
+
+    /// Closes session `id` if it is still not authenticated.
+    pub(super) fn on_handshake_deadline(&mut self, id: ActorId) {
+        if let Some(opening) = self.forget_opening(&id) {
+            if self.stalled.hit() {
+                tracing::warn!(
+                    peer_addr = %opening.peer_addr,
+                    timeout_ms = self.shared.config.connect_timeout.as_millis() as u64,
+                    times = self.stalled.count(),
+                    "closing a session that did not authenticate in time"
+                );
+            }
+            if let Some(handshake) = &opening.handshake {
+                handshake.close("no handshake within connect_timeout".into());
+            }
+            opening.session.stop(Some("handshake timeout".into()));
+        }
+    }
+
+    pub(super) fn on_session(&mut self, event: SessionEvent) {
+        match event.stage {
+            SessionStage::Opened => {
+                let handshake = match &self.shared.handshakes {
+                    Some(handshakes) if event.is_server => handshakes.find(&event.peer_addr),
+                    _ => None,
+                };
+                let opening = Opening {
+                    session: event.session.clone(),
+                    peer_addr: event.peer_addr.clone(),
+                    is_server: event.is_server,
+                    handshake,
+                };
+                self.opening.insert(event.session_id, opening);
+                let id = event.session_id;
+                self.myself
+                    .send_after(self.shared.config.connect_timeout, move || {
+                        ClusterMsg::HandshakeDeadline(id)
+                    });
+            }
+            SessionStage::Disconnected => {
+                if let Some(opening) = self.forget_opening(&event.session_id) {
+                    if let (Some(handshakes), Some(handshake)) =
+                        (&self.shared.handshakes, &opening.handshake)
+                    {
+                        // Its slot ends with its session, not at its handshake deadline.
+                        handshakes.ended(handshake);
+                    }
+                    let name = event.name.clone();
+                    Arc::clone(&self.refusals).closed_unauthenticated(&self.shared, opening, name);
+                }
+            }
+            _ => {
+                let opening = self.forget_opening(&event.session_id);
+                let handshake = opening.and_then(|o| o.handshake);
+                if let (Some(handshakes), Some(handshake)) = (&self.shared.handshakes, handshake) {
+                    // Authenticated: its frames are no longer limited.
+                    handshakes.authenticated(&handshake);
+                }
+            }
+        }
+        tracing::debug!(
+            stage = ?event.stage,
+            peer = event.name.as_deref().unwrap_or("?"),
+            peer_addr = %event.peer_addr,
+            is_server = event.is_server,
+            "node session event"
+        );
+        match (event.stage, &event.name) {
+            (SessionStage::Ready, Some(name)) => {
+                let peer = Peer {
+                    session_id: event.session_id,
+                    session: event.session.get_cell(),
+                    connection_string: event.connection_string.clone().unwrap_or_default(),
+                    endpoint: None,
+                };
+                let sessions = self.ready.entry(name.clone()).or_default();
+                let first = sessions.is_empty();
+                sessions.retain(|p| p.session_id != peer.session_id);
+                sessions.push(peer);
+                if !self.endpoints.contains_key(name) {
+                    // The ready event follows the peer's pg sync; read pg in case our monitor's
+                    // notification has not arrived yet.
+                    for cell in ractor::pg::get_scoped_members(
+                        &SCOPE.to_string(),
+                        &ENDPOINT_GROUP.to_string(),
+                    ) {
+                        add_endpoint(&mut self.endpoints, &cell);
+                    }
+                }
+                self.publish();
+                if first {
+                    self.note_client(name);
+                    tracing::info!(node = %name, "node up");
+                    // Back (e.g. restarted): no longer a node that left.
+                    self.shared.peers.forget_left(name);
+                    let (shared, server) = (Arc::clone(&self.shared), self.server.clone());
+                    let (peer, session) = (name.clone(), event.session.get_cell());
+                    tokio::spawn(async move {
+                        if crate::node::version::check(&shared, &peer, &session).await {
+                            crate::node::mesh::introduce(shared, server, peer).await;
+                        }
+                    });
+                    let _ = self
+                        .shared
+                        .events
+                        .send(NodeEvent::Up { node: name.clone() });
+                }
+            }
+            (SessionStage::Disconnected, _) => self.on_disconnected(event.session_id),
+            (SessionStage::Authenticated, Some(name))
+                if self
+                    .shared
+                    .peers
+                    .refused_within(name, crate::node::version::REFUSAL_KEPT) =>
+            {
+                tracing::debug!(node = %name, "closing a new session of a refused peer");
+                event
+                    .session
+                    .stop(Some("refused: another wire version".into()));
+            }
+            (SessionStage::Authenticated, Some(name)) => self.reject_duplicate(name, &event),
+            _ => {}
+        }
+        // Waiters in `connect` see the event after the table is updated.
+        let _ = self.shared.sessions.send(event);
+    }
+
+    /// Stops a newly authenticated session that claims the name of a ready peer at another
+    /// address (see the module docs).
+    fn reject_duplicate(&mut self, name: &str, event: &SessionEvent) {
+        let Some(current) = self.ready.get(name).and_then(|sessions| sessions.last()) else {
+            return;
+        };
+        let claimed = event.connection_string.as_deref().unwrap_or_default();
+        if current.session_id == event.session_id || current.connection_string == claimed {
+            return;
+        }
+        tracing::warn!(
+            node = %name,
+            original = %current.connection_string,
+            newcomer = %claimed,
+            "rejecting a second node with the same name"
+        );
+        self.duplicates.insert(
+            name.to_string(),
+            (current.connection_string.clone(), Instant::now()),
+        );
+        event.session.stop(Some("duplicate node name".to_string()));
+    }
+
+    fn on_disconnected(&mut self, session_id: ActorId) {
+        let mut gone = None;
+        let mut gone_addr = String::new();
+        for (name, sessions) in self.ready.iter_mut() {
+            let before = sessions.len();
+            let mut lost = None;
+            sessions.retain(|p| {
+                let keep = p.session_id != session_id;
+                if !keep {
+                    lost = Some(p.connection_string.clone());
+                }
+                keep
+            });
+            if sessions.len() != before {
+                if let (Some(lost), Some((original, at))) = (&lost, self.duplicates.get(name)) {
+                    if original == lost && at.elapsed() < DUPLICATE_WINDOW {
+                        // The election dropped the original for the duplicate: dial it again.
+                        let (shared, server) = (Arc::clone(&self.shared), self.server.clone());
+                        let lost = lost.clone();
+                        tokio::spawn(async move {
+                            let bound = shared.config.connect_timeout;
+                            let _ = crate::node::tls::dial(&shared, &server, &lost, bound).await;
+                        });
+                    }
+                }
+                if sessions.is_empty() {
+                    gone = Some(name.clone());
+                    gone_addr = lost.unwrap_or_default();
+                }
+                break;
+            }
+        }
+        self.duplicates
+            .retain(|_, (_, at)| at.elapsed() < DUPLICATE_WINDOW);
+        if let Some(name) = gone {
+            self.ready.remove(&name);
+            self.publish();
+            tracing::info!(node = %name, "node down");
+            if crate::node::reconnect::should_redial(&self.shared, &name, &gone_addr) {
+                let (shared, server) = (Arc::clone(&self.shared), self.server.clone());
+                tokio::spawn(crate::node::reconnect::redial(
+                    shared,
+                    server,
+                    name.clone(),
+                    gone_addr,
+                ));
+            }
+            // A client is done with once gone (a new one has a new name): forget it, so these
+            // sets don't grow with every `rpclb call` made against this node.
+            self.shared.peers.note_down(&name);
+            let _ = self.shared.events.send(NodeEvent::Down { node: name });
+        } else {
+            self.publish();
+        }
+    }
+}
