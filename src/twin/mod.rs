@@ -313,6 +313,10 @@ impl Twin {
     /// Stops this node and kills every member.
     async fn shutdown(self) {
         self.node.shutdown().await;
+        // All at once, so no survivor spends its last moments redialling the others.
+        for member in &self.members {
+            member.signal(libc::SIGKILL);
+        }
         for mut member in self.members {
             member.kill().await;
         }
