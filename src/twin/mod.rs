@@ -37,6 +37,9 @@ use plan::{Knobs, Plan, TwinFault};
 /// The time the callers get to start, join and see the members before the run's start.
 const CALLER_LEAD: Duration = Duration::from_millis(3_000);
 
+/// The algorithm the twin does not run (with `--algorithm all`) and refuses by name.
+const NO_TWIN: &str = "call_direct";
+
 /// The seeds of the lab side of `--compare`.
 const LAB_SEEDS: std::ops::RangeInclusive<u64> = 1..=10;
 
@@ -453,10 +456,20 @@ pub async fn run(args: DemoArgs, scenario: &str) -> CmdResult<i32> {
     let algorithms: Vec<String> = if !args.algorithms.is_empty() {
         args.algorithms.clone()
     } else if args.algorithm == "all" {
-        BUILT_IN.iter().map(|a| a.to_string()).collect()
+        BUILT_IN
+            .iter()
+            .filter(|a| **a != NO_TWIN)
+            .map(|a| a.to_string())
+            .collect()
     } else {
         vec![args.algorithm.clone()]
     };
+    if algorithms.iter().any(|a| a == NO_TWIN) {
+        return Ok(usage(
+            &args,
+            format!("{NO_TWIN} has no twin: it runs each call on the calling node, and the twin's callers are not members (the lab co-locates each caller with a member)"),
+        ));
+    }
     if args.compare && !algorithms.iter().any(|a| a == "random") {
         return Ok(usage(
             &args,
