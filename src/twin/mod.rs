@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use rpc_load_balancer::algorithm::{self, BUILT_IN};
+use rpc_load_balancer::algorithm::BUILT_IN;
 use rpc_load_balancer::{Node, NodeConfig};
 use rpclb_lab::{RunReport, RunSpec, Summary};
 use serde_json::json;
@@ -361,7 +361,8 @@ async fn lab_summaries(plan: &Plan, algorithms: &[String]) -> CmdResult<Vec<Summ
     tokio::task::spawn_blocking(move || -> CmdResult<Vec<Summary>> {
         let mut summaries = Vec::new();
         for name in &algorithms {
-            let algorithm = algorithm::by_name(name)?;
+            // The algorithm as the twin's callers run it (LeastCpu with the demo's polling).
+            let algorithm = crate::demo_cmd::demo_algorithm(name)?;
             let runs = LAB_SEEDS
                 .map(|seed| {
                     rpclb_lab::run(&RunSpec {
