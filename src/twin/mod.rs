@@ -13,6 +13,7 @@
 //! Every child is this process's own and is killed at the end (and when it is dropped).
 
 pub mod caller;
+pub mod compare;
 pub mod merge;
 pub mod plan;
 
@@ -22,7 +23,7 @@ use std::time::Duration;
 
 use rpc_load_balancer::algorithm::BUILT_IN;
 use rpc_load_balancer::{Node, NodeConfig};
-use rpclb_lab::{RunReport, RunSpec, Summary};
+use rpclb_lab::{RunReport, Summary};
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -39,9 +40,6 @@ const CALLER_LEAD: Duration = Duration::from_millis(3_000);
 
 /// The algorithm the twin does not run (with `--algorithm all`) and refuses by name.
 const NO_TWIN: &str = "call_direct";
-
-/// The seeds of the lab side of `--compare`.
-const LAB_SEEDS: std::ops::RangeInclusive<u64> = 1..=10;
 
 /// The twin's running processes: its members, and this process's node (for `work_fault`).
 struct Twin {
@@ -337,97 +335,6 @@ fn summaries(algorithms: &[String], runs: &[RunReport]) -> Vec<Summary> {
         .collect()
 }
 
-/// One algorithm's line of `--compare`.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Agreement {
-    /// The algorithm.
-    pub algorithm: String,
-    /// Its p99 in the lab (median over seeds 1–10), ms.
-    pub lab_p99_ms: f64,
-    /// That ÷ Random's.
-    pub lab_ratio: f64,
-    /// Its p99 in the twin (median over the runs), ms.
-    pub twin_p99_ms: f64,
-    /// That ÷ Random's.
-    pub twin_ratio: f64,
-    /// `twin_ratio ÷ lab_ratio − 1` (the issue asks for |…| ≤ 0.3).
-    pub difference: f64,
-}
-
-/// The lab's summaries of `plan` for `algorithms` over [`LAB_SEEDS`] (on a blocking thread).
-async fn lab_summaries(plan: &Plan, algorithms: &[String]) -> CmdResult<Vec<Summary>> {
-    let (scenario, algorithms) = (plan.scenario.clone(), algorithms.to_vec());
-    let load = plan.load_point();
-    tokio::task::spawn_blocking(move || -> CmdResult<Vec<Summary>> {
-        let mut summaries = Vec::new();
-        for name in &algorithms {
-            // The algorithm as the twin's callers run it (LeastCpu with the demo's polling).
-            let algorithm = crate::demo_cmd::demo_algorithm(name)?;
-            let runs = LAB_SEEDS
-                .map(|seed| {
-                    rpclb_lab::run(&RunSpec {
-                        scenario: &scenario,
-                        load,
-                        algorithm: &*algorithm,
-                        seed,
-                    })
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            summaries.extend(Summary::of(&runs));
-        }
-        Ok(summaries)
-    })
-    .await?
-}
-
-/// For each algorithm, p99 ÷ Random's p99 in the lab and in the twin.
-fn agreement(lab: &[Summary], twin: &[Summary]) -> Vec<Agreement> {
-    let random = |s: &[Summary]| s.iter().find(|x| x.algorithm == "random").map(|x| x.p99_ms);
-    let (Some(lab_random), Some(twin_random)) = (random(lab), random(twin)) else {
-        return Vec::new();
-    };
-    lab.iter()
-        .filter_map(|l| {
-            let t = twin.iter().find(|t| t.algorithm == l.algorithm)?;
-            let (lab_ratio, twin_ratio) = (l.p99_ms / lab_random, t.p99_ms / twin_random);
-            Some(Agreement {
-                algorithm: l.algorithm.clone(),
-                lab_p99_ms: l.p99_ms,
-                lab_ratio,
-                twin_p99_ms: t.p99_ms,
-                twin_ratio,
-                difference: twin_ratio / lab_ratio - 1.0,
-            })
-        })
-        .collect()
-}
-
-fn agreement_table(rows: &[Agreement], runs: u32) -> String {
-    use std::fmt::Write as _;
-    let mut out = format!(
-        "\nagreement: p99 ÷ Random's p99, lab (median of seeds 1–10) vs twin (median of {runs} run{})\n",
-        if runs == 1 { "" } else { "s" }
-    );
-    let _ = writeln!(
-        out,
-        "{:<21} {:>11} {:>9} {:>12} {:>10} {:>11}",
-        "algorithm", "lab p99 ms", "lab ×", "twin p99 ms", "twin ×", "difference"
-    );
-    for r in rows {
-        let _ = writeln!(
-            out,
-            "{:<21} {:>11.2} {:>9.2} {:>12.2} {:>10.2} {:>+10.0}%",
-            r.algorithm,
-            r.lab_p99_ms,
-            r.lab_ratio,
-            r.twin_p99_ms,
-            r.twin_ratio,
-            r.difference * 100.0
-        );
-    }
-    out
-}
-
 /// A usage error: said on stderr (and as the `--json` document); exit status 2.
 fn usage(args: &DemoArgs, message: String) -> i32 {
     eprintln!("error: {message}");
@@ -520,8 +427,8 @@ pub async fn run(args: DemoArgs, scenario: &str) -> CmdResult<i32> {
     let interrupted = interrupt.raised();
     let summaries = summaries(&algorithms, &reports);
     let agreement = if args.compare && !interrupted {
-        let lab = lab_summaries(&plan, &algorithms).await?;
-        Some(agreement(&lab, &summaries))
+        let lab = compare::lab_summaries(&plan, &algorithms).await?;
+        Some(compare::agreement(&lab, &summaries))
     } else {
         None
     };
@@ -546,7 +453,7 @@ pub async fn run(args: DemoArgs, scenario: &str) -> CmdResult<i32> {
         );
         print!("{}", crate::lab_cmd::table(&results));
         if let Some(agreement) = &agreement {
-            print!("{}", agreement_table(agreement, runs));
+            print!("{}", compare::agreement_table(agreement, runs));
         }
     }
     Ok(if interrupted {
