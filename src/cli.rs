@@ -126,6 +126,9 @@ pub enum Command {
     /// Join a cluster as a client node and send one control request (ping, nodes, functions,
     /// stats, cpu_reading, cpu_readings, crash_poller, stop_balancer) to a node.
     Control(ControlArgs),
+    /// One caller process of `rpclb demo --scenario` (internal: the demo starts it).
+    #[command(hide = true)]
+    DemoCaller(DemoCallerArgs),
     /// The balancing lab: run scenarios (a cluster, its traffic and faults) in a deterministic
     /// simulation that drives each algorithm's real selector in virtual time, and print per
     /// scenario, load and algorithm the latency percentiles, error rate, goodput, members'
@@ -373,6 +376,59 @@ pub struct NodeArgs {
     /// dies the node exits too).
     #[arg(long)]
     pub exit_with_stdin: bool,
+    #[command(flatten)]
+    pub work: Box<WorkArgs>,
+}
+
+/// How the node's `work` demo function serves (`rpclb demo --scenario` runs its nodes with
+/// these): at most `--work-capacity` calls at once, lognormal service times, and the faults
+/// of the lab's scenarios. Out-of-range values are refused at start, naming the setting.
+#[derive(Debug, Clone, Args)]
+pub struct WorkArgs {
+    /// work: calls in service at once (1–10000); more wait in a FIFO queue.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub work_capacity: u32,
+    /// work: the median service time, ms (> 0; sleep-based: tokio's timer has 1 ms
+    /// resolution, so keep it ≥ 5).
+    #[arg(long, value_name = "MS", default_value_t = 10.0)]
+    pub work_median_ms: f64,
+    /// work: the lognormal shape σ of the service time (0–3).
+    #[arg(long, value_name = "SIGMA", default_value_t = 0.5)]
+    pub work_sigma: f64,
+    /// work: the seed of the service-time RNG.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub work_seed: u64,
+    /// work: service times are this many times longer (1–1000), from start (lab fault
+    /// `slow`).
+    #[arg(long, value_name = "FACTOR", default_value_t = 1.0)]
+    pub work_slow_factor: f64,
+    /// work: --work-slow-factor lasts only this long after start, in ms (lab `join` with a
+    /// factor); absent: for ever.
+    #[arg(long, value_name = "MS")]
+    pub work_slow_for_ms: Option<u64>,
+    /// work: this fraction of calls (0–1) fails at once, unserved (lab fault `fail`).
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.0)]
+    pub work_fail_fraction: f64,
+    /// The node's CPU reading (for LeastCpu) is the work function's utilization — mean calls
+    /// in service ÷ --work-capacity since the previous sample, in % — instead of
+    /// --cpu-sampler's (sleeping burns no CPU).
+    #[arg(long)]
+    pub cpu_from_work: bool,
+}
+
+impl WorkArgs {
+    /// The `work` settings these flags give.
+    pub fn settings(&self) -> crate::work::WorkSettings {
+        crate::work::WorkSettings {
+            capacity: self.work_capacity,
+            median_ms: self.work_median_ms,
+            sigma: self.work_sigma,
+            seed: self.work_seed,
+            slow_factor: self.work_slow_factor,
+            slow_for: self.work_slow_for_ms.map(Duration::from_millis),
+            fail_fraction: self.work_fail_fraction,
+        }
+    }
 }
 
 impl NodeArgs {
@@ -505,6 +561,62 @@ pub struct DemoArgs {
     /// LeastCpu's choice independent of how busy the machine is. Needs --burn.
     #[arg(long, value_name = "SPEC", requires = "burn")]
     pub burn_sampler: Option<CpuSampler>,
+    /// Run the real-process twin of a lab scenario instead: `slow-member`, `paused-member`,
+    /// `failing-member` or `new-member`. Its members are `rpclb node`s serving the
+    /// capacity-limited `work` function (--service-ms, --capacity; their utilization is their
+    /// CPU reading), --callers caller processes call it open loop at --load of the cluster's
+    /// capacity, the scenario's fault is played on the processes, and the lab's table is
+    /// printed (`rpclb lab`'s columns). --nodes, --calls, --concurrency, --timeout-ms, --burn
+    /// and --metrics do not apply (the call timeout is the lab's, 1 s).
+    #[arg(long, value_name = "NAME", value_parser = PossibleValuesParser::new(crate::twin::plan::TWIN_SCENARIOS))]
+    pub scenario: Option<String>,
+    /// --scenario: the algorithms to run, comma-separated (default: --algorithm's).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = PossibleValuesParser::new(BUILT_IN), requires = "scenario")]
+    pub algorithms: Vec<String>,
+    /// --scenario: measured seconds per algorithm (after --warmup-s); the fault's timeline
+    /// is the lab's scaled to it.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 10.0,
+        requires = "scenario"
+    )]
+    pub duration_s: f64,
+    /// --scenario: unmeasured seconds per algorithm before the measured ones.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 2.0,
+        requires = "scenario"
+    )]
+    pub warmup_s: f64,
+    /// --scenario: the members' median service time, ms (lognormal, σ 0.5; sleep-based, so
+    /// ≥ 5 keeps tokio's 1 ms timer resolution small against it).
+    #[arg(long, value_name = "MS", default_value_t = 10.0, requires = "scenario")]
+    pub service_ms: f64,
+    /// --scenario: calls a member serves at once (more wait).
+    #[arg(long, value_name = "N", default_value_t = 8, requires = "scenario")]
+    pub capacity: u32,
+    /// --scenario: caller processes (each with its own balancer, as the lab's callers).
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=16), requires = "scenario")]
+    pub callers: u32,
+    /// --scenario: the open-loop load, a fraction of the uniform cluster's capacity
+    /// (members × capacity ÷ mean service time), split evenly over the callers.
+    #[arg(
+        long,
+        value_name = "FRACTION",
+        default_value_t = 0.5,
+        requires = "scenario"
+    )]
+    pub load: f64,
+    /// --scenario: run everything --runs times and the lab on the same plan (seeds 1–10),
+    /// and print for each algorithm p99 ÷ Random's p99 on both sides (`agreement` in
+    /// --json). Needs random among the algorithms.
+    #[arg(long, requires = "scenario")]
+    pub compare: bool,
+    /// --compare: how many real runs (the twin's figures are their medians).
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20), requires = "compare")]
+    pub runs: u32,
     #[command(flatten)]
     pub shape: LoadShape,
 }
@@ -732,6 +844,78 @@ mod tests {
             "least_cpu"
         );
         assert_eq!(args.least_cpu.algorithm("random").unwrap().name(), "random");
+    }
+
+    #[test]
+    fn node_work_flags_have_their_defaults_and_parse() {
+        let defaults = node_args(&[]).unwrap().work;
+        assert_eq!(defaults.settings(), crate::work::WorkSettings::default());
+        assert!(!defaults.cpu_from_work);
+        let args = node_args(&[
+            "--work-capacity",
+            "2",
+            "--work-median-ms",
+            "5",
+            "--work-sigma",
+            "0",
+            "--work-seed",
+            "9",
+            "--work-slow-factor",
+            "5",
+            "--work-slow-for-ms",
+            "3000",
+            "--work-fail-fraction",
+            "0.5",
+            "--cpu-from-work",
+        ])
+        .unwrap();
+        let settings = args.work.settings();
+        assert_eq!(
+            (settings.capacity, settings.median_ms, settings.sigma),
+            (2, 5.0, 0.0)
+        );
+        assert_eq!((settings.seed, settings.slow_factor), (9, 5.0));
+        assert_eq!(settings.slow_for, Some(Duration::from_secs(3)));
+        assert_eq!(settings.fail_fraction, 0.5);
+        assert!(args.work.cpu_from_work);
+    }
+
+    #[test]
+    fn demo_scenario_flags_parse_and_need_a_scenario() {
+        let demo = |extra: &[&str]| match Cli::try_parse_from(["rpclb", "demo"].iter().chain(extra))
+            .map(|cli| cli.command)
+        {
+            Ok(Command::Demo(args)) => Ok(args),
+            Ok(other) => panic!("{other:?}"),
+            Err(error) => Err(error),
+        };
+        let args = demo(&[]).unwrap();
+        assert_eq!(args.scenario, None);
+        assert_eq!(
+            (args.duration_s, args.warmup_s, args.service_ms),
+            (10.0, 2.0, 10.0)
+        );
+        assert_eq!(
+            (args.capacity, args.callers, args.load, args.runs),
+            (8, 2, 0.5, 3)
+        );
+        let args = demo(&[
+            "--scenario",
+            "paused-member",
+            "--algorithms",
+            "random,least_connections",
+            "--compare",
+            "--runs",
+            "1",
+        ])
+        .unwrap();
+        assert_eq!(args.scenario.as_deref(), Some("paused-member"));
+        assert_eq!(args.algorithms, ["random", "least_connections"]);
+        assert!(args.compare);
+        assert!(demo(&["--scenario", "uniform"]).is_err(), "no twin");
+        assert!(demo(&["--duration-s", "3"]).is_err(), "needs --scenario");
+        assert!(demo(&["--scenario", "slow-member", "--algorithms", "nope"]).is_err());
+        assert!(demo(&["--scenario", "slow-member", "--callers", "0"]).is_err());
     }
 
     #[test]
@@ -973,4 +1157,53 @@ pub struct LabArgs {
     /// whose faulty member changes over time, its share over time (the first seed's runs).
     #[arg(long, value_name = "DIR")]
     pub svg: Option<PathBuf>,
+}
+
+/// `rpclb demo-caller` (hidden): one caller process of `rpclb demo --scenario`.
+#[derive(Debug, Clone, Args)]
+pub struct DemoCallerArgs {
+    /// Address (host:port) of any node of the cluster.
+    #[arg(long)]
+    pub peer: String,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// This caller's node name.
+    #[arg(long)]
+    pub name: String,
+    /// The algorithm of its balancer.
+    #[arg(long, value_parser = PossibleValuesParser::new(BUILT_IN))]
+    pub algorithm: String,
+    /// Members to wait for (≤ 15 s) before the start.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    pub members: u32,
+    /// Calls per second (Poisson arrivals; > 0).
+    #[arg(long, value_parser = positive_rate)]
+    pub rate: f64,
+    /// The run's start, ms since the Unix epoch (every caller and the demo agree on it).
+    #[arg(long)]
+    pub start_at_unix_ms: u64,
+    /// Unmeasured ms from the start.
+    #[arg(long)]
+    pub warmup_ms: u64,
+    /// Measured ms after the warm-up.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub measure_ms: u64,
+    /// Timeout of each call, ms.
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout_ms: u64,
+    /// Seed of the arrivals.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// Parses a rate in calls/s: finite, above 0, at most 1,000,000.
+fn positive_rate(text: &str) -> Result<f64, String> {
+    let rate: f64 = text
+        .parse()
+        .map_err(|e| format!("{text:?} is not a number: {e}"))?;
+    if rate.is_finite() && rate > 0.0 && rate <= 1_000_000.0 {
+        Ok(rate)
+    } else {
+        Err(format!("{rate} is not in (0, 1000000]"))
+    }
 }

@@ -56,7 +56,7 @@ fn demo_least_cpu() -> LeastCpu {
 const DEMO_CPU_TTL: Duration = Duration::from_millis(1_000);
 
 /// The algorithm called `name` as the demo runs it.
-fn demo_algorithm(name: &str) -> Result<Arc<dyn Algorithm>, rpc_load_balancer::Error> {
+pub(crate) fn demo_algorithm(name: &str) -> Result<Arc<dyn Algorithm>, rpc_load_balancer::Error> {
     if name == "least_cpu" {
         return Ok(Arc::new(demo_least_cpu()));
     }
@@ -99,6 +99,9 @@ pub const INTERRUPTED: i32 = 130;
 /// error, [`INTERRUPTED`] (130) on Ctrl-C or SIGTERM: the report then covers what ran so far
 /// (the cut run with the calls that had ended), and the nodes are stopped all the same.
 pub async fn run(args: DemoArgs) -> CmdResult<i32> {
+    if let Some(scenario) = args.scenario.clone() {
+        return crate::twin::run(args, &scenario).await;
+    }
     let algorithms: Vec<&str> = if args.algorithm == "all" {
         BUILT_IN.to_vec()
     } else {

@@ -13,7 +13,9 @@
 //! | `call_whoami` | `String` node | `String` | calls `whoami` on that node from this one |
 //! | `bytes_echo` | [`Payload`] | [`Payload`] | returns its argument (`rpclb bench`'s payload; no copies in the library) |
 //!
-//! With `rpclb node --delay-ms N`, every function first sleeps N ms.
+//! | `work`, `work_fault` | see [`crate::work`] | | the capacity-limited, sleep-based function of `rpclb demo --scenario` (not delayed by `--delay-ms`) |
+//!
+//! With `rpclb node --delay-ms N`, every function above `work` first sleeps N ms.
 //!
 //! No argument makes a function allocate or work beyond the node's caps; what is over them is
 //! refused unrun with [`FunctionError::bad_request`] (the caller gets `Error::BadRequest`):

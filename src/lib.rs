@@ -18,6 +18,8 @@ pub mod node_cmd;
 pub mod raw_floor;
 pub mod retry_waits;
 pub mod stop_signals;
+pub mod twin;
+pub mod work;
 
 /// Result of a command body: any error, boxed.
 pub type CmdResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;

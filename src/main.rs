@@ -33,6 +33,7 @@ fn main() {
         match cli.command {
             Command::Node(args) => rpclb::node_cmd::run(args).await.map(|()| 0),
             Command::Demo(args) => rpclb::demo_cmd::run(args).await,
+            Command::DemoCaller(args) => rpclb::twin::caller::run(args).await,
             Command::Call(args) => rpclb::client_cmd::call(args).await,
             Command::Load(args) => rpclb::client_cmd::load(args).await,
             Command::Control(args) => rpclb::control_cmd::control(args).await,

@@ -185,6 +185,13 @@ pub async fn run(args: NodeArgs) -> CmdResult {
         .dial_backoff_max(Duration::from_millis(args.dial_backoff_max_ms))
         .reconnect_give_up(Duration::from_millis(args.reconnect_give_up_ms));
     config = apply_test_flags(config, &args)?;
+    let work = crate::work::Work::new(args.work.settings())?;
+    if args.work.cpu_from_work {
+        let work = std::sync::Arc::clone(&work);
+        config = config.cpu_sampler(rpc_load_balancer::cpu::CpuSampler::custom(move || {
+            work.utilization_percent()
+        }));
+    }
     if let Some(host) = &args.advertise {
         config = config.advertise_host(host);
     }
@@ -206,6 +213,7 @@ pub async fn run(args: NodeArgs) -> CmdResult {
     let peers_at_start = node.nodes();
     start_burning(args.burn_threads);
     functions::register_all(&node, Duration::from_millis(args.delay_ms))?;
+    crate::work::register(&node, &work)?;
     // The plain ractor_cluster echo that `rpclb bench` measures our calls against.
     let raw_floor = raw_floor::start(node.name()).await?;
     let parent = match args.balancer_parent {

@@ -48,6 +48,7 @@ mod support;
 mod telemetry;
 mod tls;
 mod tutorial;
+mod twin;
 mod unauthenticated;
 mod wire_fields;
 mod wire_version;

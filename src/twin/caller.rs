@@ -1,0 +1,216 @@
+//! `rpclb demo-caller` (hidden): one caller process of `rpclb demo --scenario`. It joins the
+//! cluster as a client node, starts a client-only balancer `demo` with one algorithm, waits
+//! for the members, and from an agreed wall-clock start makes open-loop calls of `work`
+//! (Poisson arrivals at `--rate`) for the warm-up and the measured window. It prints one JSON
+//! line, [`CallerReport`], with the latencies of the calls issued in the window (an
+//! hdrhistogram's recorded values), their outcomes, and which member served each call (in
+//! total, and per 100 ms of the whole run for the shed time).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hdrhistogram::Histogram;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use rpc_load_balancer::cpu::CpuSampler;
+use rpc_load_balancer::{Balancer, BalancerConfig, Error, Node, NodeConfig};
+use serde::{Deserialize, Serialize};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::cli::DemoCallerArgs;
+use crate::work::WorkFn;
+use crate::CmdResult;
+
+/// The width of the per-member pick counts over time, ms.
+pub const BUCKET_MS: u64 = 100;
+
+/// What one caller process measured (its stdout line).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CallerReport {
+    /// How late the caller started its first call after the agreed start, ms (0 when on
+    /// time): the fault schedule is relative to that start.
+    pub late_ms: u64,
+    /// Calls issued in the measured window.
+    pub calls: u64,
+    /// Of those, calls that got a reply.
+    pub ok: u64,
+    /// Of those, calls that failed.
+    pub errors: u64,
+    /// Of the errors, timeouts.
+    pub timeouts: u64,
+    /// The errors by kind (`Error::kind`).
+    pub error_kinds: BTreeMap<String, u64>,
+    /// Latency of every call of the window, errors included: `[µs, count]` pairs of the
+    /// histogram's recorded values.
+    pub latency_us: Vec<(u64, u64)>,
+    /// Calls of the window each member served or failed (by full node name).
+    pub served: BTreeMap<String, u64>,
+    /// Per member, its picks per [`BUCKET_MS`] of the whole run (warm-up included) by issue
+    /// time; `totals` has every call's.
+    pub per_bucket: BTreeMap<String, Vec<u64>>,
+    /// Calls per [`BUCKET_MS`] of the whole run.
+    pub totals: Vec<u64>,
+}
+
+/// The caller's running tally.
+struct Tally {
+    report: CallerReport,
+    histogram: Histogram<u64>,
+}
+
+/// An empty latency histogram in µs: 1 µs to an hour, 3 significant digits (a bounded, flat
+/// memory; a longer latency counts as an hour).
+pub fn histogram() -> Histogram<u64> {
+    use crate::latency::{HIGHEST_US, SIGNIFICANT_DIGITS};
+    let mut histogram = Histogram::new_with_bounds(1, HIGHEST_US, SIGNIFICANT_DIGITS)
+        .expect("1 µs to an hour with 3 digits are valid bounds");
+    histogram.auto(false);
+    histogram
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Runs one caller; exit status 0 (its report printed), or an error before any call
+/// (joining, members not coming within 15 s).
+pub async fn run(args: DemoCallerArgs) -> CmdResult<i32> {
+    let config = args
+        .cluster
+        .apply(NodeConfig::new(&args.name, "127.0.0.1:0"))
+        .cpu_sampler(CpuSampler::Process)
+        .cpu_sample_interval(Duration::from_millis(200));
+    let node = Node::start(config).await?;
+    node.connect(&args.peer).await?;
+    let algorithm = crate::demo_cmd::demo_algorithm(&args.algorithm)?;
+    let balancer = Balancer::start(
+        BalancerConfig::new(crate::demo_cmd::DEMO_BALANCER)
+            .algorithm_arc(algorithm)
+            .node_match_list(Vec::<String>::new()),
+    )
+    .await?;
+    crate::load::wait_for_members(&balancer, args.members as usize, Duration::from_secs(15))
+        .await?;
+    let now_unix = unix_ms();
+    let late_ms = now_unix.saturating_sub(args.start_at_unix_ms);
+    let start =
+        Instant::now() + Duration::from_millis(args.start_at_unix_ms.saturating_sub(now_unix));
+    let report = drive(&balancer, &args, start, late_ms).await;
+    println!("{}", serde_json::to_string(&report)?);
+    balancer.stop().await;
+    node.shutdown().await;
+    Ok(0)
+}
+
+/// The open loop: Poisson arrivals at `args.rate` from `start` for the warm-up and the
+/// window; waits (≤ timeout + 2 s) for the calls still running at the end.
+async fn drive(
+    balancer: &Balancer,
+    args: &DemoCallerArgs,
+    start: Instant,
+    late_ms: u64,
+) -> CallerReport {
+    let warmup = Duration::from_millis(args.warmup_ms);
+    let window_start = start + warmup;
+    let end = window_start + Duration::from_millis(args.measure_ms);
+    let timeout = Duration::from_millis(args.timeout_ms);
+    let buckets = (args.warmup_ms + args.measure_ms).div_ceil(BUCKET_MS) as usize;
+    let tally = Arc::new(Mutex::new(Tally {
+        report: CallerReport {
+            late_ms,
+            totals: vec![0; buckets],
+            ..CallerReport::default()
+        },
+        histogram: histogram(),
+    }));
+    let mut rng = StdRng::seed_from_u64(args.seed);
+    let mut calls = JoinSet::new();
+    let mut next = start;
+    loop {
+        let gap = -(1.0 - rng.random::<f64>()).ln() / args.rate;
+        next += Duration::from_secs_f64(gap.min(60.0));
+        if next >= end {
+            break;
+        }
+        tokio::time::sleep_until(next).await;
+        let issued = Instant::now();
+        let measured = issued >= window_start;
+        let bucket =
+            (issued.saturating_duration_since(start).as_millis() as u64 / BUCKET_MS) as usize;
+        let (balancer, tally) = (balancer.clone(), Arc::clone(&tally));
+        calls.spawn(async move {
+            let outcome = balancer
+                .call::<WorkFn>(())
+                .timeout(timeout)
+                .with_node()
+                .await;
+            let latency = issued.elapsed();
+            let mut tally = tally.lock().unwrap_or_else(|p| p.into_inner());
+            record(&mut tally, outcome, latency, measured, bucket, buckets);
+        });
+        while calls.try_join_next().is_some() {}
+    }
+    let _ = tokio::time::timeout(timeout + Duration::from_secs(2), async {
+        while calls.join_next().await.is_some() {}
+    })
+    .await;
+    calls.shutdown().await;
+    let mut tally = tally.lock().unwrap_or_else(|p| p.into_inner());
+    let histogram = tally.histogram.clone();
+    tally.report.latency_us = histogram
+        .iter_recorded()
+        .map(|v| (v.value_iterated_to(), v.count_at_value()))
+        .collect();
+    std::mem::take(&mut tally.report)
+}
+
+fn record(
+    tally: &mut Tally,
+    outcome: Result<((), Arc<str>), Error>,
+    latency: Duration,
+    measured: bool,
+    bucket: usize,
+    buckets: usize,
+) {
+    let node = match &outcome {
+        Ok((_, node)) => Some(node.to_string()),
+        Err(e) => e.node().map(str::to_string),
+    };
+    let report = &mut tally.report;
+    if let Some(total) = report.totals.get_mut(bucket) {
+        *total += 1;
+    }
+    if let Some(node) = &node {
+        let counts = report
+            .per_bucket
+            .entry(node.clone())
+            .or_insert_with(|| vec![0; buckets]);
+        if let Some(count) = counts.get_mut(bucket) {
+            *count += 1;
+        }
+    }
+    if !measured {
+        return;
+    }
+    report.calls += 1;
+    match &outcome {
+        Ok(_) => report.ok += 1,
+        Err(e) => {
+            report.errors += 1;
+            if matches!(e, Error::RequestTimeout { .. }) {
+                report.timeouts += 1;
+            }
+            *report.error_kinds.entry(e.kind().to_string()).or_default() += 1;
+        }
+    }
+    if let Some(node) = node {
+        *report.served.entry(node).or_default() += 1;
+    }
+    tally
+        .histogram
+        .saturating_record((latency.as_micros() as u64).max(1));
+}

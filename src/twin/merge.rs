@@ -1,0 +1,214 @@
+//! The callers' reports of one run, merged into the lab's [`RunReport`], so that the lab's
+//! table and summaries show the twin as they show a simulated run.
+
+use rpclb_lab::{Latency, Little, RunReport, ShareOverTime};
+
+use super::caller::{CallerReport, BUCKET_MS};
+use super::plan::Plan;
+
+/// The run of `algorithm` (its `run`-th, as the seed) from the `callers`' reports; members are
+/// `members[i]` (full node names, by lab index).
+///
+/// Not measured by the twin (zero): Little's law (`little`). `simulated_calls` is every call
+/// issued, warm-up included.
+pub fn run_report(
+    plan: &Plan,
+    algorithm: &str,
+    run: u64,
+    members: &[String],
+    callers: &[CallerReport],
+) -> RunReport {
+    let mut histogram = super::caller::histogram();
+    let (mut calls, mut ok, mut errors, mut timeouts) = (0, 0, 0, 0);
+    let mut served = vec![0u64; members.len()];
+    for caller in callers {
+        calls += caller.calls;
+        ok += caller.ok;
+        errors += caller.errors;
+        timeouts += caller.timeouts;
+        for &(value, count) in &caller.latency_us {
+            histogram.saturating_record_n(value.max(1), count);
+        }
+        for (i, member) in members.iter().enumerate() {
+            served[i] += caller.served.get(member).copied().unwrap_or(0);
+        }
+    }
+    let ms = |q: f64| histogram.value_at_quantile(q) as f64 / 1e3;
+    let picked: u64 = served.iter().sum();
+    let shares = served
+        .iter()
+        .map(|&n| {
+            if picked == 0 {
+                0.0
+            } else {
+                n as f64 / picked as f64
+            }
+        })
+        .collect();
+    let measure_s = plan.measure.as_secs_f64();
+    let fault_member = plan.fault.member();
+    RunReport {
+        scenario: plan.scenario.name.clone(),
+        load: plan.load_point().label(),
+        algorithm: algorithm.to_string(),
+        seed: run,
+        calls,
+        ok,
+        errors,
+        timeouts,
+        error_rate: if calls == 0 {
+            0.0
+        } else {
+            errors as f64 / calls as f64
+        },
+        goodput_per_s: ok as f64 / measure_s,
+        latency_ms: Latency {
+            p50: ms(0.5),
+            p99: ms(0.99),
+            p999: ms(0.999),
+            mean: histogram.mean() / 1e3,
+            max: histogram.max() as f64 / 1e3,
+        },
+        shares,
+        share_over_time: plan
+            .scenario
+            .changes()
+            .then(|| share_over_time(plan, members, callers)),
+        faulty_member: Some(fault_member),
+        shed_ms: shed_ms(plan, members, callers),
+        little: Little::default(),
+        simulated_calls: callers.iter().map(|c| c.totals.iter().sum::<u64>()).sum(),
+    }
+}
+
+/// Per member, its picks per bucket summed over the callers; and every call's per bucket.
+fn picks(members: &[String], callers: &[CallerReport]) -> (Vec<Vec<u64>>, Vec<u64>) {
+    let buckets = callers.iter().map(|c| c.totals.len()).max().unwrap_or(0);
+    let mut per_member = vec![vec![0u64; buckets]; members.len()];
+    let mut totals = vec![0u64; buckets];
+    for caller in callers {
+        for (b, n) in caller.totals.iter().enumerate() {
+            totals[b] += n;
+        }
+        for (i, member) in members.iter().enumerate() {
+            if let Some(counts) = caller.per_bucket.get(member) {
+                for (b, n) in counts.iter().enumerate().take(buckets) {
+                    per_member[i][b] += n;
+                }
+            }
+        }
+    }
+    (per_member, totals)
+}
+
+/// Each member's share per second of the measured window.
+fn share_over_time(plan: &Plan, members: &[String], callers: &[CallerReport]) -> ShareOverTime {
+    let (per_member, totals) = picks(members, callers);
+    let per_second = (1_000 / BUCKET_MS) as usize;
+    let first = (plan.warmup.as_millis() as u64 / BUCKET_MS) as usize;
+    let shares = (first..totals.len())
+        .step_by(per_second)
+        .map(|b| {
+            let range = b..(b + per_second).min(totals.len());
+            let total: u64 = totals[range.clone()].iter().sum();
+            per_member
+                .iter()
+                .map(|counts| {
+                    let n: u64 = counts[range.clone()].iter().sum();
+                    if total == 0 {
+                        0.0
+                    } else {
+                        n as f64 / total as f64
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    ShareOverTime {
+        bucket_s: 1.0,
+        shares,
+    }
+}
+
+/// The lab's shed time: from the fault's start to the end of the last 100 ms in which the
+/// faulty member got at least half an even share; `None` when it still did in the fault's
+/// last 100 ms.
+fn shed_ms(plan: &Plan, members: &[String], callers: &[CallerReport]) -> Option<f64> {
+    let (per_member, totals) = picks(members, callers);
+    let faulty = per_member.get(plan.fault.member())?;
+    let (start, end) = plan.fault_span();
+    let first = (start.as_millis() as u64 / BUCKET_MS) as usize;
+    let last = ((end.as_millis() as u64).div_ceil(BUCKET_MS) as usize).min(totals.len());
+    let present = plan.all_members() as f64;
+    let fair = 1.0 / present;
+    let windows: Vec<(u64, u64)> = (first..last).map(|b| (totals[b], faulty[b])).collect();
+    let picked = windows
+        .iter()
+        .rposition(|&(total, f)| total > 0 && f as f64 >= fair / 2.0 * total as f64);
+    match picked {
+        None => Some(0.0),
+        Some(w) if w + 1 == windows.len() => None,
+        Some(w) => Some(((w as u64 + 1) * BUCKET_MS) as f64),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::plan::Knobs;
+    use super::*;
+
+    #[test]
+    fn callers_merge_into_one_run_with_shares_and_a_shed_time() {
+        let plan = Plan::new(
+            "failing-member",
+            Knobs {
+                warmup_s: 1.0,
+                measure_s: 6.0,
+                service_ms: 10.0,
+                capacity: 8,
+                callers: 2,
+                load: 0.5,
+            },
+        )
+        .unwrap();
+        let members: Vec<String> = (0..4).map(|i| format!("m{i}@h")).collect();
+        // 70 buckets; the fault starts at 2 s (bucket 20); m0 picked until 3 s.
+        let caller = |calls: u64| {
+            let mut report = CallerReport {
+                calls,
+                ok: calls - 1,
+                errors: 1,
+                timeouts: 1,
+                latency_us: vec![(10_000, calls - 1), (1_000_000, 1)],
+                totals: vec![4; 70],
+                ..CallerReport::default()
+            };
+            for (i, m) in members.iter().enumerate() {
+                report
+                    .served
+                    .insert(m.clone(), if i == 0 { 0 } else { calls / 3 });
+                let counts = (0..70)
+                    .map(|b| if i == 0 { u64::from(b < 30) } else { 1 })
+                    .collect();
+                report.per_bucket.insert(m.clone(), counts);
+            }
+            report
+        };
+        let run = run_report(&plan, "random", 1, &members, &[caller(300), caller(600)]);
+        assert_eq!(
+            (run.calls, run.ok, run.errors, run.timeouts),
+            (900, 898, 2, 2)
+        );
+        assert_eq!(run.shares, vec![0.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0]);
+        assert!(
+            (run.latency_ms.p50 - 10.0).abs() < 0.1,
+            "{:?}",
+            run.latency_ms
+        );
+        assert!((run.goodput_per_s - 898.0 / 6.0).abs() < 1e-9);
+        assert_eq!(run.faulty_member, Some(0));
+        assert_eq!(run.shed_ms, Some(1_000.0));
+        let over_time = run.share_over_time.unwrap();
+        assert_eq!(over_time.shares.len(), 6);
+    }
+}

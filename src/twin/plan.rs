@@ -1,0 +1,339 @@
+//! The plan of one twin run: which lab scenario, its fault as the real processes play it, and
+//! the timeline, compressed to the twin's short runs; and the same plan as a lab
+//! [`Scenario`], so that the lab and the twin run the same thing (`--compare`).
+//!
+//! The timeline: each algorithm runs for a warm-up `W` then a measured window `D` (the lab's
+//! 10 s and 60 s). A lab fault starting 10 s into its 60 s window (20 s from the start) starts
+//! at `D/6` into the twin's; a lab duration within the window is scaled by `D/60` (the new
+//! member's 30 s of slowness), except a pause, which keeps its length (5 s): a pause is
+//! measured against the heartbeat timeout (3 s), which is real time on both sides.
+
+use std::time::Duration;
+
+use rpclb_lab::scenario::{Action, Service};
+use rpclb_lab::{LoadPoint, Scenario};
+
+/// The scenarios that have a real-process twin.
+pub const TWIN_SCENARIOS: &[&str] = &[
+    "slow-member",
+    "paused-member",
+    "failing-member",
+    "new-member",
+];
+
+/// The lab's measured window, s, to which the twin's timeline is scaled.
+const LAB_WINDOW_S: f64 = 60.0;
+
+/// A twin's fault, as the demo plays it on the real processes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum TwinFault {
+    /// Member `member` is slower by `factor` from its start (`rpclb node --work-slow-factor`).
+    Slow {
+        /// Its index.
+        member: usize,
+        /// The service-time multiplier.
+        factor: f64,
+    },
+    /// Member `member` is SIGSTOPped at `at` (from the run's start) and SIGCONTed `length`
+    /// later: it answers nothing, heartbeats included, as the lab's pause.
+    Pause {
+        /// Its index.
+        member: usize,
+        /// When, from the run's start.
+        at: Duration,
+        /// How long.
+        length: Duration,
+    },
+    /// Member `member` fails `fraction` of its calls from `at` on (the `work_fault` function).
+    Fail {
+        /// Its index.
+        member: usize,
+        /// When, from the run's start.
+        at: Duration,
+        /// The failing fraction.
+        fraction: f64,
+    },
+    /// Member `member` is started at `at` and is slower by `factor` for its first `length`
+    /// (`--work-slow-factor`, `--work-slow-for-ms`); it is stopped at the run's end.
+    Join {
+        /// Its index.
+        member: usize,
+        /// When, from the run's start.
+        at: Duration,
+        /// The service-time multiplier.
+        factor: f64,
+        /// How long it lasts.
+        length: Duration,
+    },
+}
+
+impl TwinFault {
+    /// The member the fault hits.
+    pub fn member(&self) -> usize {
+        match *self {
+            Self::Slow { member, .. }
+            | Self::Pause { member, .. }
+            | Self::Fail { member, .. }
+            | Self::Join { member, .. } => member,
+        }
+    }
+}
+
+/// One twin configuration (`rpclb demo --scenario` flags).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// The lab scenario as the twin runs it (timeline, service, capacity, callers and load
+    /// set from the flags); run it in the lab for the comparison.
+    pub scenario: Scenario,
+    /// The fault as played on the processes.
+    pub fault: TwinFault,
+    /// Members at the start.
+    pub members: usize,
+    /// Unmeasured time before the window.
+    pub warmup: Duration,
+    /// The measured window.
+    pub measure: Duration,
+    /// The open-loop rate of all callers together, calls/s.
+    pub rate_per_s: f64,
+}
+
+/// The twin's knobs (see `rpclb demo --help`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Knobs {
+    /// Warm-up, s (≥ 0).
+    pub warmup_s: f64,
+    /// Measured window, s (> 0).
+    pub measure_s: f64,
+    /// The members' median service time, ms.
+    pub service_ms: f64,
+    /// Calls a member serves at once.
+    pub capacity: u32,
+    /// Caller processes.
+    pub callers: usize,
+    /// The open-loop load, a fraction of the uniform cluster's capacity.
+    pub load: f64,
+}
+
+impl Plan {
+    /// The plan of the built-in lab scenario `name` (one of [`TWIN_SCENARIOS`]) with `knobs`.
+    ///
+    /// Errors: a scenario without a twin, or knobs the lab refuses (naming the field).
+    pub fn new(name: &str, knobs: Knobs) -> Result<Plan, String> {
+        if !TWIN_SCENARIOS.contains(&name) {
+            return Err(format!(
+                "scenario {name:?} has no real-process twin: {}",
+                TWIN_SCENARIOS.join(", ")
+            ));
+        }
+        if !(knobs.measure_s > 0.0 && knobs.measure_s <= 3_600.0) {
+            return Err(format!(
+                "--duration-s {} is not in (0, 3600]",
+                knobs.measure_s
+            ));
+        }
+        if !(knobs.warmup_s >= 0.0 && knobs.warmup_s <= 600.0) {
+            return Err(format!("--warmup-s {} is not in [0, 600]", knobs.warmup_s));
+        }
+        let mut scenario = Scenario::load(name).map_err(|e| e.to_string())?;
+        let scale = knobs.measure_s / LAB_WINDOW_S;
+        let fault_at_s = knobs.warmup_s + knobs.measure_s / 6.0;
+        let run_s = knobs.warmup_s + knobs.measure_s;
+        let mut fault = None;
+        for event in &mut scenario.event {
+            event.at_s = fault_at_s;
+            let at = Duration::from_secs_f64(fault_at_s);
+            match event.action {
+                Action::Pause => {
+                    let length = event.for_s.unwrap_or(5.0).min(run_s - fault_at_s);
+                    event.for_s = Some(length);
+                    fault = Some(TwinFault::Pause {
+                        member: event.member,
+                        at,
+                        length: Duration::from_secs_f64(length),
+                    });
+                }
+                Action::Fail => {
+                    fault = Some(TwinFault::Fail {
+                        member: event.member,
+                        at,
+                        fraction: event.fraction.unwrap_or(0.5),
+                    });
+                }
+                Action::Join => {
+                    let length = (event.for_s.unwrap_or(30.0) * scale).min(run_s - fault_at_s);
+                    event.for_s = Some(length);
+                    fault = Some(TwinFault::Join {
+                        member: event.member,
+                        at,
+                        factor: event.factor.unwrap_or(1.0),
+                        length: Duration::from_secs_f64(length),
+                    });
+                }
+                Action::Slow | Action::Leave => {
+                    return Err(format!(
+                        "scenario {name}: event {:?} has no twin",
+                        event.action
+                    ))
+                }
+            }
+        }
+        if fault.is_none() {
+            fault = scenario.member.iter().find_map(|m| {
+                m.slow_factor.map(|factor| TwinFault::Slow {
+                    member: m.index,
+                    factor,
+                })
+            });
+        }
+        let fault = fault.ok_or_else(|| format!("scenario {name} has no fault to play"))?;
+        scenario.warmup_s = knobs.warmup_s;
+        scenario.measure_s = knobs.measure_s;
+        scenario.service = Service::Lognormal {
+            median_ms: knobs.service_ms,
+            sigma: match scenario.service {
+                Service::Lognormal { sigma, .. } => sigma,
+                Service::Exponential { .. } => 1.0,
+            },
+        };
+        scenario.capacity = knobs.capacity;
+        scenario.callers = knobs.callers;
+        scenario.load.open_loop = vec![knobs.load];
+        scenario.load.closed_loop_tasks = None;
+        scenario.validate().map_err(|e| e.to_string())?;
+        let members = scenario.members - usize::from(matches!(fault, TwinFault::Join { .. }));
+        let rate_per_s = knobs.load * scenario.uniform_capacity_per_s();
+        Ok(Plan {
+            scenario,
+            fault,
+            members,
+            warmup: Duration::from_secs_f64(knobs.warmup_s),
+            measure: Duration::from_secs_f64(knobs.measure_s),
+            rate_per_s,
+        })
+    }
+
+    /// The lab load the twin runs (its one open-loop fraction).
+    pub fn load_point(&self) -> LoadPoint {
+        self.scenario.loads()[0]
+    }
+
+    /// Every member's index, those joining later included.
+    pub fn all_members(&self) -> usize {
+        self.scenario.members
+    }
+
+    /// The service-time σ.
+    pub fn sigma(&self) -> f64 {
+        match self.scenario.service {
+            Service::Lognormal { sigma, .. } => sigma,
+            Service::Exponential { .. } => 1.0,
+        }
+    }
+
+    /// The median service time, ms.
+    pub fn median_ms(&self) -> f64 {
+        match self.scenario.service {
+            Service::Lognormal { median_ms, .. } => median_ms,
+            Service::Exponential { mean_ms } => mean_ms,
+        }
+    }
+
+    /// The fault's span as the lab measures the shed time: (start, end) from the run's start.
+    pub fn fault_span(&self) -> (Duration, Duration) {
+        let end = self.warmup + self.measure;
+        match self.fault {
+            TwinFault::Slow { .. } => (Duration::ZERO, end),
+            TwinFault::Fail { at, .. } => (at, end),
+            TwinFault::Pause { at, length, .. } | TwinFault::Join { at, length, .. } => {
+                (at, (at + length).min(end))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn knobs() -> Knobs {
+        Knobs {
+            warmup_s: 2.0,
+            measure_s: 12.0,
+            service_ms: 10.0,
+            capacity: 8,
+            callers: 2,
+            load: 0.5,
+        }
+    }
+
+    #[test]
+    fn each_twin_plays_its_lab_fault_on_the_compressed_timeline() {
+        let slow = Plan::new("slow-member", knobs()).unwrap();
+        assert_eq!(
+            slow.fault,
+            TwinFault::Slow {
+                member: 0,
+                factor: 10.0
+            }
+        );
+        assert_eq!(slow.members, 4);
+        // 4 members × 8 ÷ (10 ms · e^(0.125)) at 50 %.
+        assert!(
+            (slow.rate_per_s - 1412.0).abs() < 1.0,
+            "{}",
+            slow.rate_per_s
+        );
+        let at = Duration::from_secs(4);
+        let paused = Plan::new("paused-member", knobs()).unwrap();
+        assert_eq!(
+            paused.fault,
+            TwinFault::Pause {
+                member: 0,
+                at,
+                length: Duration::from_secs(5)
+            }
+        );
+        assert_eq!(paused.scenario.event[0].at_s, 4.0);
+        let failing = Plan::new("failing-member", knobs()).unwrap();
+        assert_eq!(
+            failing.fault,
+            TwinFault::Fail {
+                member: 0,
+                at,
+                fraction: 0.5
+            }
+        );
+        let new = Plan::new("new-member", knobs()).unwrap();
+        assert_eq!(
+            new.fault,
+            TwinFault::Join {
+                member: 4,
+                at,
+                factor: 5.0,
+                length: Duration::from_secs(6)
+            }
+        );
+        assert_eq!((new.members, new.all_members()), (4, 5));
+        assert_eq!(new.fault_span(), (at, Duration::from_secs(10)));
+        assert_eq!(new.scenario.loads().len(), 1);
+    }
+
+    #[test]
+    fn scenarios_without_a_twin_and_bad_knobs_are_refused() {
+        assert!(Plan::new("uniform", knobs())
+            .unwrap_err()
+            .contains("no real-process twin"));
+        let bad = Knobs {
+            measure_s: 0.0,
+            ..knobs()
+        };
+        assert!(Plan::new("slow-member", bad)
+            .unwrap_err()
+            .contains("--duration-s"));
+        let bad = Knobs {
+            capacity: 0,
+            ..knobs()
+        };
+        assert!(Plan::new("slow-member", bad).is_err());
+    }
+}
