@@ -69,6 +69,11 @@ pub fn run_report(
             mean: histogram.mean() / 1e3,
             max: histogram.max() as f64 / 1e3,
         },
+        latency_quantiles_ms: if calls == 0 {
+            Vec::new()
+        } else {
+            rpclb_lab::QUANTILES.iter().map(|&q| [q, ms(q)]).collect()
+        },
         shares,
         share_over_time: plan
             .scenario

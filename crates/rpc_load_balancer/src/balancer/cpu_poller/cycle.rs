@@ -64,7 +64,8 @@ pub(super) async fn run(
         let (args, pending) = (&args, &pending);
         async move {
             let request = ControlRequest::CpuReading;
-            let mut reply = crate::call::control(&args.node.transport, node, &request, REMOTE_TIMEOUT).await;
+            let mut reply =
+                crate::call::control(&args.node.transport, node, &request, REMOTE_TIMEOUT).await;
             // A node that has no reading yet (it just started), or whose endpoint is not known
             // here yet (it just joined), is asked again soon, a few times within the poll
             // interval, not only at the next tick.
@@ -75,7 +76,8 @@ pub(super) async fn run(
                 && Instant::now() + NO_READING_RETRY < patience
             {
                 tokio::time::sleep(NO_READING_RETRY).await;
-                reply = crate::call::control(&args.node.transport, node, &request, REMOTE_TIMEOUT).await;
+                reply = crate::call::control(&args.node.transport, node, &request, REMOTE_TIMEOUT)
+                    .await;
                 asked += 1;
             }
             let failed = record(args, node, reply);
