@@ -1,9 +1,40 @@
-//! A run's measurements turned into its [`RunReport`].
+//! A run's measurements: picks and calls in flight counted as the run goes, and turned into
+//! its [`RunReport`] at the end.
 
-use super::{RunSpec, Sim, BUCKET_NS, NS_PER_MS, NS_PER_S};
+use super::{RunSpec, Sim, BUCKET_NS, NS_PER_MS, NS_PER_S, SHED_WINDOW_NS};
 use crate::report::{Latency, Little, RunReport, ShareOverTime, QUANTILES};
 
 impl Sim<'_> {
+    pub(super) fn account_in_flight(&mut self) {
+        let clamp = |t: u64| t.clamp(self.window_start, self.window_end);
+        let span = clamp(self.now) - clamp(self.in_flight_last);
+        self.in_flight_area += u128::from(self.in_flight) * u128::from(span);
+        self.run_area += u128::from(self.in_flight) * u128::from(self.now - self.in_flight_last);
+        self.in_flight_last = self.now;
+    }
+
+    pub(super) fn count_pick(&mut self, member: u32) {
+        let m = member as usize;
+        if self.now >= self.window_start && self.now < self.window_end {
+            self.picks[m] += 1;
+            if let Some(buckets) = &mut self.buckets {
+                let b = ((self.now - self.window_start) / BUCKET_NS) as usize;
+                if let Some(bucket) = buckets.get_mut(b) {
+                    bucket[m] += 1;
+                }
+            }
+        }
+        if let Some(fault) = &mut self.fault {
+            if self.now >= fault.start && self.now < fault.end {
+                let w = ((self.now - fault.start) / SHED_WINDOW_NS) as usize;
+                if let Some(window) = fault.windows.get_mut(w) {
+                    window.0 += 1;
+                    window.1 += u64::from(member == fault.member);
+                }
+            }
+        }
+    }
+
     pub(super) fn report(&self, spec: &RunSpec<'_>) -> RunReport {
         let s = self.scenario;
         let window_s = (self.window_end - self.window_start) as f64 / NS_PER_S;

@@ -1,0 +1,82 @@
+//! Reading a scenario: from TOML text, a built-in name or a file, checked.
+
+use super::{Scenario, ScenarioError, BUILT_IN};
+
+impl Scenario {
+    /// Reads a scenario from TOML `text`; `origin` names it in errors.
+    ///
+    /// Errors: [`ScenarioError::Parse`] for bad TOML, an unknown field or a wrong type;
+    /// [`ScenarioError::Invalid`] naming the field for a value out of range.
+    pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
+        let scenario: Scenario = toml::from_str(text).map_err(|e| ScenarioError::Parse {
+            origin: origin.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        scenario.validate()?;
+        Ok(scenario)
+    }
+
+    /// The built-in scenario `name`, or else the file at path `name`.
+    ///
+    /// Errors: [`ScenarioError::Unknown`] when it is neither; else as [`Scenario::parse`]
+    /// and [`ScenarioError::Read`].
+    pub fn load(name: &str) -> Result<Scenario, ScenarioError> {
+        if let Some((_, text)) = BUILT_IN.iter().find(|(n, _)| *n == name) {
+            return Scenario::parse(text, name);
+        }
+        let path = std::path::Path::new(name);
+        if !path.exists() {
+            return Err(ScenarioError::Unknown {
+                name: name.to_string(),
+                known: BUILT_IN
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+            path: name.to_string(),
+            source,
+        })?;
+        Scenario::parse(&text, name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_field_is_named() {
+        let error = Scenario::parse("name = \"x\"\ncapacity = 0\n", "t").unwrap_err();
+        assert!(
+            matches!(&error, ScenarioError::Invalid { field, .. } if field == "capacity"),
+            "{error}"
+        );
+        let error = Scenario::parse("name = \"x\"\ncapasity = 3\n", "t").unwrap_err();
+        assert!(error.to_string().contains("capasity"), "{error}");
+        let text = "name = \"x\"\n[[event]]\nat_s = 1\nmember = 9\naction = \"pause\"\n";
+        let error = Scenario::parse(text, "t").unwrap_err();
+        assert!(
+            matches!(&error, ScenarioError::Invalid { field, .. } if field == "event[0].member"),
+            "{error}"
+        );
+        let text = "name = \"x\"\n[[event]]\nat_s = 1\nmember = 0\naction = \"slow\"\n";
+        let error = Scenario::parse(text, "t").unwrap_err();
+        assert!(
+            matches!(&error, ScenarioError::Invalid { field, .. } if field == "event[0].factor"),
+            "{error}"
+        );
+        let error =
+            Scenario::parse("name = \"x\"\nmembers = 100000\ncallers = 100\n", "t").unwrap_err();
+        assert!(
+            matches!(&error, ScenarioError::Invalid { field, .. } if field == "callers"),
+            "{error}"
+        );
+        assert!(matches!(
+            Scenario::load("no-such-scenario"),
+            Err(ScenarioError::Unknown { .. })
+        ));
+    }
+}

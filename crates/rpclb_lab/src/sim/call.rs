@@ -1,0 +1,209 @@
+//! A call's life: picked by its caller, queued and served by its member, replied to, or
+//! timed out; its outcome is fed back to the caller's selector.
+
+use std::time::Duration;
+
+use rpc_load_balancer::routing::OutcomeKind;
+use rpc_load_balancer::ErrorCode;
+
+use super::{member_index, Call, Ev, Sim, NO_MEMBER_BACKOFF_NS, NO_TASK, NS_PER_MS};
+use crate::scenario::Service;
+
+impl Sim<'_> {
+    pub(super) fn issue(&mut self, caller: u32, task: u32) {
+        self.simulated_calls += 1;
+        let key = self
+            .zipf
+            .as_ref()
+            .map(|z| z.draw(&mut self.keys).to_le_bytes());
+        let in_window = self.now >= self.window_start;
+        let chosen = if self.local {
+            // The caller's own member: the `caller`-th present one.
+            let present = &self.present;
+            present
+                .get(caller as usize % present.len().max(1))
+                .map(|&m| (m, None))
+        } else {
+            self.sync_clock(caller);
+            let kit = self.callers[caller as usize]
+                .kit
+                .as_ref()
+                .expect("a selector");
+            kit.pick(key.as_ref().map(|k| k.as_slice()))
+                .ok()
+                .map(|picked| (member_index(picked.node()), Some(picked)))
+        };
+        let Some((member, picked)) = chosen else {
+            // No member to pick: an error at once.
+            if in_window {
+                self.calls_in_window += 1;
+                self.errors += 1;
+                let _ = self.histogram.record(1_000);
+            }
+            if task != NO_TASK {
+                self.queue
+                    .push(self.now + NO_MEMBER_BACKOFF_NS, Ev::Issue { caller, task });
+            }
+            return;
+        };
+        self.count_pick(member);
+        self.account_in_flight();
+        self.in_flight += 1;
+        if in_window {
+            self.calls_in_window += 1;
+            self.open_in_window += 1;
+        }
+        self.next_seq += 1;
+        let call = Call {
+            caller,
+            member,
+            task,
+            issued: self.now,
+            seq: self.next_seq,
+            picked,
+            caller_done: false,
+            in_window,
+            failed: false,
+            generation: 0,
+            end: 0,
+            remaining: 0,
+        };
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.calls[id as usize] = call;
+                id
+            }
+            None => {
+                if self.calls.len() >= self.limit {
+                    self.overflow = true;
+                }
+                self.calls.push(call);
+                (self.calls.len() - 1) as u32
+            }
+        };
+        self.timeouts
+            .push_back((self.now + self.timeout_ns, id, self.next_seq));
+        self.queue.push(self.now + self.delay_ns, Ev::AtMember(id));
+    }
+
+    pub(super) fn at_member(&mut self, call: u32) {
+        let m = self.calls[call as usize].member as usize;
+        let member = &self.members[m];
+        if member.paused_since.is_some() || member.in_service.len() >= member.capacity {
+            self.members[m].queue.push_back(call);
+        } else {
+            self.start(call);
+        }
+    }
+
+    pub(super) fn account_busy(&mut self, m: usize) {
+        let member = &mut self.members[m];
+        if member.paused_since.is_none() {
+            let span = self.now - member.busy_last;
+            member.busy_area += member.in_service.len() as u128 * u128::from(span);
+        }
+        member.busy_last = self.now;
+    }
+
+    /// Starts serving `call` on its member (which has room), or fails it at once.
+    fn start(&mut self, call: u32) {
+        let m = self.calls[call as usize].member as usize;
+        if self.faults.chance(self.members[m].fail) {
+            self.calls[call as usize].failed = true;
+            self.queue.push(self.now + self.delay_ns, Ev::Reply(call));
+            return;
+        }
+        let s = self.scenario;
+        let mut ms = match s.service {
+            Service::Lognormal { median_ms, sigma } => self.service.lognormal(median_ms, sigma),
+            Service::Exponential { mean_ms } => self.service.exponential(mean_ms),
+        };
+        if let Some(stragglers) = s.stragglers {
+            if self.service.chance(stragglers.fraction) {
+                ms *= stragglers.factor;
+            }
+        }
+        let member = &self.members[m];
+        ms *= member.base_factor * member.slow * member.warm;
+        let service_ns = (libm::round(ms * NS_PER_MS) as u64).max(1);
+        self.account_busy(m);
+        self.members[m].in_service.push(call);
+        let c = &mut self.calls[call as usize];
+        c.end = self.now + service_ns;
+        let generation = c.generation;
+        self.queue.push(c.end, Ev::ServiceDone { call, generation });
+    }
+
+    pub(super) fn service_done(&mut self, call: u32) {
+        let m = self.calls[call as usize].member as usize;
+        self.account_busy(m);
+        let member = &mut self.members[m];
+        if let Some(i) = member.in_service.iter().position(|&c| c == call) {
+            member.in_service.swap_remove(i);
+        }
+        self.queue.push(self.now + self.delay_ns, Ev::Reply(call));
+        self.start_queued(m);
+    }
+
+    /// Starts queued calls while the member has room and is not paused.
+    pub(super) fn start_queued(&mut self, m: usize) {
+        loop {
+            let member = &mut self.members[m];
+            if member.paused_since.is_some() || member.in_service.len() >= member.capacity {
+                return;
+            }
+            let Some(next) = member.queue.pop_front() else {
+                return;
+            };
+            self.start(next);
+        }
+    }
+
+    pub(super) fn reply(&mut self, call: u32) {
+        let c = &self.calls[call as usize];
+        if !c.caller_done {
+            let kind = if c.failed {
+                OutcomeKind::Error(ErrorCode::ServiceUnavailable)
+            } else {
+                OutcomeKind::Ok
+            };
+            self.end_call(call, kind);
+        }
+        self.free.push(call);
+    }
+
+    /// The call ends for its caller.
+    pub(super) fn end_call(&mut self, call: u32, kind: OutcomeKind) {
+        let now = self.now;
+        let c = &mut self.calls[call as usize];
+        c.caller_done = true;
+        let (caller, task, in_window) = (c.caller, c.task, c.in_window);
+        let latency = now - c.issued;
+        let picked = c.picked.take();
+        self.account_in_flight();
+        self.in_flight -= 1;
+        self.run_latency_ns += u128::from(latency);
+        if in_window {
+            self.open_in_window -= 1;
+            self.latency_sum_ns += u128::from(latency);
+            let _ = self.histogram.record(latency.max(1_000));
+            match kind {
+                OutcomeKind::Ok => self.ok += 1,
+                OutcomeKind::Timeout => {
+                    self.errors += 1;
+                    self.timeouts_seen += 1;
+                }
+                _ => self.errors += 1,
+            }
+        }
+        if let Some(picked) = picked {
+            self.sync_clock(caller);
+            if let Some(kit) = &self.callers[caller as usize].kit {
+                kit.complete(picked, Duration::from_nanos(latency), kind);
+            }
+        }
+        if task != NO_TASK && self.running() {
+            self.issue(caller, task);
+        }
+    }
+}
