@@ -12,7 +12,7 @@ use tokio::process::Command;
 use crate::BIN;
 
 /// Runs `rpclb ARGS` to completion (≤ `bound`); its exit code and stdout.
-async fn rpclb(args: &[&str], bound: Duration) -> (i32, String) {
+pub(crate) async fn rpclb(args: &[&str], bound: Duration) -> (i32, String) {
     let child = Command::new(BIN)
         .args(args)
         .stdin(Stdio::null())

@@ -3,15 +3,14 @@
 //! slow-member twin sends the slow member a smaller share under LeastConnections than under
 //! RoundRobin, and its `--json` has every field of the lab's summaries and runs.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use rpc_load_balancer::cpu::CpuReading;
 use rpc_load_balancer::{ControlReply, ControlRequest, FunctionError, Node, RemoteFunction};
 use rpclb::harness::Cluster;
 use serde_json::Value;
-use tokio::process::Command;
 
+use crate::commands::rpclb;
 use crate::{BIN, MESH_TIMEOUT};
 
 /// The node's `work`, as a caller sees it.
@@ -85,26 +84,6 @@ async fn a_work_node_reads_its_utilization_as_cpu() {
     reading_until(&me, &name, |cpu| cpu == 0.0).await.unwrap();
     me.shutdown().await;
     cluster.shutdown().await;
-}
-
-/// Runs `rpclb ARGS` to completion (≤ `bound`); its exit code and stdout.
-async fn rpclb(args: &[&str], bound: Duration) -> (i32, String) {
-    let child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let output = tokio::time::timeout(bound, child.wait_with_output())
-        .await
-        .expect("rpclb finished in time")
-        .unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
