@@ -1,0 +1,146 @@
+//! `rpclb demo`: a cluster of `rpclb node` children and a table per algorithm, or the
+//! real-process twin of a lab scenario.
+
+use clap::builder::PossibleValuesParser;
+use clap::Args;
+use rpc_load_balancer::algorithm::BUILT_IN;
+use rpc_load_balancer::cpu::CpuSampler;
+
+use super::LoadShape;
+
+/// Names `--algorithm` accepts where `all` is allowed too.
+fn algorithms_or_all() -> Vec<&'static str> {
+    BUILT_IN.iter().copied().chain(["all"]).collect()
+}
+
+/// `rpclb demo`.
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// Number of `rpclb node` children.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=32))]
+    pub nodes: u32,
+    /// Calls per algorithm (≥ 1).
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub calls: u64,
+    /// An algorithm's name, or `all`.
+    #[arg(long, default_value = "all", value_parser = PossibleValuesParser::new(algorithms_or_all()))]
+    pub algorithm: String,
+    /// Record the library's metrics and print them (Prometheus text) at the end; with
+    /// --json they are the `metrics` field.
+    #[arg(long)]
+    pub metrics: bool,
+    /// Node N (1 = the first node, n0) runs `--burn-threads <cores>` to load its CPU. LeastCpu
+    /// (`--algorithm least_cpu`, or `all`) then sends it few calls; other algorithms ignore
+    /// CPU load and keep sending it its share. With --json the burning node is the `burning`
+    /// field.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=32))]
+    pub burn: Option<u32>,
+    /// How the burning node samples its CPU instead of `process` (`rpclb node
+    /// --cpu-sampler`), e.g. `const:100` to pin its reading: a test flag that makes
+    /// LeastCpu's choice independent of how busy the machine is. Needs --burn.
+    #[arg(long, value_name = "SPEC", requires = "burn")]
+    pub burn_sampler: Option<CpuSampler>,
+    /// Run the real-process twin of a lab scenario instead: `slow-member`, `paused-member`,
+    /// `failing-member` or `new-member`. Its members are `rpclb node`s serving the
+    /// capacity-limited `work` function (--service-ms, --capacity; their utilization is their
+    /// CPU reading), --callers caller processes call it open loop at --load of the cluster's
+    /// capacity, the scenario's fault is played on the processes, and the lab's table is
+    /// printed (`rpclb lab`'s columns). --nodes, --calls, --concurrency, --timeout-ms, --burn
+    /// and --metrics do not apply (the call timeout is the lab's, 1 s).
+    #[arg(long, value_name = "NAME", value_parser = PossibleValuesParser::new(crate::twin::plan::TWIN_SCENARIOS))]
+    pub scenario: Option<String>,
+    /// --scenario: the algorithms to run, comma-separated (default: --algorithm's).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = PossibleValuesParser::new(BUILT_IN), requires = "scenario")]
+    pub algorithms: Vec<String>,
+    /// --scenario: measured seconds per algorithm (after --warmup-s); the fault's timeline
+    /// is the lab's scaled to it.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 10.0,
+        requires = "scenario"
+    )]
+    pub duration_s: f64,
+    /// --scenario: unmeasured seconds per algorithm before the measured ones.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 2.0,
+        requires = "scenario"
+    )]
+    pub warmup_s: f64,
+    /// --scenario: the members' median service time, ms (lognormal, σ 0.5; sleep-based, so
+    /// ≥ 5 keeps tokio's 1 ms timer resolution small against it).
+    #[arg(long, value_name = "MS", default_value_t = 10.0, requires = "scenario")]
+    pub service_ms: f64,
+    /// --scenario: calls a member serves at once (more wait).
+    #[arg(long, value_name = "N", default_value_t = 8, requires = "scenario")]
+    pub capacity: u32,
+    /// --scenario: caller processes (each with its own balancer, as the lab's callers).
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=16), requires = "scenario")]
+    pub callers: u32,
+    /// --scenario: the open-loop load, a fraction of the uniform cluster's capacity
+    /// (members × capacity ÷ mean service time), split evenly over the callers.
+    #[arg(
+        long,
+        value_name = "FRACTION",
+        default_value_t = 0.5,
+        requires = "scenario"
+    )]
+    pub load: f64,
+    /// --scenario: run everything --runs times and the lab on the same plan (seeds 1–10),
+    /// and print for each algorithm p99 ÷ Random's p99 on both sides (`agreement` in
+    /// --json). Needs random among the algorithms.
+    #[arg(long, requires = "scenario")]
+    pub compare: bool,
+    /// --compare: how many real runs (the twin's figures are their medians).
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20), requires = "compare")]
+    pub runs: u32,
+    #[command(flatten)]
+    pub shape: LoadShape,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use crate::cli::{Cli, Command};
+
+    #[test]
+    fn demo_scenario_flags_parse_and_need_a_scenario() {
+        let demo = |extra: &[&str]| match Cli::try_parse_from(["rpclb", "demo"].iter().chain(extra))
+            .map(|cli| cli.command)
+        {
+            Ok(Command::Demo(args)) => Ok(args),
+            Ok(other) => panic!("{other:?}"),
+            Err(error) => Err(error),
+        };
+        let args = demo(&[]).unwrap();
+        assert_eq!(args.scenario, None);
+        assert_eq!(
+            (args.duration_s, args.warmup_s, args.service_ms),
+            (10.0, 2.0, 10.0)
+        );
+        assert_eq!(
+            (args.capacity, args.callers, args.load, args.runs),
+            (8, 2, 0.5, 3)
+        );
+        let args = demo(&[
+            "--scenario",
+            "paused-member",
+            "--algorithms",
+            "random,least_connections",
+            "--compare",
+            "--runs",
+            "1",
+        ])
+        .unwrap();
+        assert_eq!(args.scenario.as_deref(), Some("paused-member"));
+        assert_eq!(args.algorithms, ["random", "least_connections"]);
+        assert!(args.compare);
+        assert!(demo(&["--scenario", "uniform"]).is_err(), "no twin");
+        assert!(demo(&["--duration-s", "3"]).is_err(), "needs --scenario");
+        assert!(demo(&["--scenario", "slow-member", "--algorithms", "nope"]).is_err());
+        assert!(demo(&["--scenario", "slow-member", "--callers", "0"]).is_err());
+    }
+}

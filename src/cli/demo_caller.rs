@@ -1,0 +1,56 @@
+//! `rpclb demo-caller` (hidden): one caller process of `rpclb demo --scenario`.
+
+use clap::builder::PossibleValuesParser;
+use clap::Args;
+use rpc_load_balancer::algorithm::BUILT_IN;
+
+use super::ClusterArgs;
+
+/// `rpclb demo-caller` (hidden): one caller process of `rpclb demo --scenario`.
+#[derive(Debug, Clone, Args)]
+pub struct DemoCallerArgs {
+    /// Address (host:port) of any node of the cluster.
+    #[arg(long)]
+    pub peer: String,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// This caller's node name.
+    #[arg(long)]
+    pub name: String,
+    /// The algorithm of its balancer.
+    #[arg(long, value_parser = PossibleValuesParser::new(BUILT_IN))]
+    pub algorithm: String,
+    /// Members to wait for (≤ 15 s) before the start.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    pub members: u32,
+    /// Calls per second (Poisson arrivals; > 0).
+    #[arg(long, value_parser = positive_rate)]
+    pub rate: f64,
+    /// The run's start, ms since the Unix epoch (every caller and the demo agree on it).
+    #[arg(long)]
+    pub start_at_unix_ms: u64,
+    /// Unmeasured ms from the start.
+    #[arg(long)]
+    pub warmup_ms: u64,
+    /// Measured ms after the warm-up.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub measure_ms: u64,
+    /// Timeout of each call, ms.
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout_ms: u64,
+    /// Seed of the arrivals.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// Parses a rate in calls/s: finite, above 0, at most 1,000,000.
+fn positive_rate(text: &str) -> Result<f64, String> {
+    let rate: f64 = text
+        .parse()
+        .map_err(|e| format!("{text:?} is not a number: {e}"))?;
+    if rate.is_finite() && rate > 0.0 && rate <= 1_000_000.0 {
+        Ok(rate)
+    } else {
+        Err(format!("{rate} is not in (0, 1000000]"))
+    }
+}

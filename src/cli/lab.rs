@@ -1,0 +1,64 @@
+//! `rpclb lab`: the balancing lab's scenarios in a deterministic simulation.
+
+use std::path::PathBuf;
+
+use clap::builder::PossibleValuesParser;
+use clap::Args;
+use rpc_load_balancer::algorithm::BUILT_IN;
+
+/// Parses `--seeds`: `A..B` (inclusive, A ≤ B) or one seed `N`.
+fn seed_range(text: &str) -> Result<(u64, u64), String> {
+    let parse = |s: &str| {
+        s.trim()
+            .parse::<u64>()
+            .map_err(|e| format!("{s:?} is not a seed: {e}"))
+    };
+    let (first, last) = match text.split_once("..") {
+        Some((a, b)) => (parse(a)?, parse(b.trim_start_matches('='))?),
+        None => {
+            let n = parse(text)?;
+            (n, n)
+        }
+    };
+    if first > last {
+        return Err(format!("{first} is above {last}"));
+    }
+    if last - first >= 10_000 {
+        return Err("at most 10,000 seeds".into());
+    }
+    Ok((first, last))
+}
+
+/// `rpclb lab`.
+#[derive(Debug, Clone, Args)]
+pub struct LabArgs {
+    /// A built-in scenario's name (`uniform`, `slow-member`, ...; see docs/explanation/lab.md)
+    /// or a scenario file (TOML); repeatable. Default: every built-in scenario.
+    #[arg(long, value_name = "NAME|FILE")]
+    pub scenario: Vec<String>,
+    /// An algorithm's name; repeatable. Default: every built-in algorithm.
+    #[arg(long, value_parser = PossibleValuesParser::new(BUILT_IN))]
+    pub algorithm: Vec<String>,
+    /// The seeds, `A..B` inclusive, or one seed.
+    #[arg(long, default_value = "1..10", value_parser = seed_range)]
+    pub seeds: (u64, u64),
+    /// Simulated seconds measured, instead of each scenario's own (e.g. a short smoke).
+    #[arg(long, value_name = "SECONDS")]
+    pub measure_s: Option<f64>,
+    /// Simulated seconds of warm-up, instead of each scenario's own.
+    #[arg(long, value_name = "SECONDS")]
+    pub warmup_s: Option<f64>,
+    /// Runs at once, on this many threads (each run is single-threaded and deterministic:
+    /// the report does not depend on it).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub jobs: u16,
+    /// Print one JSON document instead of the tables: `{"scenarios":[{"scenario":{..},
+    /// "summaries":[..],"runs":[..]}]}`.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write a picture per scenario and load into this directory (created if missing):
+    /// `SCENARIO-LOAD.svg` with each algorithm's latency distribution and, for a scenario
+    /// whose faulty member changes over time, its share over time (the first seed's runs).
+    #[arg(long, value_name = "DIR")]
+    pub svg: Option<PathBuf>,
+}

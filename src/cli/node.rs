@@ -1,0 +1,300 @@
+//! `rpclb node`: a cluster node serving the demo functions.
+
+use clap::builder::PossibleValuesParser;
+use clap::Args;
+use rpc_load_balancer::algorithm::BUILT_IN;
+use rpc_load_balancer::cpu::CpuSampler;
+use rpc_load_balancer::NodeFilter;
+
+use super::{ClusterArgs, LeastCpuArgs, WorkArgs};
+
+/// Parses a `--node-match-regex` value (the regex must compile).
+fn node_filter_regex(pattern: &str) -> Result<NodeFilter, String> {
+    NodeFilter::regex(pattern).map_err(|e| e.to_string())
+}
+
+/// `rpclb node`.
+#[derive(Debug, Clone, Args)]
+pub struct NodeArgs {
+    /// Node name without host (the full name is NAME@ADVERTISE_HOST).
+    #[arg(long)]
+    pub name: String,
+    /// Address to listen on, ip:port (port 0 = any free port, reported in the ready line).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: String,
+    /// Host other nodes dial to reach this one (default: the listen IP).
+    #[arg(long)]
+    pub advertise: Option<String>,
+    /// A peer to dial (host:port); repeat for several. Re-dialled with backoff while down.
+    #[arg(long = "peer")]
+    pub peers: Vec<String>,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Added to every demo function call, in ms (test flag).
+    #[arg(long, default_value_t = 0)]
+    pub delay_ms: u64,
+    /// Cap on one encoded call or reply, in bytes.
+    #[arg(long, default_value_t = rpc_load_balancer::DEFAULT_MAX_PAYLOAD_BYTES)]
+    pub max_payload_bytes: usize,
+    /// Start a balancer of this name on the node (repeat for several), after registering the
+    /// demo functions.
+    #[arg(long = "balancer")]
+    pub balancers: Vec<String>,
+    /// The algorithm of the balancers started with --balancer.
+    #[arg(long, default_value = "random", value_parser = PossibleValuesParser::new(BUILT_IN))]
+    pub algorithm: String,
+    /// node_match_list of the balancers started with --balancer: this node is their member only
+    /// if its full name (NAME@HOST) contains SUBSTRING (repeat for several; with
+    /// --node-match-regex, any one matching is enough). Without either flag the node is a
+    /// member. Subject to --exclude-pattern.
+    #[arg(long = "node-match", value_name = "SUBSTRING")]
+    pub node_match: Vec<String>,
+    /// Like --node-match with a regex found anywhere in the full name, e.g. `^feed@` for the
+    /// node named exactly `feed` (repeat for several).
+    #[arg(long = "node-match-regex", value_name = "REGEX", value_parser = node_filter_regex)]
+    pub node_match_regex: Vec<NodeFilter>,
+    /// A name part that keeps this node out of balancers whose node_match_list does not name
+    /// it (repeat for several): with `_qa`, node `feed_qa` is not a member of balancers matched
+    /// on `feed`, but is of those matched on `feed_qa`. Balancers without a node_match_list
+    /// take every node.
+    #[arg(long = "exclude-pattern", value_name = "PATTERN")]
+    pub exclude_patterns: Vec<String>,
+    /// Refuse remote admin requests (start/stop balancers, kill a LoadBalancer, crash a
+    /// Poller); by default this node accepts them from any node holding the cookie.
+    #[arg(long)]
+    pub no_remote_admin: bool,
+    /// How often this node pings each connected peer, in ms: from 50 to a third of
+    /// --heartbeat-timeout-ms (refused at start otherwise).
+    #[arg(
+        long,
+        value_name = "MS",
+        allow_negative_numbers = true,
+        default_value_t = 1_000
+    )]
+    pub heartbeat_interval_ms: u64,
+    /// A peer that leaves a ping unanswered this long (ms) has its session closed: its
+    /// members leave the balancers here and calls in flight to it fail. From 300 to 3600000
+    /// (1 hour; refused at start otherwise): shorter, ordinary delays would drop healthy peers.
+    #[arg(
+        long,
+        value_name = "MS",
+        allow_negative_numbers = true,
+        default_value_t = 3_000
+    )]
+    pub heartbeat_timeout_ms: u64,
+    /// Longest pause between two dials of a peer that is down, in ms (the backoff starts at
+    /// 100 ms and doubles, jittered ±20 %): from 100 to 3600000 (1 hour; refused at start
+    /// otherwise).
+    #[arg(
+        long,
+        value_name = "MS",
+        allow_negative_numbers = true,
+        default_value_t = 2_000
+    )]
+    pub dial_backoff_max_ms: u64,
+    /// How long to keep redialling a peer found through the mesh (not a --peer) after its
+    /// session was lost without it saying it was leaving (killed, cut off, hung), in ms; 0
+    /// turns this off. --peer addresses are redialled for as long as the node runs.
+    #[arg(
+        long,
+        value_name = "MS",
+        allow_negative_numbers = true,
+        default_value_t = 60_000
+    )]
+    pub reconnect_give_up_ms: u64,
+    /// Test hook: speak this wire version instead of the library's (compatibility tests).
+    #[arg(long, value_name = "N", hide = true)]
+    pub wire_version: Option<u16>,
+    /// Test flag: append a field no release knows to every call header, reply status and
+    /// control request this node sends, as a node of a newer release would (compatibility
+    /// tests).
+    #[arg(long)]
+    pub wire_extra_field: bool,
+    /// Test flag: start the `--balancer`s under a parent actor whose `post_stop` is empty
+    /// (as an app's supervisor that does not stop its balancers), which the test hook
+    /// `ControlRequest::EndBalancerParent` stops or kills, instead of standalone.
+    #[arg(long)]
+    pub balancer_parent: bool,
+    /// After leaving a balancer at stop or SIGTERM, how long this node still serves calls
+    /// selected before others saw it leave, in ms (later ones go to other members).
+    #[arg(
+        long,
+        value_name = "MS",
+        allow_negative_numbers = true,
+        default_value_t = 500
+    )]
+    pub leave_grace_ms: u64,
+    /// Longest wait at stop or SIGTERM for the calls this node routes and serves to finish,
+    /// in ms (grace included); then it stops anyway.
+    #[arg(
+        long,
+        value_name = "MS",
+        allow_negative_numbers = true,
+        default_value_t = 15_000
+    )]
+    pub drain_timeout_ms: u64,
+    /// How this node measures the CPU load it reports to LeastCpu balancers: `system` (the
+    /// whole machine), `process` (this process, over the cores it may use), `runtime` (busy
+    /// share of its tokio workers), or the test samplers `const:N` (always N %), `panic` (every
+    /// sample fails) and `const-then-panic:N:AFTER_MS` (N %, then failing from AFTER_MS after
+    /// start; test flags of the `test-hooks` feature, on by default); N is 0–100 (else the node
+    /// does not start).
+    #[arg(long, value_name = "SPEC", default_value = "system")]
+    pub cpu_sampler: CpuSampler,
+    /// How often the node samples its CPU, in ms (0 is refused at start).
+    #[arg(
+        long,
+        value_name = "MS",
+        allow_negative_numbers = true,
+        default_value_t = 1_000
+    )]
+    pub cpu_sample_interval_ms: u64,
+    /// `garbage` answers CPU-reading requests with bytes that don't decode (test flag: the
+    /// asking node gets a codec error, a LeastCpu Poller a `bad_reply`); `error` answers them
+    /// with an error (the asker gets a remote error, a Poller a `remote_error`). Needs the
+    /// `test-hooks` feature (on by default).
+    #[arg(long, value_name = "MODE", default_value = "normal", value_parser = PossibleValuesParser::new(["normal", "garbage", "error"]))]
+    pub cpu_reply: String,
+    /// Threads that spin (busy loop) for the node's whole life, to load its CPU (test and
+    /// demo flag; 0 = none).
+    #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1024))]
+    pub burn_threads: u32,
+    #[command(flatten)]
+    pub least_cpu: LeastCpuArgs,
+    /// Exit when stdin reaches end of file (a test harness holds the pipe; when the harness
+    /// dies the node exits too).
+    #[arg(long)]
+    pub exit_with_stdin: bool,
+    #[command(flatten)]
+    pub work: Box<WorkArgs>,
+}
+
+impl NodeArgs {
+    /// The node_match_list of the balancers started with --balancer (`--node-match` then
+    /// `--node-match-regex`); `None` when neither is given (every node is a member).
+    pub fn node_match_list(&self) -> Option<Vec<NodeFilter>> {
+        if self.node_match.is_empty() && self.node_match_regex.is_empty() {
+            return None;
+        }
+        let substrings = self.node_match.iter().map(NodeFilter::from);
+        Some(
+            substrings
+                .chain(self.node_match_regex.iter().cloned())
+                .collect(),
+        )
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    #[cfg(feature = "test-hooks")]
+    use std::time::Duration;
+
+    use rpc_load_balancer::algorithm::LeastCpuOptions;
+    use rpc_load_balancer::cpu::CpuSampler;
+    use rpc_load_balancer::NodeFilter;
+
+    use clap::Parser as _;
+
+    use crate::cli::{Cli, Command, NodeArgs};
+
+    /// `rpclb node --name a` with `extra` flags, parsed.
+    pub(in crate::cli) fn node_args(extra: &[&str]) -> Result<NodeArgs, clap::Error> {
+        let args = ["rpclb", "node", "--name", "a"].iter().chain(extra);
+        match Cli::try_parse_from(args)?.command {
+            Command::Node(args) => Ok(args),
+            other => panic!("not a node command: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn node_cpu_flags_have_their_defaults() {
+        let args = node_args(&[]).unwrap();
+        assert!(matches!(args.cpu_sampler, CpuSampler::System));
+        assert_eq!(args.cpu_sample_interval_ms, 1_000);
+        assert_eq!(args.cpu_reply, "normal");
+        assert_eq!(args.burn_threads, 0);
+        let defaults = LeastCpuOptions::default();
+        assert_eq!(args.least_cpu.least_cpu().options(), &defaults);
+    }
+
+    #[test]
+    #[cfg(feature = "test-hooks")]
+    fn node_cpu_flags_parse() {
+        let args = node_args(&[
+            "--cpu-sampler",
+            "const-then-panic:20:1500",
+            "--cpu-sample-interval-ms",
+            "200",
+            "--cpu-reply",
+            "garbage",
+            "--burn-threads",
+            "2",
+            "--poll-interval-ms",
+            "300",
+            "--poll-startup-jitter-ms",
+            "0",
+            "--cpu-cache-ttl-ms",
+            "900",
+            "--cpu-threshold",
+            "2.5",
+        ])
+        .unwrap();
+        assert_eq!(args.cpu_sampler.to_string(), "const-then-panic:20:1500");
+        assert_eq!(args.cpu_sample_interval_ms, 200);
+        assert_eq!(args.cpu_reply, "garbage");
+        assert_eq!(args.burn_threads, 2);
+        let options = *args.least_cpu.least_cpu().options();
+        assert_eq!(options.poll_interval, Duration::from_millis(300));
+        assert_eq!(options.poll_startup_jitter, Duration::ZERO);
+        assert_eq!(options.cpu_cache_ttl, Duration::from_millis(900));
+        assert_eq!(options.cpu_threshold, 2.5);
+        assert_eq!(
+            args.least_cpu.algorithm("least_cpu").unwrap().name(),
+            "least_cpu"
+        );
+        assert_eq!(args.least_cpu.algorithm("random").unwrap().name(), "random");
+    }
+
+    #[test]
+    fn node_match_flags() {
+        let args = node_args(&[]).unwrap();
+        assert_eq!(args.node_match_list(), None);
+        assert!(args.exclude_patterns.is_empty());
+        let args = node_args(&[
+            "--node-match",
+            "feed",
+            "--node-match-regex",
+            "^options_feed@",
+            "--node-match",
+            "web",
+            "--exclude-pattern",
+            "_qa",
+            "--exclude-pattern",
+            "_canary",
+        ])
+        .unwrap();
+        assert_eq!(
+            args.node_match_list().unwrap(),
+            vec![
+                NodeFilter::from("feed"),
+                NodeFilter::from("web"),
+                NodeFilter::regex("^options_feed@").unwrap(),
+            ]
+        );
+        assert_eq!(args.exclude_patterns, ["_qa", "_canary"]);
+        let only_regex = node_args(&["--node-match-regex", "x"]).unwrap();
+        assert_eq!(only_regex.node_match_list().unwrap().len(), 1);
+        let error = node_args(&["--node-match-regex", "(unclosed"]).unwrap_err();
+        assert!(error.to_string().contains("not a valid regex"), "{error}");
+    }
+
+    #[test]
+    fn a_bad_sampler_spec_is_refused_naming_the_part() {
+        let error = node_args(&["--cpu-sampler", "const:abc"]).unwrap_err();
+        assert!(error.to_string().contains("\"abc\""), "{error}");
+        assert!(node_args(&["--cpu-reply", "junk"]).is_err());
+        let error_mode = node_args(&["--cpu-reply", "error"]).unwrap();
+        assert_eq!(error_mode.cpu_reply, "error");
+    }
+}
