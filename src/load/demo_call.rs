@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rpc_load_balancer::{Balancer, Error};
+use rpc_load_balancer::{Balancer, Error, RemoteFunction};
 
 use crate::functions::{Burn, Echo, Sleep, Whoami};
 
@@ -50,34 +50,27 @@ impl DemoCall {
     ) -> Result<Arc<str>, Error> {
         let key = key.to_be_bytes();
         match self {
-            DemoCall::Whoami => balancer
-                .call::<Whoami>(())
-                .key(key)
-                .timeout(timeout)
-                .with_node()
-                .await
-                .map(|r| r.1),
-            DemoCall::Echo(text) => balancer
-                .call::<Echo>(text.clone())
-                .key(key)
-                .timeout(timeout)
-                .with_node()
-                .await
-                .map(|r| r.1),
-            DemoCall::Sleep(ms) => balancer
-                .call::<Sleep>(*ms)
-                .key(key)
-                .timeout(timeout)
-                .with_node()
-                .await
-                .map(|r| r.1),
-            DemoCall::Burn(ms) => balancer
-                .call::<Burn>(*ms)
-                .key(key)
-                .timeout(timeout)
-                .with_node()
-                .await
-                .map(|r| r.1),
+            DemoCall::Whoami => keyed_call::<Whoami>(balancer, (), key, timeout).await,
+            DemoCall::Echo(text) => keyed_call::<Echo>(balancer, text.clone(), key, timeout).await,
+            DemoCall::Sleep(ms) => keyed_call::<Sleep>(balancer, *ms, key, timeout).await,
+            DemoCall::Burn(ms) => keyed_call::<Burn>(balancer, *ms, key, timeout).await,
         }
     }
+}
+
+/// One call of `F` with `args` through `balancer`, with `key` as its routing key (HashRing)
+/// and `timeout`; the serving node on success.
+async fn keyed_call<F: RemoteFunction>(
+    balancer: &Balancer,
+    args: F::Args,
+    key: [u8; 8],
+    timeout: Duration,
+) -> Result<Arc<str>, Error> {
+    balancer
+        .call::<F>(args)
+        .key(key)
+        .timeout(timeout)
+        .with_node()
+        .await
+        .map(|r| r.1)
 }
