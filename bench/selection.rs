@@ -70,7 +70,7 @@ fn selection(c: &mut Criterion) {
             raw.members_changed(&change);
             let derived = raw.derive(&change);
             let request = Request {
-                derived: derived.as_deref(),
+                derived: derived.as_ref(),
                 ..Request::new(&balancer_name, Some(&key), members.version())
             };
             group.bench_function(BenchmarkId::new("raw_pick", name), |b| {

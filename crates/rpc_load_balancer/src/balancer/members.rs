@@ -197,7 +197,7 @@ impl Members {
     #[inline]
     pub(crate) fn request<'a>(&'a self, balancer: &'a str, key: Option<&'a [u8]>) -> Request<'a> {
         Request {
-            derived: self.derived.as_deref(),
+            derived: self.derived.as_ref(),
             ..Request::new(balancer, key, self.version)
         }
     }

@@ -96,19 +96,25 @@ impl Selection {
     /// keeps one.
     #[inline]
     pub(crate) fn new(members: arc_swap::Guard<Arc<Members>>, index: usize) -> Self {
-        if members.releaser().is_some_and(|r| r.counts_members) {
-            members.views()[index].acquire();
-        }
-        Self::acquired(members, index)
+        Self::count(members, index, true)
     }
 
     /// Counts a selection whose member count is already taken (by [`Member::try_acquire`]),
-    /// or not kept, in the balancer's in-flight total and gauge (until dropped). A snapshot
-    /// no balancer published counts nothing.
+    /// or not kept, in the balancer's in-flight total and gauge (until dropped).
     #[inline]
     pub(crate) fn acquired(members: arc_swap::Guard<Arc<Members>>, index: usize) -> Self {
+        Self::count(members, index, false)
+    }
+
+    /// Counts the selection (the member's count too when `member` and the balancer keeps
+    /// one). A snapshot no balancer published counts nothing.
+    #[inline(always)]
+    fn count(members: arc_swap::Guard<Arc<Members>>, index: usize, member: bool) -> Self {
         let (stripe, picked_at) = match members.releaser() {
             Some(releaser) => {
+                if member && releaser.counts_members {
+                    members.views()[index].acquire();
+                }
                 releaser.metrics.enter();
                 let stripe = releaser.in_flight.acquire();
                 let at = if releaser.learns { now_ns(releaser) } else { 0 };

@@ -32,7 +32,7 @@ pub struct Request<'a> {
     /// list and handed to every pick over it (read it with [`derived_as`](Self::derived_as));
     /// `None` when it derived nothing, or for a list that is no published list
     /// ([`Request::UNCACHED`]).
-    pub derived: Option<&'a (dyn Any + Send + Sync)>,
+    pub derived: Option<&'a Derived>,
 }
 
 impl<'a> Request<'a> {

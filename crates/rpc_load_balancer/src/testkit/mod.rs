@@ -146,7 +146,7 @@ impl SelectorKit {
     /// that list ([`Request::derived`]).
     pub fn request<'a>(&'a self, key: Option<&'a [u8]>) -> Request<'a> {
         Request {
-            derived: self.derived.as_deref(),
+            derived: self.derived.as_ref(),
             ..Request::new(BALANCER, key, self.version)
         }
     }

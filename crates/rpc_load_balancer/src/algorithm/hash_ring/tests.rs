@@ -39,7 +39,7 @@ fn request_with<'a>(key: &'a [u8], derived: Option<&'a Derived>) -> Request<'a> 
         } else {
             Request::UNCACHED
         },
-        derived: derived.map(|d| &**d),
+        derived,
         ..Request::new("b", Some(key), 0)
     }
 }
