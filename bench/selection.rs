@@ -1,7 +1,8 @@
 //! Cost of one selection for every built-in algorithm at 2, 8 and 32 members:
 //!
 //! * `raw_pick`: a selector's `pick` alone (a selector built from the algorithm apart from the
-//!   balancer and told of the balancer's member list, picking over its views);
+//!   balancer and told of the balancer's member list, picking over its views with what it
+//!   derived from that list);
 //! * `select_and_release`: `Balancer::select_node` plus dropping the guard (stopped check,
 //!   lock-free snapshot load, pick, in-flight counts up and down, selection counter, level
 //!   check, the algorithm's release);
@@ -59,17 +60,18 @@ fn selection(c: &mut Criterion) {
                 .iter()
                 .map(|m| Arc::clone(m.node_arc()))
                 .collect();
-            raw.members_changed(&Change {
+            let change = Change {
                 balancer: &balancer_name,
                 joined: &joined,
                 left: &[],
                 members: members.views(),
                 version: members.version(),
-            });
+            };
+            raw.members_changed(&change);
+            let derived = raw.derive(&change);
             let request = Request {
-                balancer: &balancer_name,
-                key: Some(&key),
-                version: members.version(),
+                derived: derived.as_ref(),
+                ..Request::new(&balancer_name, Some(&key), members.version())
             };
             group.bench_function(BenchmarkId::new("raw_pick", name), |b| {
                 b.iter(|| {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::routing::{
-    Algorithm, BuildContext, Change, Explanation, MemberView, PerList, Request, Rng, Selector,
+    Algorithm, BuildContext, Change, Derived, Explanation, MemberView, Request, Rng, Selector,
 };
 use crate::Error;
 
@@ -31,7 +31,8 @@ use crate::Error;
 /// first is the single-key answer.
 ///
 /// Each balancer's selector rebuilds its ring once per membership change, before the balancer
-/// publishes the new member list; a selection over another list (a re-selection that excludes
+/// publishes the new member list, which carries the ring to every selection over it; a
+/// selection over another list (a re-selection that excludes
 /// members) builds a ring for it on the spot.
 #[derive(Debug, Clone)]
 pub struct HashRing {
@@ -134,18 +135,17 @@ impl Algorithm for HashRing {
             weight: self.weight,
             rng: context.rng(self.seed),
             keyless: Arc::clone(&self.keyless),
-            ring: PerList::new(),
         }))
     }
 }
 
-/// One balancer's [`HashRing`]: the ring of its latest member list.
+/// One balancer's [`HashRing`]. The ring of each member list travels with that list
+/// ([`Selector::derive`]), so a pick reads it from its request.
 #[derive(Debug)]
 struct HashRingSelector {
     weight: u32,
     rng: Rng,
     keyless: Arc<AtomicU64>,
-    ring: PerList<Ring>,
 }
 
 /// Sorts `(point, member index)` pairs by point, equal points by the members' node names: two
@@ -173,18 +173,18 @@ impl HashRingSelector {
         Ring { points }
     }
 
-    /// Runs `f` on the ring for `members`: the one held when it is of their list (read
-    /// through an arc-swap guard: no shared reference count is touched), else one built now.
+    /// Runs `f` on the ring for `members`: the one their list carries (derived when it was
+    /// published), else one built now.
     fn with_ring<T>(
         &self,
         members: &[MemberView],
         request: &Request<'_>,
         f: impl FnOnce(&Ring) -> T,
     ) -> T {
-        self.ring.with(request.version, |held| match held {
+        match request.derived_as::<Ring>() {
             Some(ring) => f(ring),
             None => f(&self.build(members)),
-        })
+        }
     }
 
     /// Position of the first point ≥ the key's, wrapping to 0.
@@ -209,8 +209,8 @@ impl HashRingSelector {
 }
 
 impl Selector for HashRingSelector {
-    fn members_changed(&self, change: &Change<'_>) {
-        self.ring.store(change.version, self.build(change.members));
+    fn derive(&self, change: &Change<'_>) -> Option<Derived> {
+        Some(Arc::new(self.build(change.members)))
     }
 
     #[inline]

@@ -1,9 +1,7 @@
 //! LeastConnections: the member with the fewest calls in flight from this node.
 
-use crate::routing::{
-    Algorithm, BuildContext, Explanation, MemberView, Needs, Request, Rng, Selector,
-};
-use crate::Error;
+use super::by_in_flight::InFlightRule;
+use crate::routing::{Explanation, MemberView, Rng};
 
 /// Picks the member with the fewest calls this node's balancer has in flight to it
 /// ([`MemberView::in_flight`]), ties broken at random (the first least-loaded member after a
@@ -58,40 +56,18 @@ pub(crate) fn least_loaded(members: &[MemberView], rng: &Rng) -> usize {
     best
 }
 
-impl Algorithm for LeastConnections {
-    fn name(&self) -> &'static str {
-        "least_connections"
-    }
+super::by_in_flight::in_flight_algorithm!(LeastConnections, "least_connections", FewestInFlight);
 
-    fn build(&self, context: &BuildContext<'_>) -> Result<Box<dyn Selector>, Error> {
-        Ok(Box::new(LeastConnectionsSelector {
-            rng: context.rng(self.seed),
-        }))
-    }
+/// [`LeastConnections`]' rule.
+struct FewestInFlight;
 
-    fn needs(&self) -> Needs {
-        Needs::NONE.in_flight()
-    }
-}
-
-/// One balancer's [`LeastConnections`].
-#[derive(Debug)]
-struct LeastConnectionsSelector {
-    rng: Rng,
-}
-
-impl Selector for LeastConnectionsSelector {
+impl InFlightRule for FewestInFlight {
     #[inline]
-    fn pick(&self, members: &[MemberView], _request: &Request<'_>) -> Result<usize, Error> {
-        Ok(least_loaded(members, &self.rng))
+    fn pick(members: &[MemberView], rng: &Rng) -> usize {
+        least_loaded(members, rng)
     }
 
-    fn explain(
-        &self,
-        members: &[MemberView],
-        _chosen: usize,
-        _request: &Request<'_>,
-    ) -> Explanation {
+    fn explain(members: &[MemberView], _chosen: usize) -> Explanation {
         Explanation {
             rule: "fewest calls in flight; ties at random".into(),
             scores: members

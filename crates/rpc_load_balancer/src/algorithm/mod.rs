@@ -17,6 +17,7 @@
 //! | [`LeastCpu`] | random within a band above the least CPU | CPU readings (a Poller) |
 //! | [`CallDirect`] | this node, without selecting | — |
 
+mod by_in_flight;
 mod call_direct;
 mod hash_ring;
 mod least_connections;

@@ -1,9 +1,7 @@
 //! PowerOfTwo: the less loaded of two members sampled at random.
 
-use crate::routing::{
-    Algorithm, BuildContext, Explanation, MemberView, Needs, Request, Rng, Selector,
-};
-use crate::Error;
+use super::by_in_flight::InFlightRule;
+use crate::routing::{Explanation, MemberView, Rng};
 
 /// Samples two **distinct** members at random and picks the one with fewer calls in flight from
 /// this node (ties: a random one of the two). Source: Mitzenmacher, "The Power of Two Choices in
@@ -26,64 +24,40 @@ impl PowerOfTwo {
     }
 }
 
-impl Algorithm for PowerOfTwo {
-    fn name(&self) -> &'static str {
-        "power_of_two"
-    }
+super::by_in_flight::in_flight_algorithm!(PowerOfTwo, "power_of_two", TwoChoices);
 
-    fn build(&self, context: &BuildContext<'_>) -> Result<Box<dyn Selector>, Error> {
-        Ok(Box::new(PowerOfTwoSelector {
-            rng: context.rng(self.seed),
-        }))
-    }
+/// [`PowerOfTwo`]'s rule.
+struct TwoChoices;
 
-    fn needs(&self) -> Needs {
-        Needs::NONE.in_flight()
-    }
+/// Two distinct indices below `n` (≥ 2) and a coin for ties, from one 64-bit draw: bits 0–31
+/// pick the first, bits 33–63 the offset of the second, bit 32 the coin.
+#[inline]
+fn two(rng: &Rng, n: usize) -> (usize, usize, bool) {
+    let x = rng.next_u64();
+    let n = n as u64;
+    let a = ((x & 0xFFFF_FFFF) * n) >> 32;
+    let offset = ((x >> 33) * (n - 1)) >> 31;
+    let b = (a + 1 + offset) % n;
+    (a as usize, b as usize, (x >> 32) & 1 == 1)
 }
 
-/// One balancer's [`PowerOfTwo`].
-#[derive(Debug)]
-struct PowerOfTwoSelector {
-    rng: Rng,
-}
-
-impl PowerOfTwoSelector {
-    /// Two distinct indices below `n` (≥ 2) and a coin for ties, from one 64-bit draw: bits
-    /// 0–31 pick the first, bits 33–63 the offset of the second, bit 32 the coin.
+impl InFlightRule for TwoChoices {
     #[inline]
-    fn two(&self, n: usize) -> (usize, usize, bool) {
-        let x = self.rng.next_u64();
-        let n = n as u64;
-        let a = ((x & 0xFFFF_FFFF) * n) >> 32;
-        let offset = ((x >> 33) * (n - 1)) >> 31;
-        let b = (a + 1 + offset) % n;
-        (a as usize, b as usize, (x >> 32) & 1 == 1)
-    }
-}
-
-impl Selector for PowerOfTwoSelector {
-    #[inline]
-    fn pick(&self, members: &[MemberView], _request: &Request<'_>) -> Result<usize, Error> {
+    fn pick(members: &[MemberView], rng: &Rng) -> usize {
         if members.len() < 2 {
-            return Ok(0);
+            return 0;
         }
-        let (a, b, coin) = self.two(members.len());
+        let (a, b, coin) = two(rng, members.len());
         let (load_a, load_b) = (members[a].in_flight(), members[b].in_flight());
-        Ok(match load_a.cmp(&load_b) {
+        match load_a.cmp(&load_b) {
             std::cmp::Ordering::Less => a,
             std::cmp::Ordering::Greater => b,
             std::cmp::Ordering::Equal if coin => a,
             std::cmp::Ordering::Equal => b,
-        })
+        }
     }
 
-    fn explain(
-        &self,
-        members: &[MemberView],
-        chosen: usize,
-        _request: &Request<'_>,
-    ) -> Explanation {
+    fn explain(members: &[MemberView], chosen: usize) -> Explanation {
         Explanation {
             rule: format!(
                 "fewer in flight of two sampled at random (picked {})",

@@ -23,11 +23,7 @@ pub(super) fn pick(kit: &SelectorKit) -> usize {
 
 /// The index `selector` picks over `list` (a list that is no published one).
 pub(super) fn pick_over(selector: &dyn Selector, list: &[MemberView], key: Option<&[u8]>) -> usize {
-    let request = Request {
-        balancer: "b",
-        key,
-        version: Request::UNCACHED,
-    };
+    let request = Request::new("b", key, Request::UNCACHED);
     let index = selector.pick(list, &request).unwrap();
     assert!(index < list.len());
     index

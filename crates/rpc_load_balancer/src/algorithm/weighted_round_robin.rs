@@ -2,10 +2,11 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use super::rotation::next_position;
 use crate::routing::{
-    Algorithm, BuildContext, Change, Explanation, MemberView, PerList, Request, Selector,
+    Algorithm, BuildContext, Change, Derived, Explanation, MemberView, Request, Selector,
 };
 use crate::Error;
 
@@ -32,13 +33,16 @@ pub struct WeightedRoundRobin {
     start: Option<usize>,
 }
 
-/// One balancer's [`WeightedRoundRobin`]: the cycle of its latest member list.
+/// One balancer's [`WeightedRoundRobin`]. The cycle of each member list travels with that
+/// list ([`Selector::derive`]), so a pick reads it from its request.
 #[derive(Debug)]
 struct WeightedRoundRobinSelector {
     weights: WeightedRoundRobin,
     /// The position of selections over lists that are no published list.
     next: AtomicUsize,
-    cycle: PerList<Cycle>,
+    /// The latest list's cycle (its position carries over to the next list's); written and
+    /// read by the single writer of member changes only, never by a pick.
+    latest: Mutex<Option<Arc<Cycle>>>,
 }
 
 /// One balancer's cycle over one member list: member indices, and the next position.
@@ -176,7 +180,7 @@ impl Algorithm for WeightedRoundRobin {
         Ok(Box::new(WeightedRoundRobinSelector {
             weights: self.clone(),
             next: AtomicUsize::new(super::round_robin::first_position(self.start, context)),
-            cycle: PerList::new(),
+            latest: Mutex::new(None),
         }))
     }
 }
@@ -220,25 +224,29 @@ impl WeightedRoundRobin {
 }
 
 impl Selector for WeightedRoundRobinSelector {
-    fn members_changed(&self, change: &Change<'_>) {
+    fn derive(&self, change: &Change<'_>) -> Option<Derived> {
+        // Only the writer of member changes comes here: the lock is never contended, and a
+        // panic while it was held leaves a value that is still whole.
+        let mut latest = self.latest.lock().unwrap_or_else(|e| e.into_inner());
         // The position carries over to the new cycle.
-        let next = self
-            .cycle
-            .latest(|cycle| cycle.next.load(Ordering::Relaxed))
-            .unwrap_or_else(|| self.next.load(Ordering::Relaxed));
-        let cycle = Cycle {
+        let next = latest.as_ref().map_or_else(
+            || self.next.load(Ordering::Relaxed),
+            |cycle| cycle.next.load(Ordering::Relaxed),
+        );
+        let cycle = Arc::new(Cycle {
             slots: self.weights.cycle(change.members),
             next: AtomicUsize::new(next),
-        };
-        self.cycle.store(change.version, cycle);
+        });
+        *latest = Some(Arc::clone(&cycle));
+        Some(cycle)
     }
 
     #[inline]
     fn pick(&self, members: &[MemberView], request: &Request<'_>) -> Result<usize, Error> {
-        self.cycle.with(request.version, |held| match held {
+        match request.derived_as::<Cycle>() {
             Some(cycle) => pick(&cycle.slots, &cycle.next, request),
             None => pick(&self.weights.cycle(members), &self.next, request),
-        })
+        }
     }
 
     fn explain(

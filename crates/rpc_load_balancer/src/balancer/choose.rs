@@ -1,11 +1,8 @@
 //! Choosing members through a handle: [`Balancer::select_node`], [`Balancer::select_nodes`],
 //! and the routed calls and casts ([`Balancer::call`], [`Balancer::cast`]).
 
-use std::sync::Arc;
-
 use super::{BalancedCall, BalancedCast, Balancer, SelectionGuard};
 use crate::function::RemoteFunction;
-use crate::routing::Request;
 use crate::Error;
 
 impl Balancer {
@@ -19,13 +16,8 @@ impl Balancer {
     /// [`Error::InvalidConfig`] (`algorithm`) when a custom algorithm returns an index out of
     /// range.
     pub fn select_node(&self, key: Option<&[u8]>) -> Result<SelectionGuard, Error> {
-        let current = self.current();
-        let (members, index) = current.shared.choose(key, &[])?;
-        Ok(SelectionGuard::new(
-            Arc::clone(&current.shared),
-            members,
-            index,
-        ))
+        let (members, index) = self.current().shared.choose(key, &[])?;
+        Ok(SelectionGuard::new(members, index))
     }
 
     /// Replica selection: `min(count, members)` distinct member nodes (full names) for `key`,
@@ -47,11 +39,7 @@ impl Balancer {
                 balancer: shared.name.clone(),
             });
         }
-        let request = Request {
-            balancer: &shared.name,
-            key,
-            version: members.version(),
-        };
+        let request = members.request(&shared.name, key);
         let algorithm = &shared.config.algorithm;
         let picked = shared
             .selector

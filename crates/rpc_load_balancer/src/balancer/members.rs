@@ -7,7 +7,8 @@ use std::sync::Arc;
 use ractor::{ActorCell, ActorId, ActorRef};
 
 use super::selection_metrics::SelectionMetrics;
-use crate::routing::MemberView;
+use super::Releaser;
+use crate::routing::{Derived, MemberView, Request};
 use crate::wire::RpcMessage;
 
 /// Prefix of a member actor's registered name: `rpc_load_balancer/<balancer>/<node>`.
@@ -103,13 +104,28 @@ impl std::fmt::Debug for Member {
 }
 
 /// A balancer's members at one moment: sorted by node name, one entry per node.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Members {
     version: u64,
     members: Vec<Member>,
     /// The members' views, in the same order (what the selector picks from, without
     /// allocating).
     views: Vec<MemberView>,
+    /// What the balancer's selector derived from this list, handed to its picks.
+    derived: Option<Derived>,
+    /// What a selection over this snapshot needs until it ends (`None` only for a snapshot
+    /// no balancer published: an empty one, or one built by tests).
+    releaser: Option<Releaser>,
+}
+
+impl std::fmt::Debug for Members {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Members")
+            .field("version", &self.version)
+            .field("members", &self.members)
+            .field("derived", &self.derived.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Members {
@@ -156,6 +172,33 @@ impl Members {
             version,
             members,
             views,
+            derived: None,
+            releaser: None,
+        }
+    }
+
+    /// This snapshot as published by a balancer: selections over it end through `releaser`,
+    /// and its picks get `derived` (what the selector derived from it).
+    pub(crate) fn published(mut self, releaser: Releaser, derived: Option<Derived>) -> Members {
+        self.releaser = Some(releaser);
+        self.derived = derived;
+        self
+    }
+
+    /// What a selection over this snapshot needs until it ends (`None`: published by no
+    /// balancer; nothing is counted).
+    #[inline]
+    pub(crate) fn releaser(&self) -> Option<&Releaser> {
+        self.releaser.as_ref()
+    }
+
+    /// A request of balancer `balancer` for `key` over this list, with what the selector
+    /// derived from it.
+    #[inline]
+    pub(crate) fn request<'a>(&'a self, balancer: &'a str, key: Option<&'a [u8]>) -> Request<'a> {
+        Request {
+            derived: self.derived.as_ref(),
+            ..Request::new(balancer, key, self.version)
         }
     }
 

@@ -55,6 +55,7 @@ mod members;
 mod registered;
 mod selection;
 mod selection_metrics;
+mod selection_release;
 mod shared;
 mod start;
 pub(crate) mod supervisor;
@@ -89,6 +90,7 @@ pub use supervisor::{BalancerActor, BalancerActorState, SupervisorMsg};
 pub(crate) use members::member_name;
 pub(crate) use registered::BalancerLookup;
 pub(crate) use selection::Selection;
+pub(crate) use selection_release::Releaser;
 pub(crate) use shared::BalancerShared;
 
 use crate::Error;

@@ -12,7 +12,6 @@ use futures_util::stream::BoxStream;
 use super::Balancer;
 use crate::control::DrainReport;
 use crate::node::{BalancerRegistry, RegisteredBalancer};
-use crate::routing::Request;
 use crate::Error;
 
 impl RegisteredBalancer for Balancer {
@@ -59,11 +58,7 @@ impl RegisteredBalancer for Balancer {
             return None;
         }
         let members = self.members();
-        let request = Request {
-            balancer: self.name(),
-            key: None,
-            version: members.version(),
-        };
+        let request = members.request(self.name(), None);
         let mut values = if members.is_empty() {
             Vec::new()
         } else {

@@ -1,12 +1,11 @@
 //! One selected member, counted busy until released: the owned [`SelectionGuard`] that
-//! [`Balancer::select_node`](super::Balancer::select_node) gives users, and the borrowed
-//! [`Selection`] a routed call holds inside its own future.
+//! [`Balancer::select_node`](super::Balancer::select_node) gives users, and the
+//! [`Selection`] inside it that a routed call holds in its own future.
 
-use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{BalancerShared, Member, Members};
+use super::{Member, Members, Releaser};
 use crate::routing::{Outcome, OutcomeKind};
 
 /// One selected member. Dropping the guard releases the selection, exactly once, whatever
@@ -18,8 +17,8 @@ use crate::routing::{Outcome, OutcomeKind};
 /// [learns](crate::routing::Selector::learns) observes it as [`OutcomeKind::Cancelled`].
 ///
 /// It is owned — `Send`, `Sync` and `'static` — so it can move into a spawned task: it holds
-/// the balancer's state (by a reference count) and the members snapshot it was chosen from
-/// (by the `arc_swap` guard it was loaded with), not a borrow of the
+/// the members snapshot it was chosen from (by the `arc_swap` guard it was loaded with), which
+/// carries what its release needs (the balancer's selector and counts), not a borrow of the
 /// [`Balancer`](super::Balancer) handle. A balancer stopped while
 /// a guard is alive counts the selection in flight until the guard drops (its drain waits for
 /// it, up to its `drain_timeout`).
@@ -43,22 +42,19 @@ use crate::routing::{Outcome, OutcomeKind};
 /// # node.shutdown().await;
 /// # Ok(()) }
 /// ```
-pub struct SelectionGuard(Selection<Arc<BalancerShared>>);
+pub struct SelectionGuard(Selection);
 
 impl SelectionGuard {
-    /// Counts a selection of `members[index]` in `shared` (the member's count too, when the
-    /// balancer keeps one) until the guard drops.
-    pub(crate) fn new(
-        shared: Arc<BalancerShared>,
-        members: arc_swap::Guard<Arc<Members>>,
-        index: usize,
-    ) -> Self {
+    /// Counts a selection of `members[index]` (the member's count too, when the balancer
+    /// keeps one) until the guard drops.
+    pub(crate) fn new(members: arc_swap::Guard<Arc<Members>>, index: usize) -> Self {
         // The snapshot stays held by the arc-swap guard it was loaded with: no shared
         // reference count is written (one increment and one decrement less than a full
         // `Arc`). While the guard lives it takes one of the selecting thread's few fast
         // arc-swap slots; a thread whose slots are all taken (many guards held at once) loads
-        // by a full reference instead — the cost of converting here, paid only then.
-        Self(Selection::new(shared, members, index))
+        // by a full reference instead — the cost of converting here, paid only then. What the
+        // release needs comes with the snapshot: the balancer's state is not referenced.
+        Self(Selection::new(members, index))
     }
 
     /// The selected member's node (full name).
@@ -80,11 +76,10 @@ impl std::fmt::Debug for SelectionGuard {
     }
 }
 
-/// A selection counted in its balancer until dropped; `S` holds the balancer's state: a
-/// borrow for a routed call (its future holds the handle), an [`Arc`] for a
-/// [`SelectionGuard`].
-pub(crate) struct Selection<S: Deref<Target = BalancerShared>> {
-    shared: S,
+/// A selection counted in its balancer until dropped: the [`SelectionGuard`] users get, and
+/// what a routed call holds for its attempt. It holds only the snapshot it was picked from,
+/// whose [`Releaser`] reaches the balancer's selector and counts.
+pub(crate) struct Selection {
     /// The snapshot the member was picked from.
     members: arc_swap::Guard<Arc<Members>>,
     index: usize,
@@ -96,31 +91,38 @@ pub(crate) struct Selection<S: Deref<Target = BalancerShared>> {
     picked_at: u64,
 }
 
-impl<S: Deref<Target = BalancerShared>> Selection<S> {
+impl Selection {
     /// Counts a selection of `members[index]`, the member's count included when the balancer
     /// keeps one.
     #[inline]
-    pub(crate) fn new(shared: S, members: arc_swap::Guard<Arc<Members>>, index: usize) -> Self {
-        if shared.counts_members {
-            members.views()[index].acquire();
-        }
-        Self::acquired(shared, members, index)
+    pub(crate) fn new(members: arc_swap::Guard<Arc<Members>>, index: usize) -> Self {
+        Self::count(members, index, true)
     }
 
     /// Counts a selection whose member count is already taken (by [`Member::try_acquire`]),
     /// or not kept, in the balancer's in-flight total and gauge (until dropped).
     #[inline]
-    pub(crate) fn acquired(
-        shared: S,
-        members: arc_swap::Guard<Arc<Members>>,
-        index: usize,
-    ) -> Self {
-        let state: &BalancerShared = &shared;
-        state.metrics.enter();
-        let stripe = state.in_flight.acquire();
-        let picked_at = if state.learns { now_ns(state) } else { 0 };
+    pub(crate) fn acquired(members: arc_swap::Guard<Arc<Members>>, index: usize) -> Self {
+        Self::count(members, index, false)
+    }
+
+    /// Counts the selection (the member's count too when `member` and the balancer keeps
+    /// one). A snapshot no balancer published counts nothing.
+    #[inline(always)]
+    fn count(members: arc_swap::Guard<Arc<Members>>, index: usize, member: bool) -> Self {
+        let (stripe, picked_at) = match members.releaser() {
+            Some(releaser) => {
+                if member && releaser.counts_members {
+                    members.views()[index].acquire();
+                }
+                releaser.metrics.enter();
+                let stripe = releaser.in_flight.acquire();
+                let at = if releaser.learns { now_ns(releaser) } else { 0 };
+                (stripe, at)
+            }
+            None => (0, 0),
+        };
         Self {
-            shared,
             members,
             index,
             stripe,
@@ -142,15 +144,17 @@ impl<S: Deref<Target = BalancerShared>> Selection<S> {
     #[cold]
     #[inline(never)]
     fn observe(&self, at: u64, kind: OutcomeKind) {
-        let latency = Duration::from_nanos(now_ns(&self.shared).saturating_sub(at));
+        // `picked_at` is set only when there is a releaser.
+        let Some(releaser) = self.members.releaser() else {
+            return;
+        };
+        let latency = Duration::from_nanos(now_ns(releaser).saturating_sub(at));
         let outcome = Outcome {
             member: self.member().view(),
             latency,
             kind,
         };
-        contain(&self.shared, "observe", || {
-            self.shared.selector.observe(&outcome)
-        });
+        contain(releaser, "observe", || releaser.selector.observe(&outcome));
     }
 
     /// The selected member's node (full name).
@@ -164,28 +168,30 @@ impl<S: Deref<Target = BalancerShared>> Selection<S> {
     }
 }
 
-impl<S: Deref<Target = BalancerShared>> Drop for Selection<S> {
+impl Drop for Selection {
     fn drop(&mut self) {
         if self.picked_at != 0 {
             let at = std::mem::take(&mut self.picked_at);
             self.observe(at, OutcomeKind::Cancelled);
         }
-        let shared: &BalancerShared = &self.shared;
+        let Some(releaser) = self.members.releaser() else {
+            return;
+        };
         let view = &self.members.views()[self.index];
-        if shared.counts_members {
+        if releaser.counts_members {
             view.release();
         }
-        contain(shared, "released", || shared.selector.released(view));
-        shared.in_flight.release(self.stripe);
-        shared.metrics.exit();
+        contain(releaser, "released", || releaser.selector.released(view));
+        releaser.in_flight.release(self.stripe);
+        releaser.metrics.exit();
     }
 }
 
 /// The balancer's clock now, in ns (never 0).
 #[cold]
 #[inline(never)]
-fn now_ns(shared: &BalancerShared) -> u64 {
-    u64::try_from(shared.clock.now().as_nanos())
+fn now_ns(releaser: &Releaser) -> u64 {
+    u64::try_from(releaser.clock.now().as_nanos())
         .unwrap_or(u64::MAX)
         .max(1)
 }
@@ -201,13 +207,16 @@ const _: fn() = || {
 /// caller's reply never depend on it (a panic while the guard drops during an unwind would
 /// otherwise abort the process).
 #[inline]
-fn contain(shared: &BalancerShared, method: &'static str, f: impl FnOnce()) {
+fn contain(releaser: &Releaser, method: &'static str, f: impl FnOnce()) {
     if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         tracing::error!(
-            balancer = %shared.name,
+            balancer = %releaser.metrics.balancer(),
             method,
             panic = %crate::panic::panic_message(panic.as_ref()),
             "the balancer's selector panicked; the selection is released all the same"
         );
     }
 }
+
+#[cfg(test)]
+mod tests;

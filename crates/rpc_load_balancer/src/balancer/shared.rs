@@ -14,7 +14,7 @@ use super::in_flight::InFlightTotal;
 use super::keeper::KeeperMsg;
 use super::members::{Member, Members};
 use super::selection_metrics::SelectionMetrics;
-use super::{Balancer, BalancerConfig};
+use super::{Balancer, BalancerConfig, Releaser};
 use crate::node::shared::NodeShared;
 use crate::routing::{BuildContext, Change, Clock, MemberView, Needs, Request, Selector};
 use crate::wire::SCOPE;
@@ -30,8 +30,9 @@ pub(crate) struct BalancerShared {
     members_watch: watch::Sender<Arc<Members>>,
     /// The last published snapshot's version (0 before the first): per balancer.
     version: AtomicU64,
-    /// The balancer's own selector, built by its algorithm when it started.
-    pub(crate) selector: Box<dyn Selector>,
+    /// The balancer's own selector, built by its algorithm when it started (shared with the
+    /// [`Releaser`] of each snapshot).
+    pub(crate) selector: Arc<dyn Selector>,
     /// What the views keep for the algorithm ([`Algorithm::needs`](crate::routing::Algorithm::needs)).
     pub(crate) needs: Needs,
     /// Whether the selector learns from call outcomes ([`Selector::learns`]): only then does
@@ -57,9 +58,9 @@ pub(crate) struct BalancerShared {
     /// Once this balancer's actors have ended: the balancer started under its name on this
     /// node since, as last looked up (handles follow it; see [`Balancer`]'s docs).
     pub(crate) successor: ArcSwapOption<Balancer>,
-    pub(crate) metrics: SelectionMetrics,
+    pub(crate) metrics: Arc<SelectionMetrics>,
     /// Selections in flight on this node (every guard).
-    pub(crate) in_flight: InFlightTotal,
+    pub(crate) in_flight: Arc<InFlightTotal>,
     /// Calls and casts routed through this balancer that this node is serving as a member.
     pub(crate) served: InFlightTotal,
     /// Fired when [`Balancer::stop`](super::Balancer::stop)'s drain gives up: the calls of
@@ -99,12 +100,12 @@ impl BalancerShared {
     pub(crate) fn new(config: BalancerConfig, node: Arc<NodeShared>) -> Result<Self, Error> {
         let member = config.matches_excluding(&node.name, &node.config.excluded_node_patterns);
         let clock = Clock::system();
-        let selector = config.algorithm.build(&BuildContext {
+        let selector: Arc<dyn Selector> = Arc::from(config.algorithm.build(&BuildContext {
             balancer: &config.name,
             clock: clock.clone(),
             seed: None,
             cpu_sample_interval: Some(node.config.cpu_sample_interval),
-        })?;
+        })?);
         let needs = config.algorithm.needs();
         if let Some(polling) = &needs.cpu {
             polling.validate()?;
@@ -120,12 +121,12 @@ impl BalancerShared {
             learns,
             clock,
             _cpu_ttl: cpu_ttl,
-            in_flight: InFlightTotal::default(),
+            in_flight: Arc::default(),
             served: InFlightTotal::default(),
             abandoned: Arc::default(),
             accepting: AtomicBool::new(true),
             counts_members,
-            metrics: SelectionMetrics::new(config.algorithm.name(), &config.name),
+            metrics: Arc::new(SelectionMetrics::new(config.algorithm.name(), &config.name)),
             name: config.name.clone(),
             member,
             config,
@@ -239,6 +240,18 @@ impl BalancerShared {
             .send_replace(Some(DrainReport::killed(&self.name, routed, served)));
     }
 
+    /// What selections over the snapshots this balancer publishes need until they end.
+    fn releaser(&self) -> Releaser {
+        Releaser {
+            selector: Arc::clone(&self.selector),
+            in_flight: Arc::clone(&self.in_flight),
+            metrics: Arc::clone(&self.metrics),
+            counts_members: self.counts_members,
+            learns: self.learns,
+            clock: self.clock.clone(),
+        }
+    }
+
     /// Forgets the members (at stop).
     pub(crate) fn clear(&self) {
         let empty = Arc::new(Members::default());
@@ -291,16 +304,18 @@ impl BalancerShared {
         // Every published snapshot is announced (also when only a member's actor changed), so
         // the selector can key what it derives on the snapshot's version.
         self.version.store(version, Ordering::Relaxed);
-        self.selector.members_changed(&Change {
+        let change = Change {
             balancer: &self.name,
             joined: &joined,
             left: &left,
             members: next.views(),
             version,
-        });
+        };
+        self.selector.members_changed(&change);
+        let derived = self.selector.derive(&change);
         tracing::debug!(balancer = %self.name, members = next.len(), ?joined, ?left, "members changed");
         self.metrics.pool_changed(next.len());
-        let next = Arc::new(next);
+        let next = Arc::new(next.published(self.releaser(), derived));
         self.members.store(Arc::clone(&next));
         self.members_watch.send_replace(next);
     }
@@ -318,11 +333,7 @@ impl BalancerShared {
         self.check_running()?;
         // A guard, not a clone: no reference count shared between threads is written.
         let snapshot = self.members.load();
-        let request = Request {
-            balancer: &self.name,
-            key,
-            version: snapshot.version(),
-        };
+        let request = snapshot.request(&self.name, key);
         let index = if exclude.iter().any(|node| snapshot.contains(node)) {
             self.pick_excluding(&snapshot, exclude, &request)?
         } else {
@@ -374,10 +385,7 @@ impl BalancerShared {
             .cloned()
             .collect();
         // Not the snapshot's list: nothing the selector derived for the snapshot applies.
-        let request = Request {
-            version: Request::UNCACHED,
-            ..*request
-        };
+        let request = Request::new(request.balancer, request.key, Request::UNCACHED);
         let chosen = rest[self.pick(&rest, &request)?].node().to_string();
         Ok(snapshot
             .as_slice()

@@ -14,6 +14,7 @@
 //! | [`Algorithm::needs`] | once when the balancer starts: what the views must keep | nothing |
 //! | [`Algorithm::is_local`] | every routed call: `true` runs it here, selecting nothing | `false` |
 //! | [`Selector::members_changed`] | each new member list, before it is published (the first as everyone joining) | nothing |
+//! | [`Selector::derive`] | right after it: what to keep with that list and hand to its picks ([`Request::derived`]) | nothing |
 //! | [`Selector::pick`] | every selection, concurrently, with the current members (never empty) | — |
 //! | [`Selector::pick_many`] | replica selection (`count` distinct members) | distinct members at random |
 //! | [`Selector::released`] | exactly once per pick, when its guard drops | nothing |
@@ -22,8 +23,9 @@
 //! | [`Selector::explain`] | only when DEBUG is on for `rpc_load_balancer::selection` | the chosen node |
 //!
 //! Members come as [`MemberView`]s sorted by node name, one per node, so index-based
-//! selectors see the same list on every node. [`PerList`] holds what a selector derives from
-//! its latest list; [`Rng`] and [`Clock`] are what it should draw and read time from.
+//! selectors see the same list on every node. What a selector derives from a list travels with
+//! the list ([`Derived`], read in a pick with [`Request::derived_as`]); a [`PerList`] is the
+//! selector-held alternative (one lock-free load per pick); [`Rng`] and [`Clock`] are what it should draw and read time from.
 //!
 //! This module names nothing above it (no balancer, node or actor type): only the crate's
 //! [`Error`](crate::Error) and the plain load data a view carries.
@@ -41,7 +43,7 @@ pub use clock::{Clock, ManualClock};
 pub use outcome::{Outcome, OutcomeKind};
 pub use per_list::PerList;
 pub use rng::Rng;
-pub use selector::{Change, Explanation, Request, Selector};
+pub use selector::{Change, Derived, Explanation, Request, Selector};
 pub use view::MemberView;
 
 #[cfg(test)]

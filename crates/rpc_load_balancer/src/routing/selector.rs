@@ -1,14 +1,22 @@
 //! [`Selector`]: one balancer's selection state and rule, built by an
 //! [`Algorithm`](super::Algorithm).
 
+use std::any::Any;
 use std::sync::Arc;
 
 use super::{MemberView, Outcome, Rng};
 use crate::Error;
 
 /// What a selection is for: the balancer, the call's routing key, and which member list it
-/// picks from.
-#[derive(Debug, Clone, Copy)]
+/// picks from (with what the selector [derived](Selector::derive) from that list).
+///
+/// ```
+/// use rpc_load_balancer::routing::Request;
+///
+/// let request = Request::new("jobs", Some(b"user-42"), 3);
+/// assert_eq!((request.version, request.derived_as::<Vec<u32>>()), (3, None));
+/// ```
+#[derive(Clone, Copy)]
 pub struct Request<'a> {
     /// The balancer's name.
     pub balancer: &'a str,
@@ -20,12 +28,52 @@ pub struct Request<'a> {
     /// [`Request::UNCACHED`] for a list that is no published list (a re-selection that
     /// excludes members): nothing derived applies.
     pub version: u64,
+    /// What the selector's [`derive`](Selector::derive) returned for this list, held with the
+    /// list and handed to every pick over it (read it with [`derived_as`](Self::derived_as));
+    /// `None` when it derived nothing, or for a list that is no published list
+    /// ([`Request::UNCACHED`]).
+    pub derived: Option<&'a Derived>,
 }
 
-impl Request<'_> {
+impl<'a> Request<'a> {
     /// The `version` of a member list that is not a published list.
     pub const UNCACHED: u64 = u64::MAX;
+
+    /// A request of balancer `balancer` for `key` over list `version`, with nothing derived.
+    pub fn new(balancer: &'a str, key: Option<&'a [u8]>, version: u64) -> Self {
+        Request {
+            balancer,
+            key,
+            version,
+            derived: None,
+        }
+    }
+
+    /// What the selector derived from this list, if it is a `T`: a type check, no load, no
+    /// lock, no reference count.
+    #[inline]
+    pub fn derived_as<T: Any>(&self) -> Option<&'a T> {
+        self.derived?.downcast_ref::<T>()
+    }
 }
+
+impl std::fmt::Debug for Request<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Request")
+            .field("balancer", &self.balancer)
+            .field("key", &self.key)
+            .field("version", &self.version)
+            .field("derived", &self.derived.is_some())
+            .finish()
+    }
+}
+
+/// What a selector derives from one member list (a weighted cycle, a hash ring), returned by
+/// [`Selector::derive`]: the balancer keeps it with that list and hands it to every pick over
+/// the list in [`Request::derived`]. Reading it there costs a pick nothing beyond a type check
+/// — no load of a shared slot, no reference count — where a [`PerList`](super::PerList) costs
+/// one lock-free load per pick.
+pub type Derived = Arc<dyn Any + Send + Sync>;
 
 /// A new member list, given to [`Selector::members_changed`] (the first arrives as every
 /// member joining).
@@ -86,9 +134,21 @@ pub trait Selector: Send + Sync + 'static {
     }
 
     /// Learns of a new member list (the first arrives as every member joining), before it is
-    /// published to pickers; called by one writer at a time. Derive per-list data here.
+    /// published to pickers; called by one writer at a time.
     fn members_changed(&self, change: &Change<'_>) {
         let _ = change;
+    }
+
+    /// What this selector derives from a new member list (a weighted cycle, a hash ring), if
+    /// anything: called right after [`members_changed`](Self::members_changed) with the same
+    /// change, by the same single writer. The balancer (and the test kit) keeps the value with
+    /// the list and hands it to every [`pick`](Self::pick) and
+    /// [`pick_many`](Self::pick_many) over that list in [`Request::derived`]; a list that is
+    /// no published list (a re-selection that excludes members) comes with none. Default:
+    /// nothing.
+    fn derive(&self, change: &Change<'_>) -> Option<Derived> {
+        let _ = change;
+        None
     }
 
     /// A selection of `member` ended: called exactly once per pick, when its guard drops,

@@ -74,13 +74,15 @@ impl SelectorKit {
         joined.sort();
         left.sort();
         self.version += 1;
-        self.selector.members_changed(&Change {
+        let change = Change {
             balancer: BALANCER,
             joined: &joined,
             left: &left,
             members: &members,
             version: self.version,
-        });
+        };
+        self.selector.members_changed(&change);
+        self.derived = self.selector.derive(&change);
         self.members = members;
     }
 

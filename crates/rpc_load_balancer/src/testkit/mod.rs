@@ -43,7 +43,7 @@ use std::sync::Arc;
 
 use crate::load::CpuSlot;
 use crate::routing::{
-    Algorithm, BuildContext, Clock, ManualClock, MemberView, Needs, Request, Selector,
+    Algorithm, BuildContext, Clock, Derived, ManualClock, MemberView, Needs, Request, Selector,
 };
 use crate::Error;
 
@@ -62,6 +62,9 @@ pub struct SelectorKit {
     clock: ManualClock,
     members: Vec<MemberView>,
     version: u64,
+    /// What the selector derived from the current list ([`Selector::derive`]), handed to
+    /// every pick over it as a balancer does.
+    derived: Option<Derived>,
     /// Every node's CPU slot (on the manual clock's ms), kept across leaves.
     slots: HashMap<Arc<str>, Arc<CpuSlot>>,
 }
@@ -109,6 +112,7 @@ impl SelectorKit {
             clock,
             members: Vec::new(),
             version: 0,
+            derived: None,
             slots: HashMap::new(),
         })
     }
@@ -138,12 +142,12 @@ impl SelectorKit {
         self.version
     }
 
-    /// A request for the current list with `key`.
-    pub fn request<'a>(&self, key: Option<&'a [u8]>) -> Request<'a> {
+    /// A request for the current list with `key`, carrying what the selector derived from
+    /// that list ([`Request::derived`]).
+    pub fn request<'a>(&'a self, key: Option<&'a [u8]>) -> Request<'a> {
         Request {
-            balancer: BALANCER,
-            key,
-            version: self.version,
+            derived: self.derived.as_ref(),
+            ..Request::new(BALANCER, key, self.version)
         }
     }
 }

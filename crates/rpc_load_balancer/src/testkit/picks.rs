@@ -31,10 +31,7 @@ impl SelectorKit {
             .filter(|m| !exclude.contains(&m.node()))
             .cloned()
             .collect();
-        let request = Request {
-            version: Request::UNCACHED,
-            ..self.request(key)
-        };
+        let request = Request::new(BALANCER, key, Request::UNCACHED);
         let chosen = self.checked_pick(&rest, &request)?;
         let node = rest[chosen].node();
         let index = self

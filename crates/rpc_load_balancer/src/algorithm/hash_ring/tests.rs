@@ -7,7 +7,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::algorithm::test_support::*;
-use crate::routing::{MemberView, Request, Selector};
+use crate::routing::{Derived, MemberView, Request, Selector};
 use crate::testkit::SelectorKit;
 use crate::Error;
 
@@ -30,70 +30,82 @@ fn hash_ring_replica_and_weight_rules() {
     assert!(used.len() > 1, "{used:?}");
 }
 
-/// The node `selector` answers for `key` over `list` as list `version`.
-fn ring_pick_at(selector: &dyn Selector, list: &[MemberView], key: &[u8], version: u64) -> String {
-    let request = Request {
-        balancer: "b",
-        key: Some(key),
-        version,
-    };
-    list[selector.pick(list, &request).unwrap()]
+/// A request for `key` over a list that carries `derived` (`None`: a list the selector was
+/// not told of, or that is no published one).
+fn request_with<'a>(key: &'a [u8], derived: Option<&'a Derived>) -> Request<'a> {
+    Request {
+        version: if derived.is_some() {
+            1
+        } else {
+            Request::UNCACHED
+        },
+        derived,
+        ..Request::new("b", Some(key), 0)
+    }
+}
+
+/// The node `selector` answers for `key` over `list`, which carries `derived`.
+fn ring_pick_at(
+    selector: &dyn Selector,
+    list: &[MemberView],
+    key: &[u8],
+    derived: Option<&Derived>,
+) -> String {
+    list[selector.pick(list, &request_with(key, derived)).unwrap()]
         .node()
         .to_string()
 }
 
-/// Tells `selector` of `list` as list `version`.
-fn announce(selector: &dyn Selector, list: &[MemberView], version: u64) {
+/// Tells `selector` of `list` as list `version`: what it derived, to travel with that list.
+fn announce(selector: &dyn Selector, list: &[MemberView], version: u64) -> Option<Derived> {
     let joined: Vec<std::sync::Arc<str>> = list
         .iter()
         .map(|m| std::sync::Arc::clone(m.node_arc()))
         .collect();
-    selector.members_changed(&crate::routing::Change {
+    let change = crate::routing::Change {
         balancer: "b",
         joined: &joined,
         left: &[],
         members: list,
         version,
-    });
+    };
+    selector.members_changed(&change);
+    selector.derive(&change)
 }
 
 #[test]
 fn hash_ring_answers_from_the_list_it_is_given_not_a_stale_ring() {
     let ring = build(&HashRing::new());
     let abc = views(&["a@h", "b@h", "c@h"]);
-    announce(&*ring, &abc, 1);
+    let derived = announce(&*ring, &abc, 1);
+    assert!(derived.is_some(), "the ring travels with the list");
     for k in 0..25u64 {
-        ring_pick_at(&*ring, &abc, &k.to_be_bytes(), 1);
+        ring_pick_at(&*ring, &abc, &k.to_be_bytes(), derived.as_ref());
     }
     // §11.18.13: a list without c (a list the ring was not told of): only a or b.
     let ab = views(&["a@h", "b@h"]);
     for k in 0..25u64 {
-        let node = ring_pick_at(&*ring, &ab, &k.to_be_bytes(), 2);
+        let node = ring_pick_at(&*ring, &ab, &k.to_be_bytes(), None);
         assert!(node == "a@h" || node == "b@h", "{node}");
     }
     // §11.18.14: grown from [a] to [a, b, c, d]: every key lands in the list, on > 1 node.
     announce(&*ring, &views(&["a@h"]), 3);
     let abcd = views(&["a@h", "b@h", "c@h", "d@h"]);
     let used: BTreeSet<String> = (0..200u64)
-        .map(|k| ring_pick_at(&*ring, &abcd, &k.to_be_bytes(), 4))
+        .map(|k| ring_pick_at(&*ring, &abcd, &k.to_be_bytes(), None))
         .collect();
     assert!(used.len() > 1 && used.iter().all(|n| abcd.iter().any(|m| m.node() == n)));
     // §11.18.15: swapped wholesale: answers from the new set.
     announce(&*ring, &views(&["old_a@h", "old_b@h"]), 5);
     let new = views(&["new_a@h", "new_b@h"]);
     for k in 0..25u64 {
-        assert!(ring_pick_at(&*ring, &new, &k.to_be_bytes(), 6).starts_with("new_"));
+        assert!(ring_pick_at(&*ring, &new, &k.to_be_bytes(), None).starts_with("new_"));
     }
     // §11.18.16: replicas on a shrunk list come from it.
     announce(&*ring, &abc, 7);
     for k in 0..25u64 {
         let key = k.to_be_bytes();
-        let request = Request {
-            balancer: "b",
-            key: Some(&key),
-            version: 8,
-        };
-        let mut picked = ring.pick_many(&ab, 2, &request).unwrap();
+        let mut picked = ring.pick_many(&ab, 2, &request_with(&key, None)).unwrap();
         picked.sort_unstable();
         assert_eq!(picked, [0, 1]);
     }
@@ -102,15 +114,16 @@ fn hash_ring_answers_from_the_list_it_is_given_not_a_stale_ring() {
 #[test]
 fn hash_ring_reuses_the_ring_of_an_unchanged_list() {
     // §11.18.17: the ring derived for list 1 answers every selection of list 1: 25 repeats
-    // give one node. That it is the held ring (not a rebuild) shows when the list passed for
-    // list 1 is in another order: the held ring answers indices into the announced order, a
-    // rebuild would answer by name.
+    // give one node. That it is the carried ring (not a rebuild) shows when the list passed
+    // with list 1's ring is in another order: the carried ring answers indices into the
+    // announced order, a rebuild would answer by name.
     let ring = build(&HashRing::new());
     let abc = views(&["a@h", "b@h", "c@h"]);
-    announce(&*ring, &abc, 1);
+    let one = announce(&*ring, &abc, 1);
+    let one = one.as_ref();
     let key = b"customer-42";
-    let first = ring_pick_at(&*ring, &abc, key, 1);
-    assert!((0..25).all(|_| ring_pick_at(&*ring, &abc, key, 1) == first));
+    let first = ring_pick_at(&*ring, &abc, key, one);
+    assert!((0..25).all(|_| ring_pick_at(&*ring, &abc, key, one) == first));
     let mut cba = abc.clone();
     cba.reverse();
     let (mut held, mut rebuilt) = (0, 0);
@@ -118,14 +131,12 @@ fn hash_ring_reuses_the_ring_of_an_unchanged_list() {
         let key = k.to_be_bytes();
         let held_index = abc
             .iter()
-            .position(|m| m.node() == ring_pick_at(&*ring, &abc, &key, 1))
+            .position(|m| m.node() == ring_pick_at(&*ring, &abc, &key, one))
             .unwrap();
-        held += usize::from(ring_pick_at(&*ring, &cba, &key, 1) == cba[held_index].node());
-        rebuilt += usize::from(
-            ring_pick_at(&*ring, &cba, &key, Request::UNCACHED) == abc[held_index].node(),
-        );
+        held += usize::from(ring_pick_at(&*ring, &cba, &key, one) == cba[held_index].node());
+        rebuilt += usize::from(ring_pick_at(&*ring, &cba, &key, None) == abc[held_index].node());
     }
-    assert_eq!(held, 100, "list 1's selections use its held ring");
+    assert_eq!(held, 100, "list 1's selections use its carried ring");
     assert_eq!(
         rebuilt, 100,
         "another list gets a ring of its own (by name)"

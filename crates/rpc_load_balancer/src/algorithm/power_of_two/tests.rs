@@ -23,14 +23,12 @@ fn power_of_two_samples_two_distinct_members_and_takes_the_lighter() {
 
 #[test]
 fn the_two_samples_are_distinct_and_cover_every_pair() {
-    let p2c = PowerOfTwoSelector {
-        rng: Rng::seeded(11),
-    };
+    let rng = Rng::seeded(11);
     for n in 2..10usize {
         let mut pairs = std::collections::HashSet::new();
         let mut coins = [0u32; 2];
         for _ in 0..4000 {
-            let (a, b, coin) = p2c.two(n);
+            let (a, b, coin) = two(&rng, n);
             assert!(a < n && b < n && a != b, "n={n}: ({a}, {b})");
             pairs.insert((a, b));
             coins[usize::from(coin)] += 1;

@@ -18,14 +18,7 @@ fn round_robin_cycles_members_in_order() {
     let selector = build(&RoundRobin::starting_at(0));
     assert_eq!(pick_over(&*selector, &views(&["a"]), None), 0);
     assert!(matches!(
-        selector.pick(
-            &[],
-            &Request {
-                balancer: "b",
-                key: None,
-                version: 1
-            }
-        ),
+        selector.pick(&[], &Request::new("b", None, 1)),
         Err(Error::NoMembers { .. })
     ));
 }

@@ -59,9 +59,9 @@ impl<'r> Route<'r> {
                 .max_in_flight_per_member
                 .filter(|_| kind == Kind::Call);
             let mut selection = match limit {
-                None => Selection::new(&**shared, members, index),
+                None => Selection::new(members, index),
                 Some(limit) if members.as_slice()[index].try_acquire(limit) => {
-                    Selection::acquired(&**shared, members, index)
+                    Selection::acquired(members, index)
                 }
                 Some(limit) => {
                     // At the cap: another member under it, or refuse at once.

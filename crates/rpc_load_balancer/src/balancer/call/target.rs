@@ -93,7 +93,7 @@ pub(crate) struct Attempt<'r, F> {
     /// The routing balancer, for the call's header (`None`: direct).
     pub(crate) balancer: Option<&'r str>,
     /// The selection of a routed attempt: released when the attempt ends.
-    pub(crate) selection: Option<Selection<&'r BalancerShared>>,
+    pub(crate) selection: Option<Selection>,
     /// What counts it for a drain: held until the reply, or moved into a run here.
     pub(crate) counted: Counted,
     /// The time it has: the call's timeout, or what is left of it after waiting or a
