@@ -21,6 +21,7 @@ pub(crate) use super::keeper::RESTART_WINDOW;
 use super::keeper::{self, KeeperMsg};
 use super::shared::BalancerShared;
 use super::{Balancer, BalancerConfig, Child};
+use crate::node::shared::Lifecycle;
 use crate::Error;
 
 /// Messages of a balancer's actor ([`BalancerActor`]; see
@@ -134,6 +135,11 @@ async fn start(
     let node = crate::Node::current()
         .ok_or(Error::NodeNotRunning)?
         .shared();
+    // A node shutting down takes no new balancer (the registry refuses the name too, should
+    // the shutdown begin after this look).
+    if *node.lifecycle.borrow() != Lifecycle::Running {
+        return Err(Error::NodeNotRunning);
+    }
     config.validate()?;
     let name = config.name.clone();
     // Builds the balancer's selector: bad algorithm options fail the start here.
@@ -196,8 +202,16 @@ async fn start(
         }
     };
     shared.set_keeper(keeper.clone());
-    node.balancers
+    let registered = node
+        .balancers
         .register(Balancer::from_parts(Arc::clone(&shared), myself.clone()));
+    if let Err(error) = registered {
+        // The node's shutdown stopped waiting for this start: undo it (the reservation's
+        // drop stops the children and frees the name).
+        shared.claim_end();
+        shared.stop_keeper().await;
+        return Err(error);
+    }
     reservation.registered = true;
     keeper::watch_owner(Arc::clone(&shared), myself.clone());
     tracing::info!(balancer = %name, member = shared.member, "balancer started");
