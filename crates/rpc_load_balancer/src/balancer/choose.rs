@@ -21,11 +21,11 @@ impl Balancer {
     pub fn select_node(&self, key: Option<&[u8]>) -> Result<SelectionGuard, Error> {
         let current = self.current();
         let (members, index) = current.shared.choose(key, &[])?;
-        Ok(SelectionGuard::new(
-            Arc::clone(&current.shared),
-            members,
-            index,
-        ))
+        let guard = SelectionGuard::new(Arc::clone(&current.shared), members, index);
+        // Checked again once counted: a drain that began during the pick and read no
+        // selection in flight is not followed by one (the guard drops, released).
+        current.shared.check_running()?;
+        Ok(guard)
     }
 
     /// Replica selection: `min(count, members)` distinct member nodes (full names) for `key`,

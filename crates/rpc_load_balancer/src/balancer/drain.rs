@@ -78,7 +78,8 @@ impl Balancer {
             tokio::time::sleep_until(deadline.min(crate::deadline::after(config.leave_grace)))
                 .await;
         }
-        shared.accepting.store(false, Ordering::Release);
+        // Then the counts are read: a call counted after this store sees it and is refused.
+        shared.accepting.store(false, Ordering::SeqCst);
         let (routed, served) = loop {
             let (routed, served) = (shared.in_flight.get(), shared.served.get());
             if routed + served == 0 || tokio::time::Instant::now() >= deadline {

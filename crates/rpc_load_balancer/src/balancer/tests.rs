@@ -1,5 +1,6 @@
 //! A killed balancer drains, then leaves nothing behind on its node.
 
+mod drain_during_pick;
 mod member_start_fails;
 mod shutdown_refuses_starts;
 mod start_panics;
