@@ -84,15 +84,16 @@ impl Selector for PowerOfTwoSelector {
         chosen: usize,
         _request: &Request<'_>,
     ) -> Explanation {
+        let member = members.get(chosen);
         Explanation {
             rule: format!(
                 "fewer in flight of two sampled at random (picked {})",
-                members[chosen].node()
+                member.map_or("?", MemberView::node)
             ),
-            scores: vec![(
-                members[chosen].node().to_string(),
-                members[chosen].in_flight() as f64,
-            )],
+            scores: member
+                .map(|m| (m.node().to_string(), m.in_flight() as f64))
+                .into_iter()
+                .collect(),
         }
     }
 }
