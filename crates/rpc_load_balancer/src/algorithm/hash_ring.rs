@@ -256,7 +256,7 @@ impl Selector for HashRingSelector {
                 "owner of key point {:#018x} on a ring of {} points per member ({})",
                 HashRing::key_point(key),
                 self.weight,
-                members[chosen].node()
+                members.get(chosen).map_or("?", MemberView::node)
             ),
             None => "no key: uniform random".to_string(),
         };

@@ -58,15 +58,16 @@ impl InFlightRule for TwoChoices {
     }
 
     fn explain(members: &[MemberView], chosen: usize) -> Explanation {
+        let member = members.get(chosen);
         Explanation {
             rule: format!(
                 "fewer in flight of two sampled at random (picked {})",
-                members[chosen].node()
+                member.map_or("?", MemberView::node)
             ),
-            scores: vec![(
-                members[chosen].node().to_string(),
-                members[chosen].in_flight() as f64,
-            )],
+            scores: member
+                .map(|m| (m.node().to_string(), m.in_flight() as f64))
+                .into_iter()
+                .collect(),
         }
     }
 }

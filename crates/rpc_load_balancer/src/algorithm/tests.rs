@@ -82,7 +82,27 @@ fn a_selector_that_does_not_learn_is_only_released() {
     assert!(!random.set_in_flight("zz@h", 1));
     assert_eq!(random.counts(10, None).unwrap().values().sum::<usize>(), 10);
     assert_eq!(
-        random.explain(0, None).rule,
+        random.explain(0, None).unwrap().rule,
         "uniform random (seeded) among 2"
     );
+}
+
+/// The kit's `explain` of an index past the members is `None` (HashRing indexed the list and
+/// panicked); a selector asked directly about a member it does not have says `?`.
+#[test]
+fn explain_of_an_index_past_the_members_does_not_panic() {
+    let members = [crate::routing::MemberView::new("a@h", false)];
+    let request = crate::routing::Request {
+        balancer: "b",
+        key: Some(b"k"),
+        version: 1,
+    };
+    for algorithm in [&HashRing::new() as &dyn Algorithm, &PowerOfTwo::new()] {
+        let mut kit = SelectorKit::new(algorithm).unwrap();
+        kit.join(["a@h"]);
+        assert!(kit.explain(0, Some(b"k")).is_some());
+        assert!(kit.explain(5, Some(b"k")).is_none());
+        let explanation = kit.selector().explain(&members, 5, &request);
+        assert!(explanation.rule.contains('?'), "{explanation:?}");
+    }
 }

@@ -16,8 +16,13 @@ impl Balancer {
     /// [`Error::InvalidConfig`] (`algorithm`) when a custom algorithm returns an index out of
     /// range.
     pub fn select_node(&self, key: Option<&[u8]>) -> Result<SelectionGuard, Error> {
-        let (members, index) = self.current().shared.choose(key, &[])?;
-        Ok(SelectionGuard::new(members, index))
+        let current = self.current();
+        let (members, index) = current.shared.choose(key, &[])?;
+        let guard = SelectionGuard::new(members, index);
+        // Checked again once counted: a drain that began during the pick and read no
+        // selection in flight is not followed by one (the guard drops, released).
+        current.shared.check_running()?;
+        Ok(guard)
     }
 
     /// Replica selection: `min(count, members)` distinct member nodes (full names) for `key`,

@@ -220,8 +220,8 @@ impl BalancerConfig {
             return invalid(
                 "name",
                 format!(
-                    "{:?} must be 1-255 bytes, not start with '@', without '/', whitespace or control characters",
-                    self.name
+                    "{} must be 1-255 bytes, not start with '@', without '/', whitespace or control characters",
+                    shown_name(&self.name)
                 ),
             );
         }
@@ -247,9 +247,50 @@ impl BalancerConfig {
     }
 }
 
+/// The most characters of a rejected name an error message repeats.
+const SHOWN_NAME_CHARS: usize = 64;
+
+/// `name` quoted for an error message: whole up to [`SHOWN_NAME_CHARS`] characters, else its
+/// first ones, `…` and its length in bytes (a message stays short whatever was given).
+fn shown_name(name: &str) -> String {
+    match name.char_indices().nth(SHOWN_NAME_CHARS) {
+        None => format!("{name:?}"),
+        Some((end, _)) => format!("{:?}… ({} bytes)", &name[..end], name.len()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_rejected_name_is_shown_cut_short() {
+        let long = "x".repeat(10_000);
+        let Err(Error::InvalidConfig { option, reason }) = BalancerConfig::new(long).validate()
+        else {
+            panic!("a 10,000-byte name is accepted");
+        };
+        assert_eq!(option, "name");
+        assert!(reason.len() < 200, "{} bytes: {reason}", reason.len());
+        assert!(
+            reason.starts_with(&format!("\"{}\"… (10000 bytes)", "x".repeat(64))),
+            "{reason}"
+        );
+        // Characters, not bytes: a cut never splits one.
+        let wide = "ü".repeat(300);
+        let Err(Error::InvalidConfig { reason, .. }) = BalancerConfig::new(wide).validate() else {
+            panic!("a 600-byte name is accepted");
+        };
+        assert!(
+            reason.starts_with(&format!("\"{}\"… (600 bytes)", "ü".repeat(64))),
+            "{reason}"
+        );
+        // A short one is shown whole.
+        let Err(Error::InvalidConfig { reason, .. }) = BalancerConfig::new("a/b").validate() else {
+            panic!("a/b is accepted");
+        };
+        assert!(reason.starts_with("\"a/b\" must be"), "{reason}");
+    }
 
     #[test]
     fn matching_and_validation() {

@@ -22,9 +22,9 @@ impl Balancer {
     ///    running in [`DrainReport::routed_in_flight`] and [`DrainReport::served_in_flight`])
     ///    — then it stops anyway: callers of calls still running here may get
     ///    [`Error::ServiceUnavailable`](crate::Error::ServiceUnavailable) (`ConnectionLost`: the call may have run), and those
-    ///    calls' [`CallContext`](crate::CallContext)s are cancelled. A call run in-process (a
-    ///    local member, `CallDirect`, `call_directly`) counts until its function has ended,
-    ///    even when its caller stopped waiting first;
+    ///    calls' [`CallContext`](crate::CallContext)s are cancelled. A call or cast run
+    ///    in-process (a local member, `CallDirect`, `call_directly`) counts until its function
+    ///    has ended, even when its caller stopped waiting first (a cast: once handed over);
     /// 5. a member keeps refusing (not dropping) calls for at least 250 ms after leaving,
     ///    whatever the grace, then it stops its actors and frees the name (a new start under
     ///    it may follow). [`DrainReport::took`] is the time from 1 to here.
@@ -78,7 +78,8 @@ impl Balancer {
             tokio::time::sleep_until(deadline.min(crate::deadline::after(config.leave_grace)))
                 .await;
         }
-        shared.accepting.store(false, Ordering::Release);
+        // Then the counts are read: a call counted after this store sees it and is refused.
+        shared.accepting.store(false, Ordering::SeqCst);
         let (routed, served) = loop {
             let (routed, served) = (shared.in_flight.get(), shared.served.get());
             if routed + served == 0 || tokio::time::Instant::now() >= deadline {

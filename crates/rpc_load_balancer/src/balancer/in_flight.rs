@@ -102,7 +102,9 @@ impl InFlightTotal {
     #[inline]
     pub(crate) fn acquire(&self) -> usize {
         let stripe = STRIPE.with(|s| *s);
-        self.stripes[stripe].fetch_add(1, Ordering::AcqRel);
+        // Sequentially consistent, as the drain's read of the total and the stopping flag
+        // checked after this count are (`BalancerShared::check_running`).
+        self.stripes[stripe].fetch_add(1, Ordering::SeqCst);
         stripe
     }
 
@@ -116,7 +118,7 @@ impl InFlightTotal {
 
     /// Selections in flight now.
     pub(crate) fn get(&self) -> usize {
-        self.stripes.iter().map(|s| s.load(Ordering::Acquire)).sum()
+        self.stripes.iter().map(|s| s.load(Ordering::SeqCst)).sum()
     }
 }
 

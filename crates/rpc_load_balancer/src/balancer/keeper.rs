@@ -6,9 +6,12 @@
 //! linked to the user's supervisor, which ractor kills with its parent (a kill skips
 //! `post_stop`). So the member is not its child: it is linked to this keeper, which is spawned
 //! unlinked (no parent can take it down) and
-//! * restarts the member at once when it stops unasked (crash or kill); more than
-//!   [`MAX_RESTARTS`] restarts within [`RESTART_WINDOW`] end the balancer without a drain, as an
-//!   OTP supervisor's intensity limit would (its actor is stopped, so its parent hears of it);
+//! * restarts the member at once when it stops unasked (crash or kill); a start that fails
+//!   (its `pre_start` failed or panicked, say a selector's `members_changed` panics) is tried
+//!   again after [`RETRY_FIRST`], doubled per failure in a row up to [`RETRY_MAX`]. Every
+//!   attempt, failed or not, counts: more than [`MAX_RESTARTS`] attempts within
+//!   [`RESTART_WINDOW`] end the balancer without a drain, as an OTP supervisor's intensity
+//!   limit would (its actor is stopped, so its parent hears of it);
 //! * watches the balancer's actor: when it ends, however (stopped, killed, failed, its parent
 //!   stopped or killed), it drains as [`Balancer::stop`](super::Balancer::stop) does: it leaves
 //!   the group at once, serves the calls peers selected before they saw the leave (refusing
@@ -31,6 +34,12 @@ use crate::wire::RpcMessage;
 pub(crate) const MAX_RESTARTS: usize = 10;
 /// The window of [`MAX_RESTARTS`].
 pub(crate) const RESTART_WINDOW: Duration = Duration::from_secs(10);
+/// The delay before trying again to start a member whose start failed.
+pub(crate) const RETRY_FIRST: Duration = Duration::from_millis(10);
+/// The longest delay between two failed starts of a member (the delay doubles per failure in
+/// a row up to it; [`MAX_RESTARTS`] failures in a row take about 3.3 s, within
+/// [`RESTART_WINDOW`]).
+pub(crate) const RETRY_MAX: Duration = Duration::from_secs(1);
 
 /// Messages of the keeper.
 #[derive(ractor_cluster::RactorMessage)]
@@ -46,7 +55,17 @@ pub(crate) struct KeeperState {
     /// The balancer's own actor (stopped when the member restarts too often).
     owner: ActorRef<SupervisorMsg>,
     member: Option<ActorRef<RpcMessage>>,
+    /// Start attempts of the member (after the first), within the last [`RESTART_WINDOW`].
     restarts: VecDeque<Instant>,
+    /// Failed starts of the member since it last started.
+    failed_in_a_row: u32,
+}
+
+/// The delay before the next start attempt after `failed_in_a_row` (≥ 1) failed ones:
+/// [`RETRY_FIRST`] doubled per earlier failure, at most [`RETRY_MAX`].
+pub(crate) fn retry_delay(failed_in_a_row: u32) -> Duration {
+    let doublings = failed_in_a_row.saturating_sub(1).min(16);
+    (RETRY_FIRST * 2u32.pow(doublings)).min(RETRY_MAX)
 }
 
 /// Spawns the member (the LoadBalancer) under `keeper`. Its name may still be held for a
@@ -116,6 +135,7 @@ impl Actor for MemberKeeper {
             owner,
             member: Some(member),
             restarts: VecDeque::new(),
+            failed_in_a_row: 0,
         })
     }
 
@@ -166,38 +186,59 @@ impl Actor for MemberKeeper {
             return Ok(());
         }
         tracing::warn!(balancer = %state.shared.name, reason = %why, "load balancer stopped; restarting");
-        let now = Instant::now();
-        state
-            .restarts
-            .retain(|at| now.duration_since(*at) < RESTART_WINDOW);
-        if state.restarts.len() >= MAX_RESTARTS {
-            tracing::error!(balancer = %state.shared.name, "too many restarts; stopping the balancer");
-            // Nothing to drain through a member that keeps failing.
-            state.shared.end_without_drain();
-            state
-                .owner
-                .stop(Some("load balancer restart limit reached".into()));
-            myself.stop(Some("load balancer restart limit reached".into()));
-            return Ok(());
-        }
-        state.restarts.push_back(now);
         state.restart_member(&myself).await;
         Ok(())
     }
 }
 
 impl KeeperState {
+    /// Starts the member again (unless it runs or the balancer stops), as one attempt toward
+    /// the restart limit: past it, gives up on the balancer; if the start fails, tries again
+    /// after [`retry_delay`].
     async fn restart_member(&mut self, myself: &ActorRef<KeeperMsg>) {
         if self.member.is_some() || self.shared.is_stopping() {
             return;
         }
+        let now = Instant::now();
+        self.restarts
+            .retain(|at| now.duration_since(*at) < RESTART_WINDOW);
+        if self.restarts.len() >= MAX_RESTARTS {
+            self.give_up(myself);
+            return;
+        }
+        self.restarts.push_back(now);
         match spawn_member(&self.shared, myself.get_cell()).await {
-            Ok(actor) => self.member = Some(actor),
+            Ok(actor) => {
+                self.member = Some(actor);
+                self.failed_in_a_row = 0;
+            }
             Err(error) => {
-                // The old actor's name may not be free yet: try again shortly.
-                tracing::debug!(balancer = %self.shared.name, %error, "load balancer restart failed; retrying");
-                myself.send_after(Duration::from_millis(10), || KeeperMsg::RestartMember);
+                self.failed_in_a_row += 1;
+                let delay = retry_delay(self.failed_in_a_row);
+                tracing::warn!(
+                    balancer = %self.shared.name,
+                    %error,
+                    failed_in_a_row = self.failed_in_a_row,
+                    retry_in_ms = delay.as_millis() as u64,
+                    "load balancer failed to start; retrying"
+                );
+                myself.send_after(delay, || KeeperMsg::RestartMember);
             }
         }
+    }
+
+    /// Past the restart limit: ends the balancer without a drain (nothing to drain through a
+    /// member that keeps failing) and stops its actor (its parent hears of it) and this keeper.
+    fn give_up(&mut self, myself: &ActorRef<KeeperMsg>) {
+        tracing::error!(
+            balancer = %self.shared.name,
+            max_restarts = MAX_RESTARTS,
+            window_s = RESTART_WINDOW.as_secs(),
+            "too many restarts of the load balancer; stopping the balancer"
+        );
+        self.shared.end_without_drain();
+        self.owner
+            .stop(Some("load balancer restart limit reached".into()));
+        myself.stop(Some("load balancer restart limit reached".into()));
     }
 }

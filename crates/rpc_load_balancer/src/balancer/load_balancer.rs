@@ -52,15 +52,22 @@ impl Actor for LoadBalancer {
         shared: &mut Arc<BalancerShared>,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            RpcMessage::Call(call, port) if !shared.accepting.load(Ordering::Acquire) => {
-                // Past the leave grace: refuse unrun, handing the call back so the caller
-                // sends it elsewhere.
-                let _ = port.send(reply::encode_leaving(call));
-            }
             message @ (RpcMessage::Call(..) | RpcMessage::Cast(..)) => {
+                // Counted before the check: a drain stops accepting, then reads the served
+                // count, so it either sees this call or this call sees the refusal.
                 let serving = ServedToken::new(shared);
-                let abandoned = Arc::clone(&shared.abandoned);
-                dispatch_with(&shared.node, message, serving, abandoned);
+                match message {
+                    RpcMessage::Call(call, port) if !shared.accepting.load(Ordering::SeqCst) => {
+                        // Past the leave grace: refuse unrun, handing the call back so the
+                        // caller sends it elsewhere.
+                        drop(serving);
+                        let _ = port.send(reply::encode_leaving(call));
+                    }
+                    message => {
+                        let abandoned = Arc::clone(&shared.abandoned);
+                        dispatch_with(&shared.node, message, serving, abandoned);
+                    }
+                }
             }
             other => dispatch(&shared.node, other),
         }

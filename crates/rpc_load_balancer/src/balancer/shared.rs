@@ -143,8 +143,12 @@ impl BalancerShared {
     }
 
     /// `Err(UnknownBalancer)` once the balancer is stopped: its handles no longer route.
+    ///
+    /// A selection or call counted in flight before this check either passes it, and its
+    /// balancer's drain (which marks it stopping, then reads the counts) waits for it, or
+    /// fails it: sequentially consistent on both sides (a plain load on x86).
     pub(crate) fn check_running(&self) -> Result<(), Error> {
-        if self.stopping.load(Ordering::Acquire) {
+        if self.stopping.load(Ordering::SeqCst) {
             return Err(Error::UnknownBalancer {
                 balancer: self.name.clone(),
             });
@@ -166,7 +170,7 @@ impl BalancerShared {
     /// Marks the balancer stopping (its actor is gone: it routes nothing), waking what waits
     /// on it; whoever claims its end drains it.
     pub(crate) fn mark_stopping(&self) {
-        if !self.stopping.swap(true, Ordering::AcqRel) {
+        if !self.stopping.swap(true, Ordering::SeqCst) {
             self.notify_stopping();
         }
     }

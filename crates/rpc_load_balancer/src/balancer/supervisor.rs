@@ -21,6 +21,7 @@ pub(crate) use super::keeper::RESTART_WINDOW;
 use super::keeper::{self, KeeperMsg};
 use super::shared::BalancerShared;
 use super::{Balancer, BalancerConfig, Child};
+use crate::node::shared::Lifecycle;
 use crate::Error;
 
 /// Messages of a balancer's actor ([`BalancerActor`]; see
@@ -134,6 +135,11 @@ async fn start(
     let node = crate::Node::current()
         .ok_or(Error::NodeNotRunning)?
         .shared();
+    // A node shutting down takes no new balancer (the registry refuses the name too, should
+    // the shutdown begin after this look).
+    if *node.lifecycle.borrow() != Lifecycle::Running {
+        return Err(Error::NodeNotRunning);
+    }
     config.validate()?;
     let name = config.name.clone();
     // Builds the balancer's selector: bad algorithm options fail the start here.
@@ -150,55 +156,88 @@ async fn start(
             Err(error) => return Err(error),
         }
     }
-    let started = async {
-        let mut children = Vec::new();
-        // The algorithm's load source first (LeastCpu's Poller), then the configured ones.
-        let poller = shared
-            .needs
-            .cpu
-            .map(|polling| super::cpu_poller::child(&shared.name, polling));
-        let specs = poller
-            .into_iter()
-            .chain(shared.config.children.iter().cloned());
-        for (index, spec) in specs.enumerate() {
-            let cell = match (spec.spawn)(myself.get_cell()).await {
-                Ok(cell) => Some(cell),
-                Err(error) => {
-                    tracing::warn!(balancer = %shared.name, child = %spec.name, %error, "algorithm child failed to start");
-                    myself.send_after(Duration::from_millis(100), move || {
-                        SupervisorMsg::RestartChild(index)
-                    });
-                    None
-                }
-            };
-            children.push(Running {
-                spec,
-                cell,
-                restarts: VecDeque::new(),
-            });
-        }
-        let keeper = keeper::spawn(Arc::clone(&shared), myself.clone()).await;
-        (children, keeper)
+    // Freed again if the start fails or panics (a child's spawn is user code) before it
+    // registers.
+    let mut reservation = Reservation {
+        node: Arc::clone(&node),
+        name: name.clone(),
+        children: Vec::new(),
+        registered: false,
     };
-    let (children, keeper) = started.await;
-    let keeper = match keeper {
+    let mut children = Vec::new();
+    // The algorithm's load source first (LeastCpu's Poller), then the configured ones.
+    let poller = shared
+        .needs
+        .cpu
+        .map(|polling| super::cpu_poller::child(&shared.name, polling));
+    let specs = poller
+        .into_iter()
+        .chain(shared.config.children.iter().cloned());
+    for (index, spec) in specs.enumerate() {
+        let cell = match (spec.spawn)(myself.get_cell()).await {
+            Ok(cell) => {
+                reservation.children.push(cell.clone());
+                Some(cell)
+            }
+            Err(error) => {
+                tracing::warn!(balancer = %shared.name, child = %spec.name, %error, "algorithm child failed to start");
+                myself.send_after(Duration::from_millis(100), move || {
+                    SupervisorMsg::RestartChild(index)
+                });
+                None
+            }
+        };
+        children.push(Running {
+            spec,
+            cell,
+            restarts: VecDeque::new(),
+        });
+    }
+    let keeper = match keeper::spawn(Arc::clone(&shared), myself.clone()).await {
         Ok(keeper) => keeper,
         Err(error) => {
-            for child in children.iter().filter_map(|c| c.cell.as_ref()) {
-                child.stop(Some("balancer failed to start".into()));
-            }
-            node.balancers.release_reservation(&name);
             return Err(Error::Startup {
                 reason: format!("balancer {name}: {error}"),
             });
         }
     };
     shared.set_keeper(keeper.clone());
-    node.balancers
+    let registered = node
+        .balancers
         .register(Balancer::from_parts(Arc::clone(&shared), myself.clone()));
+    if let Err(error) = registered {
+        // The node's shutdown stopped waiting for this start: undo it (the reservation's
+        // drop stops the children and frees the name).
+        shared.claim_end();
+        shared.stop_keeper().await;
+        return Err(error);
+    }
+    reservation.registered = true;
     keeper::watch_owner(Arc::clone(&shared), myself.clone());
     tracing::info!(balancer = %name, member = shared.member, "balancer started");
     Ok((shared, keeper, children))
+}
+
+/// A balancer's name reserved on its node by a start under way. Dropped before the start has
+/// registered the balancer — it failed, or panicked (a child's spawn is user code) — it stops
+/// the children started so far and frees the name, so a later start under it is not refused.
+struct Reservation {
+    node: Arc<crate::node::shared::NodeShared>,
+    name: String,
+    children: Vec<ActorCell>,
+    registered: bool,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if self.registered {
+            return;
+        }
+        for child in &self.children {
+            child.stop(Some("balancer failed to start".into()));
+        }
+        self.node.balancers.release_reservation(&self.name);
+    }
 }
 
 impl Actor for BalancerActor {

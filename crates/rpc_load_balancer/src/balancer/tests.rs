@@ -1,5 +1,11 @@
 //! A killed balancer drains, then leaves nothing behind on its node.
 
+mod drain_during_pick;
+mod local_cast_drain;
+mod member_start_fails;
+mod shutdown_refuses_starts;
+mod start_panics;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -7,6 +7,7 @@
 
 use std::any::Any;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures_util::future::BoxFuture;
@@ -59,6 +60,12 @@ pub(crate) type Registered = Arc<dyn RegisteredBalancer>;
 #[derive(Default)]
 pub(crate) struct BalancerRegistry {
     balancers: Mutex<HashMap<String, Option<Registered>>>,
+    /// Set (under the lock) when the node begins to shut down: no start may claim a name from
+    /// then on.
+    closed: AtomicBool,
+    /// Set (under the lock) when the node's shutdown has stopped waiting for starts under way:
+    /// none may register from then on.
+    sealed: AtomicBool,
 }
 
 impl BalancerRegistry {
@@ -70,10 +77,14 @@ impl BalancerRegistry {
 
     /// Claims `name` for a balancer being started.
     ///
-    /// Errors: [`Error::BalancerAlreadyStarted`] if one runs, drains (see
-    /// [`BalancerRegistry::draining`]) or is starting under that name.
+    /// Errors: [`Error::NodeNotRunning`] once the node has begun to shut down
+    /// ([`BalancerRegistry::close`]); [`Error::BalancerAlreadyStarted`] if one runs, drains
+    /// (see [`BalancerRegistry::draining`]) or is starting under that name.
     pub(crate) fn reserve(&self, name: &str) -> Result<(), Error> {
         let mut balancers = self.lock();
+        if self.closed.load(Ordering::Relaxed) {
+            return Err(Error::NodeNotRunning);
+        }
         match balancers.get(name) {
             Some(_) => {}
             None => {
@@ -87,10 +98,18 @@ impl BalancerRegistry {
     }
 
     /// Records `balancer`, started under the name it reserved.
-    pub(crate) fn register(&self, balancer: impl RegisteredBalancer) {
+    ///
+    /// Errors: [`Error::NodeNotRunning`] once the node's shutdown has stopped waiting for
+    /// starts ([`BalancerRegistry::seal`]): the start must undo itself (its name stays
+    /// reserved until it frees it).
+    pub(crate) fn register(&self, balancer: impl RegisteredBalancer) -> Result<(), Error> {
         let balancer: Registered = Arc::new(balancer);
-        self.lock()
-            .insert(balancer.name().to_string(), Some(balancer));
+        let mut balancers = self.lock();
+        if self.sealed.load(Ordering::Relaxed) {
+            return Err(Error::NodeNotRunning);
+        }
+        balancers.insert(balancer.name().to_string(), Some(balancer));
+        Ok(())
     }
 
     /// Frees `name` after a start under it failed (only while it is still reserved).
@@ -151,6 +170,25 @@ impl BalancerRegistry {
     /// them, or wait for their drains, at shutdown).
     pub(crate) fn running(&self) -> Vec<Registered> {
         self.lock().values().flatten().cloned().collect()
+    }
+
+    /// Refuses every later [`BalancerRegistry::reserve`] (the node begins to shut down).
+    /// Starts that reserved their name before still register (or free it).
+    pub(crate) fn close(&self) {
+        let _balancers = self.lock();
+        self.closed.store(true, Ordering::Relaxed);
+    }
+
+    /// Refuses every later [`BalancerRegistry::register`] (the node's shutdown has stopped
+    /// waiting for starts under way).
+    pub(crate) fn seal(&self) {
+        let _balancers = self.lock();
+        self.sealed.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a start has reserved a name and not yet registered or freed it.
+    pub(crate) fn starting(&self) -> bool {
+        self.lock().values().any(Option::is_none)
     }
 }
 

@@ -13,9 +13,17 @@ use super::start::{CURRENT, RUNNING};
 use super::Node;
 use crate::control::ControlRequest;
 
+/// The longest [`Node::shutdown`] waits for balancer starts that were under way when it
+/// began, once every balancer has stopped.
+const STARTS_WAIT: Duration = Duration::from_secs(5);
+
 impl Node {
     /// Stops the node: stops its balancers gracefully (all at once, each draining as
-    /// [`Balancer::stop`](crate::Balancer::stop) does), tells its peers it is leaving, then
+    /// [`Balancer::stop`](crate::Balancer::stop) does; from its first step on, a balancer
+    /// start on this node fails with [`Error::NodeNotRunning`](crate::Error::NodeNotRunning),
+    /// and one under way when it began is waited for, at most 5 s, and stopped too: so a
+    /// supervisor that restarts its balancer cannot leave one running), tells its peers it is
+    /// leaving, then
     /// stops dialling and CPU sampling, leaves pg, stops the endpoint and manager, and stops
     /// the NodeServer if [`Node::start`] created it (closing every session).
     ///
@@ -48,12 +56,55 @@ impl Node {
             .clone()
     }
 
+    /// Stops every balancer of this node, and those whose starts were under way when the
+    /// shutdown began (no new start is let in: they fail with `NodeNotRunning`), all at once,
+    /// each bounded by its `drain_timeout`; a start still under way after [`STARTS_WAIT`] is
+    /// given up on (logged at WARN: it fails with `NodeNotRunning` and undoes itself when it
+    /// gets to register). Returns their reports.
+    async fn stop_balancers(&self) -> Vec<crate::control::DrainReport> {
+        let registry = &self.inner.shared.balancers;
+        registry.close();
+        let mut drains = Vec::new();
+        // By the address of their state (a balancer stopped here is not stopped again).
+        let mut stopped: Vec<usize> = Vec::new();
+        let mut starts_until = None;
+        loop {
+            // Every balancer drains at once (a restart of one by its parent while it drains is
+            // refused, or waited for and stopped in the next round).
+            let balancers: Vec<_> = registry
+                .running()
+                .into_iter()
+                .filter(|b| !stopped.contains(&(b.state_ptr() as usize)))
+                .collect();
+            if !balancers.is_empty() {
+                stopped.extend(balancers.iter().map(|b| b.state_ptr() as usize));
+                drains.extend(
+                    futures_util::future::join_all(balancers.iter().map(|b| b.stop())).await,
+                );
+                continue;
+            }
+            if !registry.starting() {
+                return drains;
+            }
+            let until =
+                *starts_until.get_or_insert_with(|| tokio::time::Instant::now() + STARTS_WAIT);
+            if tokio::time::Instant::now() >= until {
+                tracing::warn!(
+                    node = %self.inner.shared.name,
+                    wait_ms = STARTS_WAIT.as_millis() as u64,
+                    "a balancer start is still under way; shutting down without it (it will fail)"
+                );
+                registry.seal();
+                return drains;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// The work of [`Node::shutdown`], once.
     async fn shut_down(&self) {
         let inner = &self.inner;
-        // Every balancer drains at once (each bounded by its drain_timeout).
-        let balancers = inner.shared.balancers.running();
-        let mut drains = futures_util::future::join_all(balancers.iter().map(|b| b.stop())).await;
+        let mut drains = self.stop_balancers().await;
         drains.sort_by(|a, b| a.balancer.cmp(&b.balancer));
         *inner.drains.lock().unwrap_or_else(|p| p.into_inner()) = drains;
         // Drained: tell the peers this node is leaving (bounded; a peer that does not answer

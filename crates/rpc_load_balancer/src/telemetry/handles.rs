@@ -6,10 +6,19 @@
 //! [`RpcHandles`] — the start counter, and the `ok` stop counter and duration histogram — made
 //! at its first call and found again by one hash of the labels in a lock-free table.
 //!
-//! **Which recorder**: a handle set remembers the recorder that was current (thread-local,
-//! else global, else none) when it was made, and a call whose current recorder is another one
-//! makes the set again. So a recorder installed after the node started (or after its first
-//! calls) sees every later call; there is no rule about installing it first for these series.
+//! **Which recorder**: only handles of a recorder that lives as long as the process are kept:
+//! the global one, or none (the no-op recorder). A handle set remembers the recorder that was
+//! current when it was made, and a call whose current recorder is another one makes the set
+//! again: so a global recorder installed after the node started (or after its first calls)
+//! sees every later call. A thread-local recorder (`metrics::with_local_recorder`,
+//! `set_default_local_recorder`) may be dropped and a new one made at the same address (a loop
+//! in a test), and the handles made with the old one would count into it: while one is current,
+//! a call makes its handles anew and keeps none (the cost of before the table).
+//!
+//! Which recorder a thread with no local one gets ([`static_recorders`]) is not something
+//! `metrics` tells; it is learned on a new thread of its own (which has none): at the first
+//! call, and when a call finds a recorder it does not know, as long as the global one has not
+//! been seen (at most once per [`PROBE_EVERY`]).
 //!
 //! **Bounded**: the table holds at most [`CAPACITY`] label sets (distinct node, function,
 //! kind and balancer combinations); past it, a call builds its keys as it goes (the cost of
@@ -17,8 +26,9 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use metrics::{Counter, Histogram, Label, SharedString};
@@ -46,6 +56,76 @@ impl RecorderId {
             Self(address, std::mem::size_of_val(recorder))
         })
     }
+}
+
+/// The recorders a thread with no thread-local recorder has had: the first one learned (the
+/// no-op recorder, or the global one if it was installed before), and a second, other one
+/// (the global one, installed later). Neither changes once learned: the global recorder is
+/// set once and never dropped, and the no-op one is a static.
+static STATIC_RECORDERS: [OnceLock<RecorderId>; 2] = [OnceLock::new(), OnceLock::new()];
+
+/// When the recorder of a thread with no local one was last learned, in ms since
+/// [`PROBE_EPOCH`] (0: never).
+static LAST_PROBE_MS: AtomicU64 = AtomicU64::new(0);
+
+/// The time [`LAST_PROBE_MS`] counts from.
+static PROBE_EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+/// The least time between two probes of the recorder of a thread with no local one.
+pub(crate) const PROBE_EVERY: Duration = Duration::from_millis(100);
+
+impl RecorderId {
+    /// Whether handles made with this recorder may be kept: it is the global or the no-op
+    /// recorder, not a thread-local one. Cheap when the answer is known (one or two loads);
+    /// else it learns the recorder of a thread with no local one (see [`static_recorders`]).
+    #[inline]
+    fn lives_forever(self) -> bool {
+        let known = || STATIC_RECORDERS.iter().any(|id| id.get() == Some(&self));
+        known() || (static_recorders() && known())
+    }
+}
+
+/// Learns the recorder of a thread with no thread-local one, on a new thread (there is no other
+/// way to look past a thread-local recorder), and records it in [`STATIC_RECORDERS`]. Only while
+/// the second one is unknown, and at most once per [`PROBE_EVERY`] after the first. Returns
+/// whether it learned one (false: none to learn now, or no thread could be started).
+#[cold]
+#[inline(never)]
+fn static_recorders() -> bool {
+    if STATIC_RECORDERS[1].get().is_some() {
+        return false;
+    }
+    let now_ms = (PROBE_EPOCH.elapsed().as_millis() as u64).max(1);
+    let last = LAST_PROBE_MS.load(Ordering::Relaxed);
+    let first = STATIC_RECORDERS[0].get().is_none();
+    if !first && now_ms.saturating_sub(last) < PROBE_EVERY.as_millis() as u64 {
+        return false;
+    }
+    if LAST_PROBE_MS
+        .compare_exchange(last, now_ms, Ordering::Relaxed, Ordering::Relaxed)
+        .is_err()
+    {
+        // Another thread probes now.
+        return false;
+    }
+    let probed = std::thread::Builder::new()
+        .name("rpclb-metrics-probe".into())
+        .spawn(RecorderId::current)
+        .ok()
+        .and_then(|probe| probe.join().ok());
+    let Some(id) = probed else {
+        return false;
+    };
+    match STATIC_RECORDERS[0].get() {
+        None => {
+            let _ = STATIC_RECORDERS[0].set(id);
+        }
+        Some(first) if *first != id => {
+            let _ = STATIC_RECORDERS[1].set(id);
+        }
+        Some(_) => return false,
+    }
+    true
 }
 
 /// The handles of one label set: `node`, `function`, `type` and `load_balancer`.
@@ -212,7 +292,7 @@ impl Table {
     }
 
     /// A label set's handles made with the current recorder: found, else made (and kept,
-    /// while there is room).
+    /// while there is room, unless the recorder is a thread-local one).
     #[inline]
     pub(crate) fn get(
         &self,
@@ -222,6 +302,10 @@ impl Table {
         node: &str,
     ) -> Arc<RpcHandles> {
         let recorder = RecorderId::current();
+        if !recorder.lives_forever() {
+            // A thread-local recorder: handles made with it now, and not kept.
+            return Self::made_for_a_local(recorder, kind, function, balancer, node);
+        }
         let hash = hash(kind, function, balancer, node);
         let shard = &self.shards[hash as usize % SHARDS];
         if let Some(list) = shard.load().get(&hash) {
@@ -233,6 +317,25 @@ impl Table {
             }
         }
         self.insert(hash, recorder, kind, function, balancer, node)
+    }
+
+    /// A label set's handles made with `recorder`, a thread-local one, not kept.
+    #[cold]
+    #[inline(never)]
+    fn made_for_a_local(
+        recorder: RecorderId,
+        kind: &'static str,
+        function: &'static str,
+        balancer: &SharedString,
+        node: &str,
+    ) -> Arc<RpcHandles> {
+        Arc::new(RpcHandles::new(
+            recorder,
+            kind,
+            function,
+            balancer,
+            Arc::from(node),
+        ))
     }
 
     /// Makes a label set's handles and keeps them (replacing ones made with another

@@ -166,9 +166,12 @@ impl SelectorKit {
         Ok(nodes)
     }
 
-    /// The selector's explanation of picking member `index` for `key`.
-    pub fn explain(&self, index: usize, key: Option<&[u8]>) -> Explanation {
-        self.selector
-            .explain(&self.members, index, &self.request(key))
+    /// The selector's explanation of picking member `index` (of the kit's members, in their
+    /// order) for `key`; `None` when `index` is not a member's (the member count or more).
+    pub fn explain(&self, index: usize, key: Option<&[u8]>) -> Option<Explanation> {
+        (index < self.members.len()).then(|| {
+            self.selector
+                .explain(&self.members, index, &self.request(key))
+        })
     }
 }

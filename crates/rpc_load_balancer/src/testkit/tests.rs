@@ -88,3 +88,13 @@ fn changes_picks_outcomes_and_releases_reach_the_selector_in_order() {
         ]
     );
 }
+
+#[test]
+fn explain_of_an_index_past_the_members_is_none_not_a_panic() {
+    let mut kit = SelectorKit::new(&Recording::default()).unwrap();
+    assert!(kit.explain(0, Some(b"k")).is_none(), "no members");
+    kit.join(["a@h"]);
+    assert!(kit.explain(0, Some(b"k")).is_some());
+    assert!(kit.explain(1, Some(b"k")).is_none());
+    assert!(kit.explain(usize::MAX, None).is_none());
+}

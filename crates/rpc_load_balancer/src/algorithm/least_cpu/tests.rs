@@ -173,7 +173,7 @@ fn the_explanation_gives_each_members_reading_age_and_value() {
     let pick = lc.pick(None).unwrap();
     assert_eq!(pick.index, 0, "30 beats stale 20 (= 50) and missing (= 50)");
     lc.clock().advance(Duration::from_millis(7));
-    let explanation = lc.explain(pick.index, None);
+    let explanation = lc.explain(pick.index, None).unwrap();
     lc.release(pick);
     // The value each member counted as: fresh a its reading, stale b and missing c 50.
     assert_eq!(

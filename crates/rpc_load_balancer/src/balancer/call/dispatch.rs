@@ -190,7 +190,15 @@ async fn route_cast<F: RemoteFunction>(
         } else {
             Span::none()
         };
+        // A cast run here that a drain counts (`call_directly`, `CallDirect`, a tracked
+        // random-node cast): served in-process, holding its count until its function has
+        // ended (the endpoint would serve it uncounted).
+        let here = matches!(attempt.counted, Counted::InFlight(_)) && *attempt.node == *node.name;
         let sent = span.in_scope(|| match attempt.actor() {
+            Some(_) if here => {
+                let counted = std::mem::replace(&mut attempt.counted, Counted::Nothing);
+                cast_here::<F>(node, attempt.balancer, &args, counted)
+            }
             Some(actor) => {
                 let (to, balancer) = (&attempt.node, attempt.balancer);
                 call::cast_endpoint::<F>(&node.transport, actor, to, balancer, &args)
@@ -211,6 +219,28 @@ async fn route_cast<F: RemoteFunction>(
             }
         }
     }
+}
+
+/// Serves a cast of `F` on this node in a task of its own that holds `counted` until the
+/// function has ended.
+///
+/// Errors: the arguments cannot be encoded.
+fn cast_here<F: RemoteFunction>(
+    node: &Arc<NodeShared>,
+    balancer: Option<&str>,
+    args: &F::Args,
+    counted: Counted,
+) -> Result<(), Error> {
+    let transport = &node.transport;
+    let (bytes, _id) = call::encode::<F>(transport, balancer, args, std::time::Duration::ZERO)?;
+    let abandoned = Arc::clone(counted.abandoned(&transport.abandoned));
+    crate::endpoint::dispatch_with(
+        node,
+        crate::wire::RpcMessage::Cast(bytes),
+        counted,
+        abandoned,
+    );
+    Ok(())
 }
 
 /// A call's arguments until they are encoded — a `Payload` is moved into its call, other

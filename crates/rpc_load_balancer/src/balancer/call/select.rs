@@ -81,6 +81,9 @@ impl<'r> Route<'r> {
                     continue;
                 }
             };
+            // Checked again once counted: a drain that began during the pick and read no
+            // call in flight is not followed by one (the selection drops, released).
+            shared.check_running()?;
             let member = selection.member();
             let node = Arc::clone(member.node_arc());
             let local = member.is_local();

@@ -1,4 +1,5 @@
-//! Handle sets: made once per label set, made again for another recorder, bounded.
+//! Handle sets: made once per label set, made again for another recorder, not kept for a
+//! thread-local recorder, bounded.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -149,12 +150,14 @@ fn handles_follow_a_recorder_installed_after_they_were_made() {
         after.started();
         after.stopped("ok", 1.0);
         after.stopped("request_timeout", 2.0);
+        // A thread-local recorder's handles are not kept (another one may take its address).
         let again = table.get("call", "follow", &direct(), "a@h");
         assert!(
-            Arc::ptr_eq(&after, &again),
-            "made again for the same recorder"
+            !Arc::ptr_eq(&after, &again),
+            "kept a local recorder's handles"
         );
     });
+    assert_eq!(table.len(), 1, "only the no-op recorder's set is kept");
     let labels = [("function", "follow"), ("node", "a@h"), ("type", "call")];
     assert_eq!(recorder.count(RPC_START, &labels), 1);
     assert_eq!(
@@ -200,4 +203,57 @@ fn a_call_after_a_recorder_is_installed_is_counted() {
     let status = |s| [&labels[..], &[("status", s)]].concat();
     assert_eq!(recorder.count(RPC_STOP, &status("ok")), 1);
     assert_eq!(recorder.count(RPC_STOP, &status("cancelled")), 1);
+}
+
+/// Thread-local recorders made one after another at the same address (a test's loop): each
+/// counts its own call, not the handles of the one before.
+#[test]
+fn local_recorders_at_one_address_each_count_their_calls() {
+    let table = Table::new(16);
+    let mut slot: Option<Counting> = None;
+    let mut counts = Vec::new();
+    let mut addresses = Vec::new();
+    for _ in 0..3 {
+        let recorder = slot.insert(Counting::default());
+        addresses.push(std::ptr::from_ref(recorder) as usize);
+        metrics::with_local_recorder(&*recorder, || {
+            table.get("call", "reused", &direct(), "a@h").started();
+        });
+        counts.push(recorder.count(RPC_START, &[("function", "reused")]));
+        slot = None;
+    }
+    assert!(
+        addresses.iter().all(|a| *a == addresses[0]),
+        "{addresses:?}"
+    );
+    assert_eq!(counts, [1, 1, 1]);
+}
+
+/// The global recorder's handles are made once per label set and found again.
+#[test]
+fn a_global_recorders_handles_are_kept() {
+    let recorder = Arc::new(Counting::default());
+    if metrics::set_global_recorder(Arc::clone(&recorder)).is_err() {
+        panic!("a global recorder is installed already in this test process");
+    }
+    let table = Table::new(16);
+    let first = table.get("call", "global", &direct(), "a@h");
+    let again = table.get("call", "global", &direct(), "a@h");
+    assert!(Arc::ptr_eq(&first, &again), "made twice");
+    first.started();
+    again.started();
+    assert_eq!(recorder.count(RPC_START, &[("function", "global")]), 2);
+    // A thread-local recorder on top of it is not kept, and gets its own counts.
+    let local = Counting::default();
+    metrics::with_local_recorder(&local, || {
+        let mine = table.get("call", "global", &direct(), "a@h");
+        assert!(!Arc::ptr_eq(&first, &mine));
+        mine.started();
+    });
+    assert_eq!(local.count(RPC_START, &[("function", "global")]), 1);
+    assert!(Arc::ptr_eq(
+        &first,
+        &table.get("call", "global", &direct(), "a@h")
+    ));
+    assert_eq!(table.len(), 1);
 }
