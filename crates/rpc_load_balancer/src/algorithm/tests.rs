@@ -92,11 +92,7 @@ fn a_selector_that_does_not_learn_is_only_released() {
 #[test]
 fn explain_of_an_index_past_the_members_does_not_panic() {
     let members = [crate::routing::MemberView::new("a@h", false)];
-    let request = crate::routing::Request {
-        balancer: "b",
-        key: Some(b"k"),
-        version: 1,
-    };
+    let request = crate::routing::Request::new("b", Some(b"k"), 1);
     for algorithm in [&HashRing::new() as &dyn Algorithm, &PowerOfTwo::new()] {
         let mut kit = SelectorKit::new(algorithm).unwrap();
         kit.join(["a@h"]);
