@@ -116,7 +116,7 @@ pub use algorithm::{
 pub use balancer::call::Call;
 pub use balancer::{
     BalancedCall, BalancedCast, Balancer, BalancerActor, BalancerConfig, DrainOutcome, DrainReport,
-    Member, Members, SelectionGuard,
+    Member, Members, SelectionGuard, SupervisorMsg,
 };
 pub use control::{ControlReply, ControlRequest};
 pub use error::{Error, ErrorCode, PayloadDirection, RemoteFailure, Unavailable};
