@@ -575,27 +575,17 @@ pub struct DemoArgs {
     pub algorithms: Vec<String>,
     /// --scenario: measured seconds per algorithm (after --warmup-s); the fault's timeline
     /// is the lab's scaled to it.
-    #[arg(
-        long,
-        value_name = "SECONDS",
-        default_value_t = 10.0,
-        requires = "scenario"
-    )]
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0, requires = "scenario", value_parser = crate::twin::plan::parse_duration_s)]
     pub duration_s: f64,
     /// --scenario: unmeasured seconds per algorithm before the measured ones.
-    #[arg(
-        long,
-        value_name = "SECONDS",
-        default_value_t = 2.0,
-        requires = "scenario"
-    )]
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0, requires = "scenario", value_parser = crate::twin::plan::parse_warmup_s)]
     pub warmup_s: f64,
     /// --scenario: the members' median service time, ms (lognormal, σ 0.5; sleep-based, so
     /// ≥ 5 keeps tokio's 1 ms timer resolution small against it).
     #[arg(long, value_name = "MS", default_value_t = 10.0, requires = "scenario")]
     pub service_ms: f64,
     /// --scenario: calls a member serves at once (more wait).
-    #[arg(long, value_name = "N", default_value_t = 8, requires = "scenario")]
+    #[arg(long, value_name = "N", default_value_t = 8, requires = "scenario", value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub capacity: u32,
     /// --scenario: caller processes (each with its own balancer, as the lab's callers).
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=16), requires = "scenario")]
@@ -1139,10 +1129,10 @@ pub struct LabArgs {
     #[arg(long, default_value = "1..10", value_parser = seed_range)]
     pub seeds: (u64, u64),
     /// Simulated seconds measured, instead of each scenario's own (e.g. a short smoke).
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
     pub measure_s: Option<f64>,
     /// Simulated seconds of warm-up, instead of each scenario's own.
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
     pub warmup_s: Option<f64>,
     /// Runs at once, on this many threads (each run is single-threaded and deterministic:
     /// the report does not depend on it).

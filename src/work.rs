@@ -31,6 +31,9 @@ use tokio::time::Instant;
 /// deadline) ends then at the latest.
 pub const MAX_SERVICE: Duration = Duration::from_secs(60);
 
+/// The most calls a node's `work` serves at once (`--work-capacity`).
+pub const MAX_CAPACITY: u32 = 10_000;
+
 /// How a node's `work` function serves (`rpclb node --work-*`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct WorkSettings {
@@ -120,7 +123,7 @@ impl WorkSettings {
         check(
             "capacity",
             capacity,
-            (1..=10_000).contains(&self.capacity),
+            (1..=MAX_CAPACITY).contains(&self.capacity),
             "1 to 10000",
         )?;
         check(
