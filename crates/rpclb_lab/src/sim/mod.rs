@@ -45,7 +45,7 @@ const MAX_BUCKET_MEMBERS: usize = 64;
 /// How long a closed-loop task waits after a call that could not pick any member.
 const NO_MEMBER_BACKOFF_NS: u64 = 1_000_000;
 /// Most calls a run holds at once (in flight, queued, or served after their caller gave up):
-/// about 120 bytes each, so well under 300 MB. A run that reaches it is *overloaded* (calls
+/// about 130 bytes each, so under 300 MB. A run that reaches it is *overloaded* (calls
 /// pile up faster than its members serve them): it stops there and reports what it measured,
 /// flagged ([`RunReport::overloaded_at_s`]). Healthy runs of the built-in scenarios hold far
 /// fewer (the most, two slow members at 85 % under Random, about 750,000 over 70 s).
