@@ -165,3 +165,114 @@ fn svg_writes_a_picture_per_scenario_and_load() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn a_short_run_warns_that_it_measures_no_fault_and_an_empty_run_is_null() {
+    let out = lab(&[
+        "--scenario",
+        "paused-member",
+        "--seeds",
+        "1",
+        "--warmup-s",
+        "0",
+        "--measure-s",
+        "0.000001",
+        "--algorithm",
+        "random",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("warning: scenario paused-member: event[0]") && stderr.contains("20 s"),
+        "{stderr}"
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let scenario = &doc["scenarios"][0];
+    assert!(
+        scenario["notes"][0]
+            .as_str()
+            .unwrap()
+            .contains("measures no fault"),
+        "{scenario}"
+    );
+    for run in scenario["runs"].as_array().unwrap() {
+        assert_eq!(run["calls"], 0, "{run}");
+        assert!(run["latency_ms"].is_null(), "{run}");
+        assert!(run["shed_ms"].is_null(), "{run}");
+    }
+    // The full-length document has no notes field at all (the baseline's shape).
+    let out = lab(&[
+        "--scenario",
+        "uniform",
+        "--seeds",
+        "1",
+        "--warmup-s",
+        "0",
+        "--measure-s",
+        "0.01",
+        "--algorithm",
+        "random",
+        "--json",
+    ]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(doc["scenarios"][0].get("notes").is_none(), "{doc}");
+    assert!(doc["scenarios"][0]["runs"][0]
+        .get("overloaded_at_s")
+        .is_none());
+}
+
+#[test]
+fn a_missing_file_an_enormous_scenario_and_a_negative_length_are_refused_plainly() {
+    let out = lab(&["--scenario", "./nope.toml"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cannot read scenario file ./nope.toml")
+            && stderr.contains("No such file")
+            && !stderr.contains("unknown scenario"),
+        "{stderr}"
+    );
+    // Refused at once, naming the field, before anything runs.
+    let dir = std::env::temp_dir().join(format!("rpclb-lab-big-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("big.toml");
+    std::fs::write(
+        &file,
+        "name = \"big\"\nmembers = 200\ncallers = 10000\ncapacity = 1000000\n",
+    )
+    .unwrap();
+    let out = lab(&["--scenario", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("capacity"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = lab(&["--scenario", "large", "--measure-s", "60", "--seeds", "1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("load.open_loop[0]"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(dir);
+    // A negative length with a space is the documented range error (exit 1), as with `=`.
+    for args in [
+        &["--scenario", "uniform", "--measure-s", "-1"][..],
+        &["--scenario", "uniform", "--measure-s=-1"][..],
+        &["--scenario", "uniform", "--warmup-s", "-1"][..],
+    ] {
+        let out = lab(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("measure_s") || stderr.contains("warmup_s"),
+            "{stderr}"
+        );
+    }
+}

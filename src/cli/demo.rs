@@ -58,7 +58,8 @@ pub struct DemoArgs {
         long,
         value_name = "SECONDS",
         default_value_t = 10.0,
-        requires = "scenario"
+        requires = "scenario",
+        value_parser = crate::twin::plan::parse_duration_s
     )]
     pub duration_s: f64,
     /// --scenario: unmeasured seconds per algorithm before the measured ones.
@@ -66,7 +67,8 @@ pub struct DemoArgs {
         long,
         value_name = "SECONDS",
         default_value_t = 2.0,
-        requires = "scenario"
+        requires = "scenario",
+        value_parser = crate::twin::plan::parse_warmup_s
     )]
     pub warmup_s: f64,
     /// --scenario: the members' median service time, ms (lognormal, σ 0.5; sleep-based, so
@@ -74,7 +76,7 @@ pub struct DemoArgs {
     #[arg(long, value_name = "MS", default_value_t = 10.0, requires = "scenario")]
     pub service_ms: f64,
     /// --scenario: calls a member serves at once (more wait).
-    #[arg(long, value_name = "N", default_value_t = 8, requires = "scenario")]
+    #[arg(long, value_name = "N", default_value_t = 8, requires = "scenario", value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub capacity: u32,
     /// --scenario: caller processes (each with its own balancer, as the lab's callers).
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=16), requires = "scenario")]

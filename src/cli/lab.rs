@@ -43,10 +43,10 @@ pub struct LabArgs {
     #[arg(long, default_value = "1..10", value_parser = seed_range)]
     pub seeds: (u64, u64),
     /// Simulated seconds measured, instead of each scenario's own (e.g. a short smoke).
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
     pub measure_s: Option<f64>,
     /// Simulated seconds of warm-up, instead of each scenario's own.
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
     pub warmup_s: Option<f64>,
     /// Runs at once, on this many threads (each run is single-threaded and deterministic:
     /// the report does not depend on it).

@@ -122,6 +122,8 @@ mod tests {
             shed_ms: None,
             never_shed: 0,
             little_max_error: 0.0,
+            overloaded: 0,
+            overloaded_at_s: None,
         }
     }
 

@@ -62,13 +62,13 @@ pub fn run_report(
             errors as f64 / calls as f64
         },
         goodput_per_s: ok as f64 / measure_s,
-        latency_ms: Latency {
+        latency_ms: (!histogram.is_empty()).then(|| Latency {
             p50: ms(0.5),
             p99: ms(0.99),
             p999: ms(0.999),
             mean: histogram.mean() / 1e3,
             max: histogram.max() as f64 / 1e3,
-        },
+        }),
         latency_quantiles_ms: if calls == 0 {
             Vec::new()
         } else {
@@ -83,6 +83,7 @@ pub fn run_report(
         shed_ms: shed_ms(plan, members, callers),
         little: Little::default(),
         simulated_calls: callers.iter().map(|c| c.totals.iter().sum::<u64>()).sum(),
+        overloaded_at_s: None,
     }
 }
 
@@ -147,6 +148,10 @@ fn shed_ms(plan: &Plan, members: &[String], callers: &[CallerReport]) -> Option<
     let present = plan.all_members() as f64;
     let fair = 1.0 / present;
     let windows: Vec<(u64, u64)> = (first..last).map(|b| (totals[b], faulty[b])).collect();
+    if windows.iter().all(|&(total, _)| total == 0) {
+        // Nothing picked while the fault lasted: nothing to shed.
+        return None;
+    }
     let picked = windows
         .iter()
         .rposition(|&(total, f)| total > 0 && f as f64 >= fair / 2.0 * total as f64);
@@ -206,7 +211,7 @@ mod tests {
         );
         assert_eq!(run.shares, vec![0.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0]);
         assert!(
-            (run.latency_ms.p50 - 10.0).abs() < 0.1,
+            (run.latency_ms.unwrap().p50 - 10.0).abs() < 0.1,
             "{:?}",
             run.latency_ms
         );

@@ -24,6 +24,40 @@ pub const TWIN_SCENARIOS: &[&str] = &[
 /// The lab's measured window, s, to which the twin's timeline is scaled.
 const LAB_WINDOW_S: f64 = 60.0;
 
+/// The shortest measured window (`--duration-s`), s: the fault starts at a sixth of it, and
+/// the callers count picks per 100 ms.
+pub const MIN_DURATION_S: f64 = 1.0;
+/// The longest measured window, s.
+pub const MAX_DURATION_S: f64 = 3_600.0;
+/// The longest warm-up (`--warmup-s`), s.
+pub const MAX_WARMUP_S: f64 = 600.0;
+
+/// Parses `rpclb demo --duration-s` (clap's value parser: out of range is a usage error):
+/// seconds in [`MIN_DURATION_S`]`..=`[`MAX_DURATION_S`].
+///
+/// Errors: not a number, or out of range (the message says the range).
+pub fn parse_duration_s(text: &str) -> Result<f64, String> {
+    seconds_in(text, MIN_DURATION_S, MAX_DURATION_S)
+}
+
+/// Parses `rpclb demo --warmup-s`: seconds in `0..=`[`MAX_WARMUP_S`].
+///
+/// Errors: not a number, or out of range.
+pub fn parse_warmup_s(text: &str) -> Result<f64, String> {
+    seconds_in(text, 0.0, MAX_WARMUP_S)
+}
+
+fn seconds_in(text: &str, min: f64, max: f64) -> Result<f64, String> {
+    let secs: f64 = text
+        .parse()
+        .map_err(|e| format!("{text:?} is not a number of seconds: {e}"))?;
+    if (min..=max).contains(&secs) {
+        Ok(secs)
+    } else {
+        Err(format!("{text} is outside {min}..={max} seconds"))
+    }
+}
+
 /// A twin's fault, as the demo plays it on the real processes.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum TwinFault {
@@ -125,14 +159,24 @@ impl Plan {
                 TWIN_SCENARIOS.join(", ")
             ));
         }
-        if !(knobs.measure_s > 0.0 && knobs.measure_s <= 3_600.0) {
+        if parse_duration_s(&knobs.measure_s.to_string()).is_err() {
             return Err(format!(
-                "--duration-s {} is not in (0, 3600]",
+                "--duration-s {} is not in [{MIN_DURATION_S}, {MAX_DURATION_S}]",
                 knobs.measure_s
             ));
         }
-        if !(knobs.warmup_s >= 0.0 && knobs.warmup_s <= 600.0) {
-            return Err(format!("--warmup-s {} is not in [0, 600]", knobs.warmup_s));
+        if parse_warmup_s(&knobs.warmup_s.to_string()).is_err() {
+            return Err(format!(
+                "--warmup-s {} is not in [0, {MAX_WARMUP_S}]",
+                knobs.warmup_s
+            ));
+        }
+        if !(1..=crate::work::MAX_CAPACITY).contains(&knobs.capacity) {
+            return Err(format!(
+                "--capacity {} is not in 1..={}",
+                knobs.capacity,
+                crate::work::MAX_CAPACITY
+            ));
         }
         let mut scenario = Scenario::load(name).map_err(|e| e.to_string())?;
         let scale = knobs.measure_s / LAB_WINDOW_S;
@@ -335,5 +379,38 @@ mod tests {
             ..knobs()
         };
         assert!(Plan::new("slow-member", bad).is_err());
+        let bad = Knobs {
+            capacity: 10_001,
+            ..knobs()
+        };
+        assert!(Plan::new("slow-member", bad)
+            .unwrap_err()
+            .contains("--capacity"));
+    }
+
+    #[test]
+    fn a_capacity_or_duration_the_processes_refuse_is_a_usage_error_naming_the_flag() {
+        use clap::Parser as _;
+        let parse = |extra: &[&str]| {
+            crate::cli::Cli::try_parse_from(
+                ["rpclb", "demo", "--scenario", "slow-member"]
+                    .iter()
+                    .chain(extra),
+            )
+        };
+        for (flags, flag) in [
+            (&["--capacity", "10001"][..], "--capacity"),
+            (&["--capacity", "0"][..], "--capacity"),
+            (&["--duration-s", "0.0005"][..], "--duration-s"),
+            (&["--duration-s", "0.5"][..], "--duration-s"),
+            (&["--duration-s", "3601"][..], "--duration-s"),
+            (&["--warmup-s", "601"][..], "--warmup-s"),
+        ] {
+            let error = parse(flags).expect_err(flag);
+            assert_eq!(error.exit_code(), 2, "{flags:?}");
+            assert_eq!(error.kind(), clap::error::ErrorKind::ValueValidation);
+            assert!(error.to_string().contains(flag), "{error}");
+        }
+        assert!(parse(&["--capacity", "10000", "--duration-s", "1"]).is_ok());
     }
 }

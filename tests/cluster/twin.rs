@@ -163,3 +163,55 @@ async fn the_slow_member_twin_sheds_the_slow_member_under_least_connections() {
     assert!((0.2..0.3).contains(&round_robin), "{report}");
     assert!(least_connections < round_robin * 0.75, "{report}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_twin_says_it_measured_nothing_instead_of_an_empty_table() {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+    let mut demo = tokio::process::Command::new(BIN)
+        .args([
+            "demo",
+            "--scenario",
+            "slow-member",
+            "--algorithms",
+            "random",
+        ])
+        .args(["--duration-s", "2", "--warmup-s", "0"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = demo.id().unwrap();
+    let mut stderr = BufReader::new(demo.stderr.take().unwrap()).lines();
+    // Its first line comes once it listens for signals, before its members have started.
+    let first = tokio::time::timeout(Duration::from_secs(30), stderr.next_line())
+        .await
+        .expect("a first line within 30 s")
+        .unwrap()
+        .unwrap_or_default();
+    assert!(first.starts_with("slow-member: "), "{first}");
+    // SAFETY: kill(2) has no memory effects; the pid is our own running child's.
+    unsafe {
+        libc::kill(pid as libc::pid_t, libc::SIGTERM);
+    }
+    let mut stdout = demo.stdout.take().unwrap();
+    let rest = async {
+        let mut out = String::new();
+        stdout.read_to_string(&mut out).await.unwrap();
+        let mut err = Vec::new();
+        while let Some(line) = stderr.next_line().await.unwrap() {
+            err.push(line);
+        }
+        (out, err, demo.wait().await.unwrap())
+    };
+    let (out, err, status) = tokio::time::timeout(Duration::from_secs(60), rest)
+        .await
+        .expect("the demo exits within 60 s of SIGTERM");
+    assert_eq!(status.code(), Some(130), "{out}\n{err:#?}");
+    assert!(
+        out.starts_with("interrupted, nothing measured"),
+        "{out}\n{err:#?}"
+    );
+    assert!(!out.contains("algorithm"), "no empty table: {out}");
+}

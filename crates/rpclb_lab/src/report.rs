@@ -26,10 +26,12 @@ pub struct RunReport {
     pub timeouts: u64,
     /// `errors ÷ calls` (0 when there were no calls).
     pub error_rate: f64,
-    /// Replies per simulated second of the window.
+    /// Replies per simulated second of the window (of the part measured before the stop, for
+    /// an overloaded run; 0 for an empty window).
     pub goodput_per_s: f64,
-    /// The latency of every call (errors included: a timeout counts as the timeout).
-    pub latency_ms: Latency,
+    /// The latency of every call (errors included: a timeout counts as the timeout); `None`
+    /// (null in JSON) when no call of the window ended: the run measured nothing.
+    pub latency_ms: Option<Latency>,
     /// The latency distribution: `[quantile, ms]` at each of [`QUANTILES`] (empty without
     /// calls).
     pub latency_quantiles_ms: Vec<[f64; 2]>,
@@ -43,13 +45,28 @@ pub struct RunReport {
     pub faulty_member: Option<usize>,
     /// Time from the fault's start until that member stops being picked: the end of the last
     /// 100 ms window (while the fault lasts) in which it got at least half an even share of
-    /// the calls. `None`: it never stopped (still picked in the fault's last window) or there
-    /// is no fault.
+    /// the calls. `None`: it never stopped (still picked in the fault's last window), there
+    /// is no fault, no call was picked while it lasted, or the run was overloaded.
     pub shed_ms: Option<f64>,
     /// Little's law over the window.
     pub little: Little,
     /// Calls simulated in the whole run (warm-up and drain included).
     pub simulated_calls: u64,
+    /// When the run stopped as *overloaded*, simulated s from its start: it would have held
+    /// more than [`crate::MAX_CALLS_HELD`] calls at once (calls piled up faster than the
+    /// members served them). Its figures are then over the calls that ended before the stop,
+    /// which leaves out the slowest (those still queued): its latencies understate the
+    /// tail. `None` (absent from JSON): the run ran to its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overloaded_at_s: Option<f64>,
+}
+
+impl RunReport {
+    /// Whether the run ran to its end and measured at least one call: the runs the
+    /// [`Summary`] medians are over.
+    pub fn complete(&self) -> bool {
+        self.overloaded_at_s.is_none() && self.latency_ms.is_some()
+    }
 }
 
 /// The quantiles of [`RunReport::latency_quantiles_ms`]: 0 is the least latency, 1 the most.
@@ -131,7 +148,9 @@ pub fn median(values: &[f64]) -> Option<f64> {
 }
 
 /// The runs of one (scenario, load, algorithm) over its seeds, summarized: medians over the
-/// seeds (see [`median`]).
+/// seeds (see [`median`]) whose runs are [complete](RunReport::complete): an overloaded run
+/// (counted in `overloaded`) or one that measured no call is left out of the latency, error,
+/// goodput and shed medians. A figure with no complete run is NaN (null in JSON).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     /// The scenario's name.
@@ -161,49 +180,74 @@ pub struct Summary {
     pub shed_ms: Option<f64>,
     /// Runs in which the faulty member was never shed.
     pub never_shed: usize,
-    /// The largest windowed Little's-law error of the runs.
+    /// The largest windowed Little's-law error of the complete runs.
     pub little_max_error: f64,
+    /// Runs stopped as overloaded ([`RunReport::overloaded_at_s`]); absent from JSON when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub overloaded: usize,
+    /// The earliest stop of those runs, simulated s; absent from JSON when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overloaded_at_s: Option<f64>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Summary {
     /// Summarizes `runs` (of one scenario, load and algorithm); `None` for no runs.
     pub fn of(runs: &[RunReport]) -> Option<Summary> {
         let first = runs.first()?;
+        let complete: Vec<&RunReport> = runs.iter().filter(|r| r.complete()).collect();
         let med = |f: &dyn Fn(&RunReport) -> f64| {
-            median(&runs.iter().map(f).collect::<Vec<_>>()).unwrap_or(f64::NAN)
+            median(&complete.iter().map(|r| f(r)).collect::<Vec<_>>()).unwrap_or(f64::NAN)
         };
+        let latency = |f: fn(&Latency) -> f64| {
+            med(&|r: &RunReport| r.latency_ms.as_ref().map_or(f64::NAN, f))
+        };
+        // Shares: every run that picked (an overloaded run's picks before its stop count).
+        let picked: Vec<&RunReport> = runs.iter().filter(|r| r.calls > 0).collect();
         let members = first.shares.len();
         let shares = (0..members)
-            .map(|m| med(&|r: &RunReport| r.shares.get(m).copied().unwrap_or(0.0)))
+            .map(|m| {
+                let values: Vec<f64> = picked
+                    .iter()
+                    .map(|r| r.shares.get(m).copied().unwrap_or(0.0))
+                    .collect();
+                median(&values).unwrap_or(f64::NAN)
+            })
             .collect();
-        let shed: Vec<f64> = runs.iter().filter_map(|r| r.shed_ms).collect();
-        let shed_ms = if first.faulty_member.is_some() && shed.len() * 2 >= runs.len() {
+        let shed: Vec<f64> = complete.iter().filter_map(|r| r.shed_ms).collect();
+        let shed_ms = if first.faulty_member.is_some() && shed.len() * 2 >= complete.len() {
             median(&shed)
         } else {
             None
         };
+        let overloaded: Vec<f64> = runs.iter().filter_map(|r| r.overloaded_at_s).collect();
         Some(Summary {
             scenario: first.scenario.clone(),
             load: first.load.clone(),
             algorithm: first.algorithm.clone(),
             runs: runs.len(),
-            p50_ms: med(&|r| r.latency_ms.p50),
-            p99_ms: med(&|r| r.latency_ms.p99),
-            p999_ms: med(&|r| r.latency_ms.p999),
+            p50_ms: latency(|l| l.p50),
+            p99_ms: latency(|l| l.p99),
+            p999_ms: latency(|l| l.p999),
             error_rate: med(&|r| r.error_rate),
             goodput_per_s: med(&|r| r.goodput_per_s),
             shares,
             faulty_member: first.faulty_member,
             shed_ms,
             never_shed: if first.faulty_member.is_some() {
-                runs.len() - shed.len()
+                complete.len() - shed.len()
             } else {
                 0
             },
-            little_max_error: runs
+            little_max_error: complete
                 .iter()
                 .map(|r| r.little.relative_error)
                 .fold(0.0, f64::max),
+            overloaded: overloaded.len(),
+            overloaded_at_s: overloaded.into_iter().reduce(f64::min),
         })
     }
 }
@@ -225,7 +269,7 @@ mod tests {
             timeouts: 0,
             error_rate: 0.0,
             goodput_per_s: 0.0,
-            latency_ms: Latency::default(),
+            latency_ms: Some(Latency::default()),
             latency_quantiles_ms: vec![],
             shares: vec![],
             share_over_time: None,
@@ -233,6 +277,7 @@ mod tests {
             shed_ms: None,
             little: Little::default(),
             simulated_calls: 0,
+            overloaded_at_s: None,
         };
         let runs: Vec<RunReport> = (1..=10).map(run).collect();
         assert!(holds(&runs, |r| r.seed != 3));

@@ -95,9 +95,10 @@ fn one_exponential_member_of_capacity_1_at_half_load_has_mean_time_in_system_2_o
             .unwrap()
         })
         .collect();
-    let means: Vec<f64> = runs.iter().map(|r| r.latency_ms.mean).collect();
+    let means: Vec<f64> = runs.iter().map(|r| r.latency_ms.unwrap().mean).collect();
     assert!(
-        holds(&runs, |r| (r.latency_ms.mean - 2.0).abs() <= 0.02 * 2.0),
+        holds(&runs, |r| (r.latency_ms.unwrap().mean - 2.0).abs()
+            <= 0.02 * 2.0),
         "means {means:?} ms"
     );
     assert!(holds(&runs, |r| r.little.relative_error <= 0.02));
@@ -157,7 +158,7 @@ fn littles_law_holds_on_every_run() {
 }
 
 #[test]
-fn a_run_that_would_hold_too_many_calls_stops_with_an_error() {
+fn an_overloaded_run_stops_at_the_bound_and_reports_what_it_measured() {
     // One member 10x slow and Random: its queue grows by ~2,800 calls a second for good.
     let mut scenario = short("slow-member", 0.0, 5.0);
     scenario.load.open_loop = vec![0.5];
@@ -167,12 +168,94 @@ fn a_run_that_would_hold_too_many_calls_stops_with_an_error() {
         algorithm: &Random::new(),
         seed: 1,
     };
-    let error = rpclb_lab::run_with_call_limit(&spec, 5_000).unwrap_err();
+    let overloaded = rpclb_lab::run_with_call_limit(&spec, 5_000).expect("a report");
+    let at_s = overloaded.overloaded_at_s.expect("flagged as overloaded");
+    assert!(at_s > 0.0 && at_s < 5.0, "{at_s}");
+    assert!(overloaded.calls > 0 && overloaded.ok > 0, "{overloaded:?}");
+    assert!(overloaded.latency_ms.is_some());
+    assert_eq!(overloaded.shed_ms, None, "no shed time from a stopped run");
+    // The goodput is over the part of the window measured before the stop.
     assert!(
-        matches!(error, rpclb_lab::RunError::TooManyCalls { limit: 5_000, at_s } if at_s < 5.0),
-        "{error}"
+        (overloaded.goodput_per_s - overloaded.ok as f64 / at_s).abs()
+            < 1e-6 * overloaded.goodput_per_s,
+        "{overloaded:?}"
     );
-    assert!(rpclb_lab::run_with_call_limit(&spec, 100_000).is_ok());
+    let whole = rpclb_lab::run_with_call_limit(&spec, 100_000).unwrap();
+    assert_eq!(whole.overloaded_at_s, None);
+    // Summaries leave the overloaded run out of the medians and count it.
+    let summary = rpclb_lab::Summary::of(&[overloaded.clone(), whole.clone()]).unwrap();
+    assert_eq!((summary.runs, summary.overloaded), (2, 1));
+    assert_eq!(summary.overloaded_at_s, Some(at_s));
+    assert_eq!(summary.p99_ms, whole.latency_ms.unwrap().p99);
+    let all = rpclb_lab::Summary::of(&[overloaded]).unwrap();
+    assert!(all.p99_ms.is_nan() && all.error_rate.is_nan(), "{all:?}");
+    let json = serde_json::to_value(&all).unwrap();
+    assert!(json["p99_ms"].is_null(), "{json}");
+    assert_eq!(json["overloaded"], 1);
+}
+
+#[test]
+fn a_run_that_measures_no_call_is_empty_not_instant() {
+    // The window ends before the first call arrives: nothing measured, and the faulty
+    // member (slow from the start) is not "shed in 0 ms".
+    let mut scenario = short("slow-member", 0.0, 1e-6);
+    scenario.load.open_loop = vec![0.5];
+    let spec = RunSpec {
+        scenario: &scenario,
+        load: scenario.loads()[0],
+        algorithm: &Random::new(),
+        seed: 1,
+    };
+    let report = rpclb_lab::run(&spec).unwrap();
+    assert_eq!(report.calls, 0);
+    assert_eq!(report.latency_ms, None);
+    assert_eq!(report.shed_ms, None);
+    let json = serde_json::to_value(&report).unwrap();
+    assert!(
+        json["latency_ms"].is_null() && json["shed_ms"].is_null(),
+        "{json}"
+    );
+    let summary = rpclb_lab::Summary::of(&[report]).unwrap();
+    assert!(summary.p99_ms.is_nan());
+    assert_eq!((summary.shed_ms, summary.never_shed), (None, 0));
+}
+
+#[test]
+fn an_enormous_scenario_is_refused_before_it_runs_naming_the_field() {
+    let field = |text: &str| match Scenario::parse(text, "t") {
+        Err(rpclb_lab::ScenarioError::Invalid { field, .. }) => field,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        field("name = \"x\"\nmembers = 200\ncapacity = 1000000\n"),
+        "capacity"
+    );
+    assert_eq!(
+        field("name = \"x\"\nmembers = 1000\ncallers = 200\nmeasure_s = 60\n"),
+        "load.open_loop[0]"
+    );
+    assert_eq!(
+        field("name = \"x\"\nmembers = 1000\ncallers = 200\nmeasure_s = 3000\n[load]\nopen_loop = []\nclosed_loop_tasks = 4000\n"),
+        "load.closed_loop_tasks"
+    );
+    assert_eq!(
+        field("name = \"x\"\n[load]\nclosed_loop_tasks = 1000000\n"),
+        "load.closed_loop_tasks"
+    );
+    assert_eq!(
+        field("name = \"x\"\n[[member]]\nindex = 1\n[[member]]\nindex = 2\n[[member]]\nindex = 1\ncapacity = 2\n"),
+        "member[2].index"
+    );
+    // Every built-in scenario, large included, is within the bounds.
+    for (name, _) in rpclb_lab::scenario::BUILT_IN {
+        let scenario = Scenario::load(name).unwrap();
+        for load in scenario.loads() {
+            assert!(
+                scenario.estimated_calls(load) <= rpclb_lab::scenario::MAX_RUN_CALLS,
+                "{name} {load:?}"
+            );
+        }
+    }
 }
 
 #[test]

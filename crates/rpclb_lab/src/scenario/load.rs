@@ -18,27 +18,37 @@ impl Scenario {
 
     /// The built-in scenario `name`, or else the file at path `name`.
     ///
-    /// Errors: [`ScenarioError::Unknown`] when it is neither; else as [`Scenario::parse`]
-    /// and [`ScenarioError::Read`].
+    /// Errors: [`ScenarioError::Unknown`] when it is no built-in name and no file of that
+    /// name exists, unless it looks like a path (it has a `/` or ends in `.toml`): then
+    /// [`ScenarioError::Read`] with the path and the OS error, as for a file that cannot be
+    /// read; else as [`Scenario::parse`].
     pub fn load(name: &str) -> Result<Scenario, ScenarioError> {
         if let Some((_, text)) = BUILT_IN.iter().find(|(n, _)| *n == name) {
             return Scenario::parse(text, name);
         }
-        let path = std::path::Path::new(name);
-        if !path.exists() {
-            return Err(ScenarioError::Unknown {
-                name: name.to_string(),
-                known: BUILT_IN
-                    .iter()
-                    .map(|(n, _)| *n)
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            });
-        }
-        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
-            path: name.to_string(),
-            source,
-        })?;
+        let text = match std::fs::read_to_string(name) {
+            Ok(text) => text,
+            Err(source)
+                if source.kind() == std::io::ErrorKind::NotFound
+                    && !name.contains('/')
+                    && !name.ends_with(".toml") =>
+            {
+                return Err(ScenarioError::Unknown {
+                    name: name.to_string(),
+                    known: BUILT_IN
+                        .iter()
+                        .map(|(n, _)| *n)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                });
+            }
+            Err(source) => {
+                return Err(ScenarioError::Read {
+                    path: name.to_string(),
+                    source,
+                })
+            }
+        };
         Scenario::parse(&text, name)
     }
 }
@@ -78,5 +88,13 @@ mod tests {
             Scenario::load("no-such-scenario"),
             Err(ScenarioError::Unknown { .. })
         ));
+        // A path that does not exist is a file not found, not an unknown scenario.
+        let error = Scenario::load("./nope.toml").unwrap_err();
+        assert!(
+            matches!(&error, ScenarioError::Read { path, source }
+                if path == "./nope.toml" && source.kind() == std::io::ErrorKind::NotFound),
+            "{error}"
+        );
+        assert!(error.to_string().contains("./nope.toml"), "{error}");
     }
 }

@@ -7,6 +7,7 @@
 //! timeout, 10 s warm-up then 60 s measured, open loop at 50 % and 85 % of the cluster's
 //! capacity plus a closed loop of 16 tasks). See `docs/explanation/lab.md` for the format.
 
+mod budget;
 mod built_in;
 mod defaults;
 mod format;
@@ -14,6 +15,7 @@ mod load;
 mod loads;
 mod validate;
 
+pub use budget::{MAX_RUN_CALLS, MAX_SLOTS};
 pub use built_in::BUILT_IN;
 pub use format::{Action, Event, Heartbeat, Keys, Load, MemberSpec, Scenario, Service, Stragglers};
 pub use loads::LoadPoint;
@@ -21,7 +23,7 @@ pub use loads::LoadPoint;
 /// A scenario that cannot be read or is invalid.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
-    /// The file could not be read.
+    /// The file could not be read (not found, not readable, not UTF-8).
     #[error("cannot read scenario file {path}: {source}")]
     Read {
         /// The file.
@@ -48,8 +50,9 @@ pub enum ScenarioError {
         /// What is wrong.
         reason: String,
     },
-    /// No built-in scenario has this name (and no such file exists).
-    #[error("unknown scenario {name:?}: neither a file nor one of {known}")]
+    /// No built-in scenario has this name (and no such file exists; a name that looks like a
+    /// path is [`ScenarioError::Read`] instead).
+    #[error("unknown scenario {name:?}: no file of that name, and not one of {known}")]
     Unknown {
         /// The name asked for.
         name: String,

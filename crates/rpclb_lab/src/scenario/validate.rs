@@ -1,6 +1,7 @@
 //! Checking a scenario: every field's range, with [`ScenarioError::Invalid`] naming the
 //! field; and the bounds that keep one run's memory and time finite.
 
+use super::budget::{MAX_RUN_CALLS, MAX_SLOTS};
 use super::{Action, Scenario, ScenarioError, Service};
 
 /// Bounds that keep one run's memory and time finite.
@@ -8,7 +9,8 @@ const MAX_MEMBERS: usize = 100_000;
 const MAX_CALLERS: usize = 10_000;
 /// Each caller's selector holds a view of every member.
 const MAX_MEMBER_VIEWS: usize = 2_000_000;
-const MAX_TASKS: usize = 1_000_000;
+/// Each task holds a call at all times (more once its calls time out).
+const MAX_TASKS: usize = 500_000;
 const MAX_KEYS: u64 = 10_000_000;
 const MAX_SECONDS: f64 = 86_400.0;
 const MAX_EVENT_REPEATS: f64 = 100_000.0;
@@ -150,6 +152,12 @@ impl Scenario {
                     format!("{} is not below members ({})", m.index, self.members),
                 );
             }
+            if let Some(first) = self.member[..i].iter().position(|p| p.index == m.index) {
+                return invalid(
+                    &format!("member[{i}].index"),
+                    format!("member {} is already given by member[{first}]", m.index),
+                );
+            }
             if m.capacity == Some(0) {
                 return invalid(
                     &format!("member[{i}].capacity"),
@@ -165,6 +173,53 @@ impl Scenario {
             return invalid(
                 "event",
                 "every member joins later: none at the start".into(),
+            );
+        }
+        self.validate_budget()
+    }
+
+    /// The bounds of [`super::budget`]: slots, and the calls each load simulates.
+    fn validate_budget(&self) -> Result<(), ScenarioError> {
+        let invalid = |field: String, reason: String| {
+            Err(ScenarioError::Invalid {
+                scenario: self.name.clone(),
+                field,
+                reason,
+            })
+        };
+        let slots = self.slots();
+        if slots > MAX_SLOTS {
+            return invalid(
+                "capacity".into(),
+                format!(
+                    "gives {slots} slots over the {} members (calls served at once), above {MAX_SLOTS}",
+                    self.members
+                ),
+            );
+        }
+        let length_s = self.warmup_s + self.measure_s;
+        for load in self.loads() {
+            let calls = self.estimated_calls(load);
+            if calls <= MAX_RUN_CALLS {
+                continue;
+            }
+            let field = match load {
+                super::LoadPoint::Open { fraction } => {
+                    let i = self
+                        .load
+                        .open_loop
+                        .iter()
+                        .position(|&f| f == fraction)
+                        .unwrap_or(0);
+                    format!("load.open_loop[{i}]")
+                }
+                super::LoadPoint::Closed { .. } => "load.closed_loop_tasks".to_string(),
+            };
+            return invalid(
+                field,
+                format!(
+                    "makes a run of {length_s} s (warm-up + measured) simulate about {calls:.3e} calls, above {MAX_RUN_CALLS:.0e}: lower the load or shorten measure_s"
+                ),
             );
         }
         Ok(())

@@ -6,7 +6,7 @@ use std::time::Duration;
 use rpc_load_balancer::routing::OutcomeKind;
 use rpc_load_balancer::ErrorCode;
 
-use super::{member_index, Call, Ev, Sim, NO_MEMBER_BACKOFF_NS, NO_TASK, NS_PER_MS};
+use super::{member_index, Call, Ev, Sim, NIL, NO_MEMBER_BACKOFF_NS, NO_TASK, NS_PER_MS};
 use crate::scenario::Service;
 
 impl Sim<'_> {
@@ -53,13 +53,13 @@ impl Sim<'_> {
             self.calls_in_window += 1;
             self.open_in_window += 1;
         }
-        self.next_seq += 1;
         let call = Call {
             caller,
             member,
             task,
             issued: self.now,
-            seq: self.next_seq,
+            older: NIL,
+            newer: NIL,
             picked,
             caller_done: false,
             in_window,
@@ -81,9 +81,9 @@ impl Sim<'_> {
                 (self.calls.len() - 1) as u32
             }
         };
-        self.timeouts
-            .push_back((self.now + self.timeout_ns, id, self.next_seq));
-        self.queue.push(self.now + self.delay_ns, Ev::AtMember(id));
+        self.open(id);
+        self.queue
+            .push_in_order(self.now + self.delay_ns, Ev::AtMember(id));
     }
 
     pub(super) fn at_member(&mut self, call: u32) {
@@ -110,7 +110,8 @@ impl Sim<'_> {
         let m = self.calls[call as usize].member as usize;
         if self.faults.chance(self.members[m].fail) {
             self.calls[call as usize].failed = true;
-            self.queue.push(self.now + self.delay_ns, Ev::Reply(call));
+            self.queue
+                .push_in_order(self.now + self.delay_ns, Ev::Reply(call));
             return;
         }
         let s = self.scenario;
@@ -141,7 +142,8 @@ impl Sim<'_> {
         if let Some(i) = member.in_service.iter().position(|&c| c == call) {
             member.in_service.swap_remove(i);
         }
-        self.queue.push(self.now + self.delay_ns, Ev::Reply(call));
+        self.queue
+            .push_in_order(self.now + self.delay_ns, Ev::Reply(call));
         self.start_queued(m);
     }
 
@@ -180,6 +182,7 @@ impl Sim<'_> {
         let (caller, task, in_window) = (c.caller, c.task, c.in_window);
         let latency = now - c.issued;
         let picked = c.picked.take();
+        self.close(call);
         self.account_in_flight();
         self.in_flight -= 1;
         self.run_latency_ns += u128::from(latency);

@@ -17,27 +17,27 @@ impl Sim<'_> {
 
     pub(super) fn run(&mut self) {
         loop {
-            let next_timeout = self.timeouts.front().map(|t| t.0);
+            let next_timeout = self.next_timeout();
             let next_event = self.queue.next_time();
             let timeout_first = match (next_timeout, next_event) {
-                (Some(t), Some(e)) => t <= e,
+                (Some((t, _)), Some(e)) => t <= e,
                 (Some(_), None) => true,
                 (None, Some(_)) => false,
                 (None, None) => break,
             };
             if timeout_first {
-                let (at, call, seq) = self.timeouts.pop_front().expect("a timeout");
+                let (at, call) = next_timeout.expect("a timeout");
                 self.now = at;
-                let c = &self.calls[call as usize];
-                if c.seq == seq && !c.caller_done {
-                    self.end_call(call, OutcomeKind::Timeout);
-                }
+                self.end_call(call, OutcomeKind::Timeout);
             } else {
                 let (at, event) = self.queue.pop().expect("an event");
                 self.now = at;
                 self.handle(event);
             }
-            if self.overflow || (!self.running() && self.in_flight == 0) {
+            if self.overflow
+                || self.simulated_calls >= super::MAX_SIMULATED_CALLS
+                || (!self.running() && self.in_flight == 0)
+            {
                 break;
             }
         }

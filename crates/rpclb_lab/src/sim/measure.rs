@@ -37,14 +37,20 @@ impl Sim<'_> {
 
     pub(super) fn report(&self, spec: &RunSpec<'_>) -> RunReport {
         let s = self.scenario;
-        let window_s = (self.window_end - self.window_start) as f64 / NS_PER_S;
+        // An overloaded run stopped early: its window is the part measured before the stop.
+        let window_end = if self.overflow {
+            self.now.clamp(self.window_start, self.window_end)
+        } else {
+            self.window_end
+        };
+        let window_s = (window_end - self.window_start) as f64 / NS_PER_S;
         let ms = |v: u64| v as f64 / NS_PER_MS;
         let h = &self.histogram;
         let finished = self.ok + self.errors;
         let latency_ms = if h.is_empty() {
-            Latency::default()
+            None
         } else {
-            Latency {
+            Some(Latency {
                 p50: ms(h.value_at_quantile(0.5)),
                 p99: ms(h.value_at_quantile(0.99)),
                 p999: ms(h.value_at_quantile(0.999)),
@@ -54,7 +60,7 @@ impl Sim<'_> {
                     self.latency_sum_ns as f64 / finished as f64 / NS_PER_MS
                 },
                 max: ms(h.max()),
-            }
+            })
         };
         let total_picks: u64 = self.picks.iter().sum();
         let share = |count: u64, total: u64| {
@@ -75,13 +81,24 @@ impl Sim<'_> {
                 })
                 .collect(),
         });
-        let arrival_rate = self.calls_in_window as f64 / window_s;
+        let per_s = |count: u64| {
+            if window_s > 0.0 {
+                count as f64 / window_s
+            } else {
+                0.0
+            }
+        };
+        let arrival_rate = per_s(self.calls_in_window);
         let mean_latency_s = if finished == 0 {
             0.0
         } else {
             self.latency_sum_ns as f64 / finished as f64 / NS_PER_S
         };
-        let mean_in_flight = self.in_flight_area as f64 / (window_s * NS_PER_S);
+        let mean_in_flight = if window_s > 0.0 {
+            self.in_flight_area as f64 / (window_s * NS_PER_S)
+        } else {
+            0.0
+        };
         let relative_error = if mean_in_flight > 0.0 {
             (mean_in_flight - arrival_rate * mean_latency_s).abs() / mean_in_flight
         } else {
@@ -102,7 +119,7 @@ impl Sim<'_> {
             errors: self.errors,
             timeouts: self.timeouts_seen,
             error_rate: share(self.errors, self.calls_in_window),
-            goodput_per_s: self.ok as f64 / window_s,
+            goodput_per_s: per_s(self.ok),
             latency_ms,
             latency_quantiles_ms: if h.is_empty() {
                 Vec::new()
@@ -115,7 +132,11 @@ impl Sim<'_> {
             shares,
             share_over_time,
             faulty_member: self.fault.as_ref().map(|f| f.member as usize),
-            shed_ms: self.fault.as_ref().and_then(|f| f.shed_ms()),
+            shed_ms: if self.overflow {
+                None
+            } else {
+                self.fault.as_ref().and_then(|f| f.shed_ms())
+            },
             little: Little {
                 mean_in_flight,
                 arrival_rate_per_s: arrival_rate,
@@ -124,6 +145,7 @@ impl Sim<'_> {
                 run_relative_error: run_error,
             },
             simulated_calls: self.simulated_calls,
+            overloaded_at_s: self.overflow.then(|| self.now as f64 / NS_PER_S),
         }
     }
 }

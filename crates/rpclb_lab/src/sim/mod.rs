@@ -10,8 +10,8 @@
 //! timeout for its caller, which releases the pick; the member still serves it.
 //!
 //! Events are handled from an [`EventQueue`] ordered by `(time, seq)`, except timeouts: every
-//! call has the same timeout, so their deadlines come in issue order and a FIFO queue holds
-//! them (one push and one pop a call instead of two heap operations).
+//! call has the same timeout, so their deadlines come in issue order, and the next is the
+//! oldest call still open for its caller (a list linked through the calls: `open`).
 
 use std::collections::VecDeque;
 
@@ -28,6 +28,7 @@ mod call;
 mod events;
 mod measure;
 mod members;
+mod open;
 mod schedule;
 mod setup;
 
@@ -44,9 +45,15 @@ const MAX_BUCKET_MEMBERS: usize = 64;
 /// How long a closed-loop task waits after a call that could not pick any member.
 const NO_MEMBER_BACKOFF_NS: u64 = 1_000_000;
 /// Most calls a run holds at once (in flight, queued, or served after their caller gave up):
-/// about 1.5 GB. A member overloaded for long (its queue grows by the excess rate) reaches it
-/// only far beyond the built-in scenarios (which hold under 1 million).
-pub const MAX_CALLS_HELD: usize = 10_000_000;
+/// about 130 bytes each, so under 300 MB. A run that reaches it is *overloaded* (calls
+/// pile up faster than its members serve them): it stops there and reports what it measured,
+/// flagged ([`RunReport::overloaded_at_s`]). Healthy runs of the built-in scenarios hold far
+/// fewer (the most, two slow members at 85 % under Random, about 750,000 over 70 s).
+pub const MAX_CALLS_HELD: usize = 2_000_000;
+/// Most calls a run simulates before it stops with [`RunError::TooManyCalls`]: twice the
+/// estimate's bound ([`crate::scenario::MAX_RUN_CALLS`]), for what the estimate misses (a
+/// failing member's quick errors in a closed loop).
+const MAX_SIMULATED_CALLS: u64 = 2 * crate::scenario::MAX_RUN_CALLS as u64;
 /// The CPU sampling interval of a member's node (the library's default `cpu_sample_interval`).
 const CPU_SAMPLE_NS: u64 = 1_000_000_000;
 
@@ -77,38 +84,43 @@ pub enum RunError {
     /// The scenario is invalid.
     #[error(transparent)]
     Scenario(#[from] crate::scenario::ScenarioError),
-    /// The run would hold more than [`MAX_CALLS_HELD`] calls at once (members overloaded for
-    /// long): stopped at that point.
-    #[error("the run held {limit} calls at once (members overloaded for too long): stopped at {at_s:.3} s of simulated time; shorten it or lower the load")]
+    /// The run simulated more calls than one run may (far more than the scenario's estimate,
+    /// [`Scenario::estimated_calls`](crate::Scenario::estimated_calls)): stopped at that
+    /// point.
+    #[error("the run simulated {limit} calls, more than one run may: stopped at {at_s:.3} s of simulated time; shorten it or lower the load")]
     TooManyCalls {
-        /// [`MAX_CALLS_HELD`].
-        limit: usize,
+        /// The bound (400 million).
+        limit: u64,
         /// When it stopped, simulated s.
         at_s: f64,
     },
 }
 
 /// Makes one run and returns what it measured. Deterministic: the same spec gives the same
-/// report, on any machine.
+/// report, on any machine. A run that would hold more than [`MAX_CALLS_HELD`] calls at once
+/// is overloaded: it stops there, and its report says when
+/// ([`RunReport::overloaded_at_s`]).
 ///
 /// Errors: [`RunError::Scenario`] when the scenario is invalid, [`RunError::Algorithm`] when
-/// a selector cannot be built.
+/// a selector cannot be built, [`RunError::TooManyCalls`] when it simulates far more calls
+/// than the scenario's estimate.
 pub fn run(spec: &RunSpec<'_>) -> Result<RunReport, RunError> {
     run_with_call_limit(spec, MAX_CALLS_HELD)
 }
 
 /// As [`run`], holding at most `limit` calls at once instead of [`MAX_CALLS_HELD`] (for a
-/// machine with less memory, or a test of the bound).
+/// machine with less memory, or a test of the bound): a run that reaches it stops there as
+/// overloaded.
 ///
-/// Errors: as [`run`]; [`RunError::TooManyCalls`] with this `limit`.
+/// Errors: as [`run`].
 pub fn run_with_call_limit(spec: &RunSpec<'_>, limit: usize) -> Result<RunReport, RunError> {
     spec.scenario.validate()?;
     let mut sim = Sim::new(spec)?;
     sim.limit = limit;
     sim.run();
-    if sim.overflow {
+    if sim.simulated_calls >= MAX_SIMULATED_CALLS {
         return Err(RunError::TooManyCalls {
-            limit,
+            limit: MAX_SIMULATED_CALLS,
             at_s: sim.now as f64 / NS_PER_S,
         });
     }
@@ -169,7 +181,9 @@ struct Call {
     member: u32,
     task: u32,
     issued: u64,
-    seq: u64,
+    /// The open calls' list (see `open.rs`): the next older and newer open call, or [`NIL`].
+    older: u32,
+    newer: u32,
     picked: Option<Picked>,
     caller_done: bool,
     in_window: bool,
@@ -180,12 +194,16 @@ struct Call {
 }
 
 const NO_TASK: u32 = u32::MAX;
+/// No call (the end of the open calls' list).
+const NIL: u32 = u32::MAX;
 
 struct Sim<'a> {
     scenario: &'a Scenario,
     local: bool,
     queue: EventQueue<Ev>,
-    timeouts: VecDeque<(u64, u32, u64)>,
+    /// The oldest and the newest call still open for its caller, or [`NIL`].
+    open_oldest: u32,
+    open_newest: u32,
     timeline: Vec<(u64, Change, u32)>,
     members: Vec<Member>,
     /// The members present, by index (CallDirect's callers call the `i`-th).
@@ -193,7 +211,6 @@ struct Sim<'a> {
     callers: Vec<Caller>,
     calls: Vec<Call>,
     free: Vec<u32>,
-    next_seq: u64,
     arrivals: Stream,
     service: Stream,
     faults: Stream,

@@ -28,6 +28,10 @@ pub(super) struct Fault {
 
 impl Fault {
     pub(super) fn shed_ms(&self) -> Option<f64> {
+        if self.windows.iter().all(|&(total, _)| total == 0) {
+            // Nothing picked while the fault lasted (no call measured): nothing to shed.
+            return None;
+        }
         let fair = 1.0 / self.members_present.max(1) as f64;
         let last_picked = self
             .windows

@@ -118,7 +118,8 @@ impl<'a> Sim<'a> {
             scenario: s,
             local,
             queue: EventQueue::new(),
-            timeouts: VecDeque::new(),
+            open_oldest: super::NIL,
+            open_newest: super::NIL,
             timeline,
             present: (0..members.len() as u32)
                 .filter(|&m| members[m as usize].present)
@@ -127,7 +128,6 @@ impl<'a> Sim<'a> {
             callers,
             calls: Vec::new(),
             free: Vec::new(),
-            next_seq: 0,
             arrivals: Stream::new(seed, StreamId::Arrivals),
             service: Stream::new(seed, StreamId::Service),
             faults: Stream::new(seed, StreamId::Faults),

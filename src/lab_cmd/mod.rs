@@ -13,6 +13,12 @@ use serde::Serialize;
 use crate::cli::LabArgs;
 use crate::CmdResult;
 
+mod notes;
+mod table;
+
+pub use notes::unmeasured_faults;
+pub use table::table;
+
 /// One scenario's results in the `--json` document.
 #[derive(Debug, Serialize)]
 pub struct ScenarioResults {
@@ -22,6 +28,10 @@ pub struct ScenarioResults {
     pub summaries: Vec<Summary>,
     /// Every run.
     pub runs: Vec<RunReport>,
+    /// Warnings about the scenario as run (a fault the run ends before:
+    /// [`unmeasured_faults`]); absent from JSON when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 struct Job {
@@ -55,6 +65,10 @@ pub fn run_lab(args: LabArgs) -> CmdResult<i32> {
         }
         scenario.validate()?;
         scenarios.push(scenario);
+    }
+    let notes: Vec<Vec<String>> = scenarios.iter().map(unmeasured_faults).collect();
+    for note in notes.iter().flatten() {
+        eprintln!("warning: {note}");
     }
     let algorithm_names: Vec<String> = if args.algorithm.is_empty() {
         BUILT_IN.iter().map(|n| n.to_string()).collect()
@@ -126,7 +140,8 @@ pub fn run_lab(args: LabArgs) -> CmdResult<i32> {
     let results: Vec<ScenarioResults> = scenarios
         .into_iter()
         .zip(runs)
-        .map(|(scenario, runs)| {
+        .zip(notes)
+        .map(|((scenario, runs), notes)| {
             let summaries = runs
                 .chunk_by(|a, b| a.load == b.load && a.algorithm == b.algorithm)
                 .filter_map(Summary::of)
@@ -135,6 +150,7 @@ pub fn run_lab(args: LabArgs) -> CmdResult<i32> {
                 scenario,
                 summaries,
                 runs,
+                notes,
             }
         })
         .collect();
@@ -191,103 +207,4 @@ pub fn write_pictures(dir: &std::path::Path, results: &[ScenarioResults]) -> Cmd
         }
     }
     Ok(written)
-}
-
-/// The table of one scenario: a row per load and algorithm (medians over the seeds).
-pub fn table(result: &ScenarioResults) -> String {
-    use std::fmt::Write as _;
-    let s = &result.scenario;
-    let seeds = result.summaries.first().map_or(0, |x| x.runs);
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "\n{} — {} ({} members, {} callers; {} s measured after {} s; medians over {} seed{})",
-        s.name,
-        s.description,
-        s.members,
-        s.callers,
-        s.measure_s,
-        s.warmup_s,
-        seeds,
-        if seeds == 1 { "" } else { "s" }
-    );
-    let _ = writeln!(
-        out,
-        "{:<11} {:<21} {:>9} {:>9} {:>9} {:>8} {:>10}  {:<24} {:>8}",
-        "load",
-        "algorithm",
-        "p50 ms",
-        "p99 ms",
-        "p99.9 ms",
-        "errors",
-        "goodput/s",
-        "shares %",
-        "shed"
-    );
-    for x in &result.summaries {
-        let shares = if x.shares.len() <= 8 {
-            x.shares
-                .iter()
-                .map(|v| format!("{:.1}", v * 100.0))
-                .collect::<Vec<_>>()
-                .join(" ")
-        } else {
-            let (lo, hi) = x
-                .shares
-                .iter()
-                .fold((f64::MAX, 0.0f64), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
-            format!("{:.3}–{:.3} each", lo * 100.0, hi * 100.0)
-        };
-        let shed = match (x.faulty_member, x.shed_ms) {
-            (None, _) => "-".to_string(),
-            (Some(_), None) => "never".to_string(),
-            (Some(_), Some(ms)) => format!("{:.1} s", ms / 1e3),
-        };
-        let _ = writeln!(
-            out,
-            "{:<11} {:<21} {:>9.3} {:>9.3} {:>9.3} {:>7.2}% {:>10.0}  {:<24} {:>8}",
-            x.load,
-            x.algorithm,
-            x.p50_ms,
-            x.p99_ms,
-            x.p999_ms,
-            x.error_rate * 100.0,
-            x.goodput_per_s,
-            shares,
-            shed
-        );
-    }
-    if let Some(faulty) = result.summaries.first().and_then(|x| x.faulty_member) {
-        if s.changes() {
-            let _ = writeln!(
-                out,
-                "share of member {faulty} per 5 s of the window, % (first seed's run):"
-            );
-            for r in result
-                .runs
-                .iter()
-                .filter(|r| r.seed == result.runs.first().map_or(0, |f| f.seed))
-            {
-                if let Some(over_time) = &r.share_over_time {
-                    let per = (5.0 / over_time.bucket_s).max(1.0) as usize;
-                    let line: Vec<String> = over_time
-                        .shares
-                        .chunks(per)
-                        .map(|chunk| {
-                            let sum: f64 = chunk.iter().filter_map(|b| b.get(faulty)).sum();
-                            format!("{:>4.0}", sum / chunk.len() as f64 * 100.0)
-                        })
-                        .collect();
-                    let _ = writeln!(
-                        out,
-                        "  {:<11} {:<21} {}",
-                        r.load,
-                        r.algorithm,
-                        line.join("")
-                    );
-                }
-            }
-        }
-    }
-    out
 }
