@@ -22,6 +22,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use super::encode::{check_payload, header};
 use crate::error::{PayloadDirection, RemoteFailure};
 use crate::function::{CallContext, RemoteFunction, Signal};
@@ -40,7 +42,8 @@ pub(crate) struct Accounting<G> {
     pub(crate) abandoned: Arc<Signal>,
 }
 
-/// Runs `function` in this process on its own task, under the payload cap a call of `F`
+/// Runs `function` in this process on its own task until `deadline` (the call's `timeout`
+/// from its start, watched by the node's deadlines), under the payload cap a call of `F`
 /// routed by `balancer` (`None`: direct) meets when another node serves it, holding
 /// `accounting` until the run has ended (see the module docs).
 ///
@@ -57,12 +60,12 @@ pub(crate) async fn run_local<F: RemoteFunction, G: Send + 'static>(
     balancer: Option<&str>,
     function: Arc<F>,
     args: F::Args,
-    timeout: Duration,
+    (timeout, deadline): (Duration, Instant),
     accounting: Accounting<G>,
 ) -> Result<F::Reply, Error> {
     super::check_timeout(timeout)?;
     check_args::<F>(transport, balancer, &args, timeout)?;
-    let reply = run(transport, function, args, timeout, accounting).await?;
+    let reply = run(transport, function, args, (timeout, deadline), accounting).await?;
     check_reply::<F>(transport, &reply)?;
     Ok(reply)
 }
@@ -72,12 +75,12 @@ async fn run<F: RemoteFunction, G: Send + 'static>(
     transport: &Arc<Transport>,
     function: Arc<F>,
     args: F::Args,
-    timeout: Duration,
+    (timeout, deadline): (Duration, Instant),
     accounting: Accounting<G>,
 ) -> Result<F::Reply, Error> {
     let in_task = Arc::clone(transport);
-    let deadline = crate::deadline::after_std(timeout);
-    let context = CallContext::serving(Some(deadline), accounting.abandoned);
+    let deadline_std = deadline.into_std();
+    let context = CallContext::serving(Some(deadline_std), accounting.abandoned);
     let counted = accounting.counted;
     let task = AbortOnDrop(tokio::spawn(async move {
         let _counted = counted;
@@ -92,9 +95,9 @@ async fn run<F: RemoteFunction, G: Send + 'static>(
         message,
     };
     // On the deadline the task is dropped here, which aborts it.
-    match tokio::time::timeout(timeout, task).await {
+    match transport.deadlines.timeout(deadline, task).await {
         // (Ended at its deadline, a hair before the timer, e.g. work polling its context.)
-        Ok(Ok(_)) if std::time::Instant::now() >= deadline => Err(Error::RequestTimeout {
+        Ok(Ok(_)) if std::time::Instant::now() >= deadline_std => Err(Error::RequestTimeout {
             node: node(),
             timeout,
         }),

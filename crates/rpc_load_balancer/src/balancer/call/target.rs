@@ -99,6 +99,8 @@ pub(crate) struct Attempt<'r, F> {
     /// The time it has: the call's timeout, or what is left of it after waiting or a
     /// previous attempt.
     pub(crate) timeout: Duration,
+    /// When that time is up: the call's deadline.
+    pub(crate) deadline: Instant,
 }
 
 impl<F> Attempt<'_, F> {
@@ -283,6 +285,7 @@ impl<'r> Route<'r> {
             selection: None,
             counted,
             timeout,
+            deadline: self.deadline,
         }
     }
 }
