@@ -91,6 +91,8 @@ pub(crate) const NO_CPU_READINGS: CpuReadings = CpuReadings {
 pub(crate) struct Transport {
     /// The node's full name.
     pub(crate) name: String,
+    /// The same, shared: the name of every call to this node (no allocation per call).
+    pub(crate) own_name: Arc<str>,
     /// The limits and flags it applies.
     pub(crate) config: TransportConfig,
     /// The functions this node serves.
@@ -124,6 +126,7 @@ impl Transport {
         peers: Arc<dyn PeerEndpoints>,
     ) -> Self {
         Self {
+            own_name: Arc::from(name.as_str()),
             name,
             config,
             registry: Registry::default(),
@@ -136,6 +139,14 @@ impl Transport {
             peers,
             cpu_readings: NO_CPU_READINGS,
         }
+    }
+
+    /// `node` (a full name) shared: this node's own name allocates nothing.
+    pub(crate) fn node_name(&self, node: &str) -> Arc<str> {
+        if node == &*self.own_name {
+            return Arc::clone(&self.own_name);
+        }
+        Arc::from(node)
     }
 
     /// Whether the node is shut down.
@@ -172,7 +183,7 @@ impl Transport {
                 .own_endpoint
                 .get()
                 .cloned()
-                .ok_or(unavailable(Unavailable::NodeStopped));
+                .ok_or_else(|| unavailable(Unavailable::NodeStopped));
         }
         self.peers.endpoint(node).map_err(unavailable)
     }

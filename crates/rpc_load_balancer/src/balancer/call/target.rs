@@ -230,7 +230,7 @@ impl<'r> Route<'r> {
                 Ok(self.attempt(name, destination, Counted::Nothing, self.options.timeout))
             }
             Target::Balancer(shared) if self.here_by_choice() => {
-                let here: Arc<str> = Arc::from(node.name.as_str());
+                let here = Arc::clone(&node.transport.own_name);
                 telemetry.target(&here);
                 // Counted until the run has ended, even if the caller's future is dropped first.
                 let counted = Counted::InFlight(OwnedInFlightToken::new(shared));
