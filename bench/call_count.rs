@@ -12,48 +12,38 @@ use std::time::Duration;
 
 use rpc_load_balancer::{FunctionError, Node, NodeConfig, Payload, RemoteFunction};
 
-struct Echo;
-impl RemoteFunction for Echo {
-    const NAME: &'static str = "echo";
-    type Args = Vec<u8>;
-    type Reply = Vec<u8>;
-    async fn call(&self, args: Vec<u8>) -> Result<Vec<u8>, FunctionError> {
-        Ok(args)
-    }
+/// Defines `$name`, a function `$function` that returns its argument of type `$bytes`.
+macro_rules! echo {
+    ($(#[$doc:meta])* $name:ident, $function:literal, $bytes:ty) => {
+        $(#[$doc])*
+        struct $name;
+        impl RemoteFunction for $name {
+            const NAME: &'static str = $function;
+            type Args = $bytes;
+            type Reply = $bytes;
+            async fn call(&self, args: $bytes) -> Result<$bytes, FunctionError> {
+                Ok(args)
+            }
+        }
+    };
 }
 
-/// `echo` as another type: not the registered one, so never run in-process.
-struct EchoOverTheWire;
-impl RemoteFunction for EchoOverTheWire {
-    const NAME: &'static str = "echo";
-    type Args = Vec<u8>;
-    type Reply = Vec<u8>;
-    async fn call(&self, args: Vec<u8>) -> Result<Vec<u8>, FunctionError> {
-        Ok(args)
-    }
-}
-
-/// A [`Payload`] echo, registered: run in-process by `local-payload`.
-struct PayloadEcho;
-impl RemoteFunction for PayloadEcho {
-    const NAME: &'static str = "echo.payload";
-    type Args = Payload;
-    type Reply = Payload;
-    async fn call(&self, args: Payload) -> Result<Payload, FunctionError> {
-        Ok(args)
-    }
-}
-
-/// `echo.payload` as another type: sent over the wire path by `wire-payload`.
-struct PayloadEchoOverTheWire;
-impl RemoteFunction for PayloadEchoOverTheWire {
-    const NAME: &'static str = "echo.payload";
-    type Args = Payload;
-    type Reply = Payload;
-    async fn call(&self, args: Payload) -> Result<Payload, FunctionError> {
-        Ok(args)
-    }
-}
+echo!(
+    /// The registered `echo`: run in-process by `local`.
+    Echo, "echo", Vec<u8>
+);
+echo!(
+    /// `echo` as another type: not the registered one, so never run in-process (`wire`).
+    EchoOverTheWire, "echo", Vec<u8>
+);
+echo!(
+    /// A [`Payload`] echo, registered: run in-process by `local-payload`.
+    PayloadEcho, "echo.payload", Payload
+);
+echo!(
+    /// `echo.payload` as another type: sent over the wire path by `wire-payload`.
+    PayloadEchoOverTheWire, "echo.payload", Payload
+);
 
 /// One call of `F` to the node itself with a one-second timeout.
 async fn call<F: RemoteFunction>(node: &Node, args: F::Args) -> F::Reply {
