@@ -82,11 +82,14 @@ async fn run<F: RemoteFunction, G: Send + 'static>(
     let deadline_std = deadline.into_std();
     let context = CallContext::serving(Some(deadline_std), accounting.abandoned);
     let counted = accounting.counted;
-    let task = AbortOnDrop(tokio::spawn(async move {
+    // Boxed: tokio moves a task's future several times while it makes the task, and this one
+    // (the function's future, its context and counts) is large; a box is moved in one word.
+    let run = Box::pin(async move {
         let _counted = counted;
         let _serving = in_task.served.enter();
         context.run(function.call(args)).await
-    }));
+    });
+    let task = AbortOnDrop(tokio::spawn(run));
     let node = || transport.name.clone();
     let remote = |failure, message: String| Error::Remote {
         node: node(),
