@@ -208,7 +208,12 @@ impl Deadlines {
             Ok(runtime) => {
                 runtime.spawn(sweep(Arc::downgrade(&self.shared)));
             }
-            Err(_) => self.shared.lock().running = false,
+            Err(_) => {
+                // Not started: the next registration (on a runtime) tries again.
+                let mut table = self.shared.lock();
+                table.running = false;
+                table.armed = None;
+            }
         }
     }
 }

@@ -143,3 +143,26 @@ async fn the_sweep_task_ends_with_its_table() {
     tokio::task::yield_now().await;
     assert!(shared.upgrade().is_none());
 }
+
+#[test]
+fn a_call_polled_outside_a_runtime_keeps_no_later_one_from_timing_out() {
+    let deadlines = Deadlines::default();
+    let (_tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let outside = deadlines.timeout(Instant::now() + 10 * MS, rx);
+    let mut outside = std::pin::pin!(outside);
+    assert!(outside.as_mut().now_or_never().is_none());
+    assert!(!deadlines.shared.lock().running, "no runtime to sweep on");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    // A later deadline, on a runtime: the sweep starts there.
+    let later = async {
+        let call = time_out_after(&deadlines, 50 * MS);
+        tokio::time::timeout(Duration::from_secs(5), call).await
+    };
+    let took = runtime
+        .block_on(later)
+        .expect("timed out by the sweep, not the test");
+    assert!(took >= 50 * MS && took < Duration::from_secs(1), "{took:?}");
+}
