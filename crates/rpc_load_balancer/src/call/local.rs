@@ -89,7 +89,7 @@ async fn run<F: RemoteFunction, G: Send + 'static>(
         let _serving = in_task.served.enter();
         context.run(function.call(args)).await
     });
-    let task = AbortOnDrop(tokio::spawn(run));
+    let task = AbortOnDrop::new(tokio::spawn(run));
     let node = || transport.name.clone();
     let remote = |failure, message: String| Error::Remote {
         node: node(),
@@ -126,8 +126,17 @@ async fn run<F: RemoteFunction, G: Send + 'static>(
 }
 
 /// A local run's task: aborted when dropped, i.e. when its caller stops waiting for it (its
-/// deadline, or its future dropped). Aborting a finished task does nothing.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+/// deadline, or its future dropped), unless it has ended (its output read).
+struct AbortOnDrop<T> {
+    task: tokio::task::JoinHandle<T>,
+    ended: bool,
+}
+
+impl<T> AbortOnDrop<T> {
+    fn new(task: tokio::task::JoinHandle<T>) -> Self {
+        Self { task, ended: false }
+    }
+}
 
 impl<T> Future for AbortOnDrop<T> {
     type Output = Result<T, tokio::task::JoinError>;
@@ -136,13 +145,17 @@ impl<T> Future for AbortOnDrop<T> {
         mut self: Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
-        Pin::new(&mut self.0).poll(cx)
+        let output = Pin::new(&mut self.task).poll(cx);
+        self.ended |= output.is_ready();
+        output
     }
 }
 
 impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
-        self.0.abort();
+        if !self.ended {
+            self.task.abort();
+        }
     }
 }
 
