@@ -2,33 +2,55 @@
 //! on this node; count (Ir(N) - Ir(0)) / N. MODE `local`: the registered type, run in-process
 //! (as the `local_call` bench); `wire`: another type of the same name, so the call goes
 //! through the endpoint actor with the full wire path (encode header and arguments, decode
-//! them, encode the reply and its status, decode them). A third argument `prometheus`
-//! installs the Prometheus exporter's recorder first (no listener): the calls are then
-//! recorded as a deployment records them.
+//! them, encode the reply and its status, decode them). `local-payload` and `wire-payload`:
+//! the same with a [`Payload`] echo (no serde for its bytes: a `Vec<u8>` is encoded and
+//! decoded one byte at a time), so the library's own share shows. A third argument
+//! `prometheus` installs the Prometheus exporter's recorder first (no listener): the calls are
+//! then recorded as a deployment records them.
 
 use std::time::Duration;
 
-use rpc_load_balancer::{FunctionError, Node, NodeConfig, RemoteFunction};
+use rpc_load_balancer::{FunctionError, Node, NodeConfig, Payload, RemoteFunction};
 
-struct Echo;
-impl RemoteFunction for Echo {
-    const NAME: &'static str = "echo";
-    type Args = Vec<u8>;
-    type Reply = Vec<u8>;
-    async fn call(&self, args: Vec<u8>) -> Result<Vec<u8>, FunctionError> {
-        Ok(args)
-    }
+/// Defines `$name`, a function `$function` that returns its argument of type `$bytes`.
+macro_rules! echo {
+    ($(#[$doc:meta])* $name:ident, $function:literal, $bytes:ty) => {
+        $(#[$doc])*
+        struct $name;
+        impl RemoteFunction for $name {
+            const NAME: &'static str = $function;
+            type Args = $bytes;
+            type Reply = $bytes;
+            async fn call(&self, args: $bytes) -> Result<$bytes, FunctionError> {
+                Ok(args)
+            }
+        }
+    };
 }
 
-/// `echo` as another type: not the registered one, so never run in-process.
-struct EchoOverTheWire;
-impl RemoteFunction for EchoOverTheWire {
-    const NAME: &'static str = "echo";
-    type Args = Vec<u8>;
-    type Reply = Vec<u8>;
-    async fn call(&self, args: Vec<u8>) -> Result<Vec<u8>, FunctionError> {
-        Ok(args)
-    }
+echo!(
+    /// The registered `echo`: run in-process by `local`.
+    Echo, "echo", Vec<u8>
+);
+echo!(
+    /// `echo` as another type: not the registered one, so never run in-process (`wire`).
+    EchoOverTheWire, "echo", Vec<u8>
+);
+echo!(
+    /// A [`Payload`] echo, registered: run in-process by `local-payload`.
+    PayloadEcho, "echo.payload", Payload
+);
+echo!(
+    /// `echo.payload` as another type: sent over the wire path by `wire-payload`.
+    PayloadEchoOverTheWire, "echo.payload", Payload
+);
+
+/// One call of `F` to the node itself with a one-second timeout.
+async fn call<F: RemoteFunction>(node: &Node, args: F::Args) -> F::Reply {
+    node.call::<F>(node.name(), args)
+        .timeout(Duration::from_secs(1))
+        .await
+        .unwrap()
 }
 
 fn main() {
@@ -53,18 +75,23 @@ fn main() {
             .await
             .unwrap();
         node.register(Echo).unwrap();
+        node.register(PayloadEcho).unwrap();
         let payload = vec![7u8; 100];
         for _ in 0..n + 1 {
-            let reply = if mode == "wire" {
-                node.call::<EchoOverTheWire>(node.name(), payload.clone())
-                    .timeout(Duration::from_secs(1))
-                    .await
-            } else {
-                node.call::<Echo>(node.name(), payload.clone())
-                    .timeout(Duration::from_secs(1))
-                    .await
-            };
-            std::hint::black_box(reply.unwrap());
+            match mode.as_str() {
+                "wire" => drop(std::hint::black_box(
+                    call::<EchoOverTheWire>(&node, payload.clone()).await,
+                )),
+                "local-payload" => drop(std::hint::black_box(
+                    call::<PayloadEcho>(&node, Payload::from_slice(&payload)).await,
+                )),
+                "wire-payload" => drop(std::hint::black_box(
+                    call::<PayloadEchoOverTheWire>(&node, Payload::from_slice(&payload)).await,
+                )),
+                _ => drop(std::hint::black_box(
+                    call::<Echo>(&node, payload.clone()).await,
+                )),
+            }
         }
         node.shutdown().await;
     });

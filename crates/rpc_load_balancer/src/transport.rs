@@ -1,7 +1,7 @@
 //! The transport's state on a node: what the client side of a call (`call`) and the serving
 //! side (`endpoint`) share — the node's name and the limits they apply, the functions it
-//! serves, the calls it is serving ([`CallTable`], for cancellation), the served-call
-//! counters, whether the node is stopped, its own endpoint, and what the node above gives it:
+//! serves, the calls it is serving ([`CallTable`], for cancellation), the deadlines of the
+//! calls it waits on ([`Deadlines`]), the served-call counters, whether the node is stopped, its own endpoint, and what the node above gives it:
 //! where a peer's endpoint is ([`PeerEndpoints`]) and the CPU readings it answers with.
 //!
 //! The node (`node::shared::NodeShared`) holds one [`Transport`] and passes it down; the
@@ -19,8 +19,10 @@ use crate::wire::RpcMessage;
 use crate::{Error, Unavailable};
 
 mod call_table;
+mod deadlines;
 
 pub(crate) use call_table::{CallTable, ServedStats};
+pub(crate) use deadlines::{Deadlines, Elapsed};
 
 /// The settings of a node that the transport applies, copied from its validated config.
 #[derive(Debug, Clone)]
@@ -89,12 +91,17 @@ pub(crate) const NO_CPU_READINGS: CpuReadings = CpuReadings {
 pub(crate) struct Transport {
     /// The node's full name.
     pub(crate) name: String,
+    /// The same, shared: the name of every call to this node (no allocation per call).
+    pub(crate) own_name: Arc<str>,
     /// The limits and flags it applies.
     pub(crate) config: TransportConfig,
     /// The functions this node serves.
     pub(crate) registry: Registry,
     /// Calls running here and calls cancelled before they started.
     pub(crate) calls: CallTable,
+    /// The deadlines of the calls this node waits on (replies, runs here): one sweep task
+    /// instead of a timer per call.
+    pub(crate) deadlines: Deadlines,
     /// Counters of the calls served here (direct and routed, remote and local).
     pub(crate) served: ServedStats,
     /// Fired when the node's shutdown gives up on the calls made to it directly that are
@@ -119,10 +126,12 @@ impl Transport {
         peers: Arc<dyn PeerEndpoints>,
     ) -> Self {
         Self {
+            own_name: Arc::from(name.as_str()),
             name,
             config,
             registry: Registry::default(),
             calls: CallTable::default(),
+            deadlines: Deadlines::default(),
             served: ServedStats::default(),
             abandoned: Arc::default(),
             stopped: AtomicBool::new(false),
@@ -130,6 +139,14 @@ impl Transport {
             peers,
             cpu_readings: NO_CPU_READINGS,
         }
+    }
+
+    /// `node` (a full name) shared: this node's own name allocates nothing.
+    pub(crate) fn node_name(&self, node: &str) -> Arc<str> {
+        if node == &*self.own_name {
+            return Arc::clone(&self.own_name);
+        }
+        Arc::from(node)
     }
 
     /// Whether the node is shut down.
@@ -166,7 +183,7 @@ impl Transport {
                 .own_endpoint
                 .get()
                 .cloned()
-                .ok_or(unavailable(Unavailable::NodeStopped));
+                .ok_or_else(|| unavailable(Unavailable::NodeStopped));
         }
         self.peers.endpoint(node).map_err(unavailable)
     }

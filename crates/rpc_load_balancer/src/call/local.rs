@@ -22,6 +22,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use super::encode::{check_payload, header};
 use crate::error::{PayloadDirection, RemoteFailure};
 use crate::function::{CallContext, RemoteFunction, Signal};
@@ -40,7 +42,8 @@ pub(crate) struct Accounting<G> {
     pub(crate) abandoned: Arc<Signal>,
 }
 
-/// Runs `function` in this process on its own task, under the payload cap a call of `F`
+/// Runs `function` in this process on its own task until `deadline` (the call's `timeout`
+/// from its start, watched by the node's deadlines), under the payload cap a call of `F`
 /// routed by `balancer` (`None`: direct) meets when another node serves it, holding
 /// `accounting` until the run has ended (see the module docs).
 ///
@@ -57,12 +60,12 @@ pub(crate) async fn run_local<F: RemoteFunction, G: Send + 'static>(
     balancer: Option<&str>,
     function: Arc<F>,
     args: F::Args,
-    timeout: Duration,
+    (timeout, deadline): (Duration, Instant),
     accounting: Accounting<G>,
 ) -> Result<F::Reply, Error> {
     super::check_timeout(timeout)?;
     check_args::<F>(transport, balancer, &args, timeout)?;
-    let reply = run(transport, function, args, timeout, accounting).await?;
+    let reply = run(transport, function, args, (timeout, deadline), accounting).await?;
     check_reply::<F>(transport, &reply)?;
     Ok(reply)
 }
@@ -72,18 +75,21 @@ async fn run<F: RemoteFunction, G: Send + 'static>(
     transport: &Arc<Transport>,
     function: Arc<F>,
     args: F::Args,
-    timeout: Duration,
+    (timeout, deadline): (Duration, Instant),
     accounting: Accounting<G>,
 ) -> Result<F::Reply, Error> {
     let in_task = Arc::clone(transport);
-    let deadline = crate::deadline::after_std(timeout);
-    let context = CallContext::serving(Some(deadline), accounting.abandoned);
+    let deadline_std = deadline.into_std();
+    let context = CallContext::serving(Some(deadline_std), accounting.abandoned);
     let counted = accounting.counted;
-    let task = AbortOnDrop(tokio::spawn(async move {
+    // Boxed: tokio moves a task's future several times while it makes the task, and this one
+    // (the function's future, its context and counts) is large; a box is moved in one word.
+    let run = Box::pin(async move {
         let _counted = counted;
         let _serving = in_task.served.enter();
         context.run(function.call(args)).await
-    }));
+    });
+    let task = AbortOnDrop::new(tokio::spawn(run));
     let node = || transport.name.clone();
     let remote = |failure, message: String| Error::Remote {
         node: node(),
@@ -92,9 +98,9 @@ async fn run<F: RemoteFunction, G: Send + 'static>(
         message,
     };
     // On the deadline the task is dropped here, which aborts it.
-    match tokio::time::timeout(timeout, task).await {
+    match transport.deadlines.timeout(deadline, task).await {
         // (Ended at its deadline, a hair before the timer, e.g. work polling its context.)
-        Ok(Ok(_)) if std::time::Instant::now() >= deadline => Err(Error::RequestTimeout {
+        Ok(Ok(_)) if std::time::Instant::now() >= deadline_std => Err(Error::RequestTimeout {
             node: node(),
             timeout,
         }),
@@ -120,8 +126,17 @@ async fn run<F: RemoteFunction, G: Send + 'static>(
 }
 
 /// A local run's task: aborted when dropped, i.e. when its caller stops waiting for it (its
-/// deadline, or its future dropped). Aborting a finished task does nothing.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+/// deadline, or its future dropped), unless it has ended (its output read).
+struct AbortOnDrop<T> {
+    task: tokio::task::JoinHandle<T>,
+    ended: bool,
+}
+
+impl<T> AbortOnDrop<T> {
+    fn new(task: tokio::task::JoinHandle<T>) -> Self {
+        Self { task, ended: false }
+    }
+}
 
 impl<T> Future for AbortOnDrop<T> {
     type Output = Result<T, tokio::task::JoinError>;
@@ -130,13 +145,17 @@ impl<T> Future for AbortOnDrop<T> {
         mut self: Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
-        Pin::new(&mut self.0).poll(cx)
+        let output = Pin::new(&mut self.task).poll(cx);
+        self.ended |= output.is_ready();
+        output
     }
 }
 
 impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
-        self.0.abort();
+        if !self.ended {
+            self.task.abort();
+        }
     }
 }
 

@@ -1,17 +1,19 @@
 //! Sending: a call or control request to an actor (a node's endpoint or a balancer member)
-//! with our timeout as the only timer, the cancellation sent when the caller gives up, and a
-//! cast handed to a session.
+//! with its deadline watched by the node's [`Deadlines`] (no timer of its own), the
+//! cancellation sent when the caller gives up, and a cast handed to a session.
 
 use std::time::Duration;
 
+use ractor::concurrency::OneshotReceiver;
 use ractor::rpc::CallResult;
 use ractor::{ActorRef, MessagingErr, RpcReplyPort};
+use tokio::time::Instant;
 
 use super::encode::encode;
 use super::reply::{decode_reply, outcome_to_reply};
 use crate::control::{ControlReply, ControlRequest};
 use crate::function::RemoteFunction;
-use crate::transport::Transport;
+use crate::transport::{Deadlines, Elapsed, Transport};
 use crate::wire::reply::{self, ReplyStatus};
 use crate::wire::{DecodeError, RpcMessage};
 use crate::{Error, Unavailable};
@@ -49,8 +51,15 @@ pub(crate) async fn control(
         function: "control".into(),
         message: e.to_string(),
     })?;
-    let outcome = send_call(&endpoint, RpcMessage::Control, bytes, timeout).await;
-    let reply = outcome_to_reply(node, timeout, outcome)?;
+    let deadline = crate::deadline::after(timeout);
+    let outcome = send_call(
+        &transport.deadlines,
+        &endpoint,
+        RpcMessage::Control,
+        bytes,
+        deadline,
+    );
+    let reply = outcome_to_reply(node, timeout, outcome.await)?;
     decode_reply(node, "control", reply, timeout)
 }
 
@@ -70,15 +79,17 @@ pub(crate) enum Sent<T> {
     Dropped,
 }
 
-/// Sends an encoded call of `F` (id `id`) to `actor` on `node` and decodes the reply.
+/// Sends an encoded call of `F` (id `id`) to `actor` on `node`, waits for the reply until
+/// `deadline` (on `deadlines`), and decodes it; `timeout` is the call's, for its errors.
 pub(crate) async fn send_encoded<F: RemoteFunction>(
+    deadlines: &Deadlines,
     actor: &ActorRef<RpcMessage>,
     node: &str,
     (bytes, id): (Vec<u8>, u64),
-    timeout: Duration,
+    (timeout, deadline): (Duration, Instant),
 ) -> Sent<F::Reply> {
     let abandoned = CancelOnDrop::new(actor, id);
-    let outcome = send_call(actor, RpcMessage::Call, bytes, timeout).await;
+    let outcome = send_call(deadlines, actor, RpcMessage::Call, bytes, deadline).await;
     abandoned.settle(&outcome);
     match outcome {
         Err(MessagingErr::SendErr(RpcMessage::Call(bytes, _))) => Sent::Unsent((bytes, id)),
@@ -154,28 +165,46 @@ fn cancel(actor: &ActorRef<RpcMessage>, id: u64) {
     };
     let actor = actor.clone();
     runtime.spawn(async move {
-        let _ = send_call(&actor, RpcMessage::Control, bytes, CANCEL_TIMEOUT).await;
+        if let Ok(reply) = post(&actor, RpcMessage::Control, bytes) {
+            let _ = tokio::time::timeout(CANCEL_TIMEOUT, reply).await;
+        }
     });
 }
 
-/// Sends `bytes` as a `variant` request and waits at most `timeout` for the reply.
+/// Sends `bytes` as a `variant` request to `endpoint` and waits until `deadline` for the
+/// reply, the deadline watched by `deadlines`.
 ///
-/// The reply port carries no timeout of its own: ours is the only timer. (With one,
-/// ractor would start a second timer here and ractor_cluster a third on the serving node,
-/// and a timed-out remote port that ractor_cluster drops would look like a lost connection
-/// if its timer fired first.) The serving endpoint enforces the deadline from the call's
-/// header and always answers or drops the port, so nothing waits forever there; a port
-/// abandoned here is reclaimed by ractor_cluster once closed. A `SenderError` therefore
-/// always means the node or the actor went away.
+/// The reply port carries no timeout of its own: the deadline is the only one. (With one,
+/// ractor would start a timer here and ractor_cluster another on the serving node, and a
+/// timed-out remote port that ractor_cluster drops would look like a lost connection if its
+/// timer fired first.) The serving endpoint enforces the deadline from the call's header and
+/// always answers or drops the port, so nothing waits forever there; a port abandoned here is
+/// reclaimed by ractor_cluster once closed. A `SenderError` therefore always means the node
+/// or the actor went away.
 async fn send_call(
+    deadlines: &Deadlines,
     endpoint: &ActorRef<RpcMessage>,
     variant: fn(Vec<u8>, RpcReplyPort<Vec<u8>>) -> RpcMessage,
     bytes: Vec<u8>,
-    timeout: Duration,
+    deadline: Instant,
 ) -> Result<CallResult<Vec<u8>>, MessagingErr<RpcMessage>> {
-    let reply = endpoint.call(|port| variant(bytes, port), None);
-    match tokio::time::timeout(timeout, reply).await {
-        Ok(outcome) => outcome,
-        Err(_elapsed) => Ok(CallResult::Timeout),
-    }
+    let reply = post(endpoint, variant, bytes)?;
+    Ok(match deadlines.timeout(deadline, reply).await {
+        Ok(Ok(reply)) => CallResult::Success(reply),
+        Ok(Err(_port_dropped)) => CallResult::SenderError,
+        Err(Elapsed) => CallResult::Timeout,
+    })
+}
+
+/// Sends `bytes` as a `variant` request to `endpoint`: the receiver of its reply.
+///
+/// Errors: the message could not be sent (it is handed back in the error).
+fn post(
+    endpoint: &ActorRef<RpcMessage>,
+    variant: fn(Vec<u8>, RpcReplyPort<Vec<u8>>) -> RpcMessage,
+    bytes: Vec<u8>,
+) -> Result<OneshotReceiver<Vec<u8>>, MessagingErr<RpcMessage>> {
+    let (port, reply) = ractor::concurrency::oneshot();
+    endpoint.send_message(variant(bytes, port.into()))?;
+    Ok(reply)
 }

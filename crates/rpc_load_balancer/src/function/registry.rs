@@ -54,11 +54,15 @@ impl<F: RemoteFunction> ErasedFunction for Erased<F> {
     }
 }
 
-/// Name → function; registration is rare and copies the map, lookups are lock-free.
+/// Name → function; registration is rare and copies the map, lookups are lock-free (and
+/// hashed with foldhash: one per call made or served).
 #[derive(Default)]
 pub(crate) struct Registry {
-    functions: ArcSwap<HashMap<&'static str, Arc<dyn ErasedFunction>>>,
+    functions: ArcSwap<Functions>,
 }
+
+/// The registered functions by name.
+type Functions = HashMap<&'static str, Arc<dyn ErasedFunction>, foldhash::fast::RandomState>;
 
 impl Registry {
     /// Adds `function`; `Err(name)` if a function of that name is already registered.
@@ -67,7 +71,7 @@ impl Registry {
         let mut duplicate = false;
         self.functions.rcu(|current| {
             duplicate = current.contains_key(F::NAME);
-            let mut next = HashMap::clone(current);
+            let mut next = Functions::clone(current);
             if !duplicate {
                 next.insert(F::NAME, Arc::clone(&erased));
             }
@@ -81,6 +85,7 @@ impl Registry {
     }
 
     /// The function registered under `name`.
+    #[cfg(test)]
     pub(crate) fn get(&self, name: &str) -> Option<Arc<dyn ErasedFunction>> {
         self.functions.load().get(name).cloned()
     }
@@ -96,7 +101,8 @@ impl Registry {
     /// The function registered under `F::NAME`, if it is of type `F` (a function of another
     /// type under the same name is served through its encoded form instead).
     pub(crate) fn get_typed<F: RemoteFunction>(&self) -> Option<Arc<F>> {
-        let function = self.get(F::NAME)?;
+        let functions = self.functions.load();
+        let function = functions.get(F::NAME)?;
         function
             .as_any()
             .downcast_ref::<Erased<F>>()

@@ -30,10 +30,13 @@ pub(crate) struct Peer {
     pub(crate) endpoint: Option<ActorRef<RpcMessage>>,
 }
 
+/// Connected peers by full name (hashed with foldhash: looked up on every call to a peer).
+pub(crate) type PeerMap = HashMap<String, Peer, foldhash::fast::RandomState>;
+
 /// The peers of a node: connected ones, and the name sets about the others.
 pub(crate) struct PeerTable {
     /// Connected peers by full name, republished whole on every change.
-    connected: ArcSwap<HashMap<String, Peer>>,
+    connected: ArcSwap<PeerMap>,
     /// Names of the connected peers, sorted, for `Node::nodes` and its watchers.
     node_list: watch::Sender<Arc<[String]>>,
     /// Peers that are client nodes (seen in the `@clients` pg group): not redialled, not
@@ -81,7 +84,7 @@ impl PeerTable {
     // --- Connected peers ---
 
     /// The connected peers by full name, as last published (lock-free).
-    pub(crate) fn load(&self) -> arc_swap::Guard<Arc<HashMap<String, Peer>>> {
+    pub(crate) fn load(&self) -> arc_swap::Guard<Arc<PeerMap>> {
         self.connected.load()
     }
 
@@ -92,7 +95,7 @@ impl PeerTable {
 
     /// Replaces the connected peers with `table` and, if the names changed, tells the
     /// watchers of the node list.
-    pub(crate) fn publish(&self, table: HashMap<String, Peer>) {
+    pub(crate) fn publish(&self, table: PeerMap) {
         let mut names: Vec<String> = table.keys().cloned().collect();
         names.sort();
         self.connected.store(Arc::new(table));

@@ -15,6 +15,39 @@ use crate::balancer::Balancer;
 use crate::function::RemoteFunction;
 use crate::{Error, Retry, Unavailable};
 
+/// The option setters of a routed builder (over its field `routed`): `$what` (`"call"` or
+/// `"cast"`) names it in their docs, followed by the doc of its `timeout`.
+macro_rules! routed_setters {
+    ($what:literal; $(#[$timeout:meta])*) => {
+        option_setters! {
+            routed;
+            #[doc = concat!(
+                "`true` runs the ", $what, " on this node, ignoring the algorithm and the ",
+                "members (the original's `call_directly?`), as a ", $what, " to this node ",
+                "runs; `false` routes it even when the node's ",
+                "[`NodeConfig::call_directly`](crate::NodeConfig::call_directly) default is on."
+            )]
+            fn call_directly(directly: bool) => call_directly = directly;
+
+            #[doc = concat!(
+                "How this ", $what, " retries while the balancer has no member to send to ",
+                "(default: the balancer's, else the node's [`Retry`]). Waiting counts against ",
+                "its timeout."
+            )]
+            fn retry(retry: Retry) => retry = retry;
+
+            /// The routing key, as bytes (used by key-aware algorithms such as [`HashRing`];
+            /// others ignore it). Default: none.
+            ///
+            /// [`HashRing`]: crate::HashRing
+            fn key(key: impl AsRef<[u8]>) => key = key.as_ref().to_vec();
+
+            $(#[$timeout])*
+            fn timeout(timeout: Duration) => timeout = timeout;
+        }
+    };
+}
+
 /// A balanced call of `F`, built by [`Balancer::call`]. Await it (it implements
 /// `IntoFuture`) for `Result<F::Reply, Error>`, or use [`with_node`](Self::with_node).
 ///
@@ -40,27 +73,10 @@ impl<F: RemoteFunction> BalancedCall<F> {
         Self { routed }
     }
 
-    option_setters! {
-        routed;
-        /// `true` runs the call on this node, ignoring the algorithm and the members (the
-        /// original's `call_directly?`), with the remote call's errors and timeout; `false` routes
-        /// it even when the node's [`NodeConfig::call_directly`](crate::NodeConfig::call_directly)
-        /// default is on.
-        fn call_directly(directly: bool) => call_directly = directly;
-
-        /// How this call retries while the balancer has no member to send to (default: the
-        /// balancer's, else the node's [`Retry`]). Waiting counts against the call's timeout.
-        fn retry(retry: Retry) => retry = retry;
-
-        /// The routing key, as bytes (used by key-aware algorithms such as [`HashRing`]; others
-        /// ignore it). Default: none.
-        ///
-        /// [`HashRing`]: crate::HashRing
-        fn key(key: impl AsRef<[u8]>) => key = key.as_ref().to_vec();
-
+    routed_setters! {
+        "call";
         /// How long to wait for the reply (default: the balancer's, else the node's
         /// `call_timeout`). Zero is refused with [`Error::InvalidConfig`] (`timeout`).
-        fn timeout(timeout: Duration) => timeout = timeout;
     }
 
     /// Runs the call and also returns the node that served it.
@@ -147,27 +163,11 @@ impl<F: RemoteFunction> BalancedCast<F> {
         Self { routed }
     }
 
-    option_setters! {
-        routed;
-        /// `true` runs the cast on this node, ignoring the algorithm and the members; `false`
-        /// routes it even when the node's
-        /// [`NodeConfig::call_directly`](crate::NodeConfig::call_directly) default is on.
-        fn call_directly(directly: bool) => call_directly = directly;
-
-        /// How this cast retries while the balancer has no member to send to (default: the
-        /// balancer's, else the node's [`Retry`]).
-        fn retry(retry: Retry) => retry = retry;
-
+    routed_setters! {
+        "cast";
         /// The longest this cast waits for a member to send to when retrying (default: the
         /// balancer's, else the node's `call_timeout`). Zero is refused with
         /// [`Error::InvalidConfig`] (`timeout`).
-        fn timeout(timeout: Duration) => timeout = timeout;
-
-        /// The routing key, as bytes (used by key-aware algorithms such as [`HashRing`]; others
-        /// ignore it). Default: none.
-        ///
-        /// [`HashRing`]: crate::HashRing
-        fn key(key: impl AsRef<[u8]>) => key = key.as_ref().to_vec();
     }
 }
 

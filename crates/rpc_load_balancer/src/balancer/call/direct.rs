@@ -15,19 +15,20 @@ use crate::node::shared::NodeShared;
 use crate::{Error, Node};
 
 impl Node {
-    /// A call of `F` with `args` on the node named `node` (full name; this node's own name
-    /// calls itself). Await the returned [`Call`]; every call has a timeout (default
-    /// `NodeConfig::call_timeout`).
+    /// A call of `F` with `args` on the node named `node` (full name, as `&str`, `String`,
+    /// `Arc<str>`...; this node's own name calls itself). Await the returned [`Call`]; every
+    /// call has a timeout (default `NodeConfig::call_timeout`).
     ///
     /// Errors when awaited: [`Error::ServiceUnavailable`] (unknown or disconnected node, node
     /// lost mid-call), [`Error::RequestTimeout`], [`Error::BadRequest`] (function not registered
     /// there, arguments not decodable), [`Error::Remote`] (the function failed or panicked),
     /// [`Error::PayloadTooLarge`], [`Error::Codec`], [`Error::WireVersion`];
     /// [`Error::InvalidConfig`] (`timeout`) for a zero [`Call::timeout`].
-    pub fn call<F: RemoteFunction>(&self, node: impl Into<String>, args: F::Args) -> Call<F> {
+    pub fn call<F: RemoteFunction>(&self, node: impl AsRef<str>, args: F::Args) -> Call<F> {
+        let shared = self.shared();
         Call {
-            node: self.shared(),
-            target: Target::Node(Arc::from(node.into())),
+            target: Target::Node(shared.transport.node_name(node.as_ref())),
+            node: shared,
             options: CallOptions::default(),
             args,
             function: PhantomData,
@@ -40,7 +41,7 @@ impl Node {
     /// Errors: [`Error::ServiceUnavailable`] when the node is not connected (the original
     /// silently returned ok), [`Error::PayloadTooLarge`], [`Error::Codec`].
     pub async fn cast<F: RemoteFunction>(&self, node: &str, args: F::Args) -> Result<(), Error> {
-        let target = Target::Node(Arc::from(node));
+        let target = Target::Node(self.state().transport.node_name(node));
         let options = CallOptions::default();
         dispatch::cast::<F>(self.state(), &target, &options, args).await?;
         Ok(())

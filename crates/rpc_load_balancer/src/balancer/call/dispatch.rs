@@ -151,15 +151,16 @@ async fn run_or_send<F: RemoteFunction>(
             abandoned,
         };
         let args = args.take()?;
-        let (balancer, timeout) = (attempt.balancer, attempt.timeout);
-        let reply = call::run_local(transport, balancer, function, args, timeout, accounting);
+        let (balancer, time) = (attempt.balancer, (attempt.timeout, attempt.deadline));
+        let reply = call::run_local(transport, balancer, function, args, time, accounting);
         return Ok(Sent::Replied(reply.await));
     }
     let bytes = args.encode(transport, attempt.balancer, attempt.timeout, keep)?;
     let Some(actor) = attempt.actor() else {
         return Err(no_endpoint(&attempt.node));
     };
-    Ok(call::send_encoded::<F>(actor, &attempt.node, bytes, attempt.timeout).await)
+    let (deadlines, time) = (&transport.deadlines, (attempt.timeout, attempt.deadline));
+    Ok(call::send_encoded::<F>(deadlines, actor, &attempt.node, bytes, time).await)
 }
 
 /// (Not reached: an attempt that does not run here has an actor.)

@@ -28,7 +28,7 @@ impl<'r> Route<'r> {
         let excluded = &node.config.excluded_node_patterns;
         let (chosen, timeout) =
             if self.options.directly || filter::matches(&node.name, filter, excluded) {
-                (Arc::from(node.name.as_str()), self.options.timeout)
+                (Arc::clone(&node.transport.own_name), self.options.timeout)
             } else {
                 let (peer, waited) = look_until_found(
                     self.options.retry,

@@ -114,6 +114,7 @@ impl<'r> Route<'r> {
                 selection: Some(selection),
                 counted,
                 timeout,
+                deadline: self.deadline,
             });
         }
     }

@@ -99,6 +99,8 @@ pub(crate) struct Attempt<'r, F> {
     /// The time it has: the call's timeout, or what is left of it after waiting or a
     /// previous attempt.
     pub(crate) timeout: Duration,
+    /// When that time is up: the call's deadline.
+    pub(crate) deadline: Instant,
 }
 
 impl<F> Attempt<'_, F> {
@@ -228,7 +230,7 @@ impl<'r> Route<'r> {
                 Ok(self.attempt(name, destination, Counted::Nothing, self.options.timeout))
             }
             Target::Balancer(shared) if self.here_by_choice() => {
-                let here: Arc<str> = Arc::from(node.name.as_str());
+                let here = Arc::clone(&node.transport.own_name);
                 telemetry.target(&here);
                 // Counted until the run has ended, even if the caller's future is dropped first.
                 let counted = Counted::InFlight(OwnedInFlightToken::new(shared));
@@ -283,6 +285,7 @@ impl<'r> Route<'r> {
             selection: None,
             counted,
             timeout,
+            deadline: self.deadline,
         }
     }
 }

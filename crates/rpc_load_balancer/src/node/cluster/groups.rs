@@ -1,12 +1,10 @@
 //! pg group changes (remote endpoints and client nodes) and the lock-free node table built
 //! from the ready sessions and the endpoints.
 
-use std::collections::HashMap;
-
 use ractor::pg::GroupChangeMessage;
 
 use super::{add_endpoint, ClusterState};
-use crate::node::peer_table::Peer;
+use crate::node::peer_table::PeerMap;
 use crate::wire::{node_of_endpoint, CLIENT_GROUP, ENDPOINT_GROUP, SCOPE};
 
 impl ClusterState {
@@ -58,7 +56,7 @@ impl ClusterState {
 
     /// Rebuilds the lock-free table and the node list from the ready sessions.
     pub(super) fn publish(&self) {
-        let table: HashMap<String, Peer> = self
+        let table: PeerMap = self
             .ready
             .iter()
             .filter_map(|(name, sessions)| {
