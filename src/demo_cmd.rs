@@ -42,7 +42,7 @@ fn install_recorder() -> CmdResult<metrics_exporter_prometheus::PrometheusHandle
 const DEMO_SAMPLER: &str = "process";
 
 /// The demo nodes' `cpu_sample_interval`.
-const DEMO_SAMPLE_INTERVAL: Duration = Duration::from_millis(200);
+pub(crate) const DEMO_SAMPLE_INTERVAL: Duration = Duration::from_millis(200);
 
 /// The demo's LeastCpu: polls every 200 ms from the start, trusts readings up to 1 s old.
 fn demo_least_cpu() -> LeastCpu {

@@ -83,7 +83,7 @@ pub async fn run(args: DemoCallerArgs) -> CmdResult<i32> {
         .cluster
         .apply(NodeConfig::new(&args.name, "127.0.0.1:0"))
         .cpu_sampler(CpuSampler::Process)
-        .cpu_sample_interval(Duration::from_millis(200));
+        .cpu_sample_interval(crate::demo_cmd::DEMO_SAMPLE_INTERVAL);
     let node = Node::start(config).await?;
     node.connect(&args.peer).await?;
     let algorithm = crate::demo_cmd::demo_algorithm(&args.algorithm)?;

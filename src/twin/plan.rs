@@ -240,6 +240,8 @@ impl Plan {
             },
         };
         scenario.capacity = knobs.capacity;
+        // The members' nodes sample their utilization as the twin's do.
+        scenario.cpu_sample_interval_ms = crate::demo_cmd::DEMO_SAMPLE_INTERVAL.as_secs_f64() * 1e3;
         scenario.callers = knobs.callers;
         scenario.load.open_loop = vec![knobs.load];
         scenario.load.closed_loop_tasks = None;

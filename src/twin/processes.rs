@@ -43,7 +43,9 @@ fn member_args(plan: &Plan, index: usize) -> Vec<String> {
         crate::demo_cmd::DEMO_BALANCER.into(),
         "--cpu-from-work".into(),
         "--cpu-sample-interval-ms".into(),
-        "200".into(),
+        crate::demo_cmd::DEMO_SAMPLE_INTERVAL
+            .as_millis()
+            .to_string(),
         "--work-capacity".into(),
         plan.scenario.capacity.to_string(),
         "--work-median-ms".into(),

@@ -46,20 +46,26 @@
 //!   call's issue does not wait for earlier calls. **Closed loop**: `tasks` tasks spread
 //!   evenly over the callers, each issuing its next call as soon as the last ended.
 //! - **Timeouts**: a call without a reply within the timeout is a timeout error for its
-//!   caller (its pick is released with that outcome); the member still serves it. There are
-//!   no retries.
+//!   caller (its pick is released with that outcome), and the caller cancels it, as the
+//!   library does: the cancel takes the network delay, and the member then drops the call
+//!   from its queue or stops serving it. There are no retries.
 //! - **Faults**: a paused member serves nothing (calls in service stand still, arrivals
 //!   queue) and answers no heartbeat and no CPU poll; a failing member answers a share of its
 //!   calls at once with an error (`ServiceUnavailable`), using no capacity; a slow member's
 //!   new calls take `factor` × longer.
-//! - **Heartbeats**: each caller asks the members every interval (at its own phase); a member
-//!   whose last answer is older than the timeout leaves that caller's members, and comes back
-//!   at the caller's first round after it answers again. Only members that a scenario pauses
-//!   are watched (the others always answer). Joins and leaves of the schedule reach every
-//!   caller at once.
+//! - **Heartbeats**, as a node runs them: each caller pings the members every interval (at
+//!   its own phase), one ping pending per member at a time. A ping unanswered for the
+//!   heartbeat timeout stops that caller's session to the member: the member leaves the
+//!   caller's members and the caller's calls in flight to it fail at once
+//!   (`ServiceUnavailable`; the member still serves them when it can). A paused member is so
+//!   dropped 1 timeout to 1 timeout + 1 interval after its pause, and one that resumes within
+//!   the timeout is not dropped. When it resumes, the callers that dropped it get it back at
+//!   once (their redial, pending while it was paused, completes). Only members that a
+//!   scenario pauses are watched (the others always answer). Joins and leaves of the
+//!   schedule reach every caller at once.
 //! - **CPU readings** (LeastCpu): a member's node samples its utilization (busy slots ÷
-//!   capacity, over the last second, as `rpclb demo`'s capacity-limited function reports it)
-//!   every second at its own phase; each caller's poller fetches every answering member's
+//!   capacity over the last sampling interval, as `rpclb demo`'s capacity-limited function
+//!   reports it) every `cpu_sample_interval_ms` (default 1 s) at its own phase; each caller's poller fetches every answering member's
 //!   latest sample every `poll_interval`, first at a random phase of it, or after the
 //!   `poll_startup_jitter` in a cold start. Readings reach the selector as the CPU slot of the
 //!   member's view with their age, exactly as the balancer's Poller stores them.

@@ -33,3 +33,12 @@ pub(super) fn zipf_s() -> f64 {
 pub(super) fn key_count() -> u64 {
     100_000
 }
+pub(super) fn cpu_sample_interval_ms() -> f64 {
+    1_000.0
+}
+/// Whether `ms` is the default sampling interval (then a report leaves it out, and reports
+/// of scenarios that do not set it keep their bytes).
+#[allow(clippy::trivially_copy_pass_by_ref, clippy::float_cmp)]
+pub(super) fn is_cpu_sample_interval_ms(ms: &f64) -> bool {
+    *ms == cpu_sample_interval_ms()
+}

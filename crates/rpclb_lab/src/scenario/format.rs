@@ -30,8 +30,8 @@ pub struct Scenario {
     /// Network delay each way between a caller and a member, µs (default 50).
     #[serde(default = "defaults::network_delay_us")]
     pub network_delay_us: f64,
-    /// The call timeout, ms (default 1,000): past it the call is an error for its caller (the
-    /// member still serves it).
+    /// The call timeout, ms (default 1,000): past it the call is an error for its caller,
+    /// which cancels it (the member drops it when the cancel arrives).
     #[serde(default = "defaults::timeout_ms")]
     pub timeout_ms: f64,
     /// Simulated seconds before measuring (default 10).
@@ -43,6 +43,14 @@ pub struct Scenario {
     /// How callers notice a member that answers nothing.
     #[serde(default)]
     pub heartbeat: Heartbeat,
+    /// How often each member's node samples its utilization, the reading LeastCpu's pollers
+    /// fetch, ms (default 1,000: the library's `cpu_sample_interval`; `rpclb demo`'s nodes
+    /// sample every 200). Left out of a report's scenario when it is the default.
+    #[serde(
+        default = "defaults::cpu_sample_interval_ms",
+        skip_serializing_if = "defaults::is_cpu_sample_interval_ms"
+    )]
+    pub cpu_sample_interval_ms: f64,
     /// The loads each algorithm runs under.
     #[serde(default)]
     pub load: Load,
@@ -102,15 +110,15 @@ impl Service {
     }
 }
 
-/// Heartbeats: every caller asks every member every `interval_ms`; a member that has not
-/// answered for `timeout_ms` is removed from that caller's members, and comes back at its
-/// first answer.
+/// Heartbeats: every caller pings every member every `interval_ms`; a ping unanswered for
+/// `timeout_ms` removes the member from that caller's members (and fails that caller's calls
+/// in flight to it), and it comes back when it answers again.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Heartbeat {
     /// Period, ms (default 1,000).
     pub interval_ms: f64,
-    /// Silence after which a member is removed, ms (default 3,000).
+    /// How long a ping may go unanswered before the member is removed, ms (default 3,000).
     pub timeout_ms: f64,
 }
 

@@ -66,6 +66,14 @@ mod tests {
         );
         let error = Scenario::parse("name = \"x\"\ncapasity = 3\n", "t").unwrap_err();
         assert!(error.to_string().contains("capasity"), "{error}");
+        for bad in ["0", "5", "-1", "1e12"] {
+            let text = format!("name = \"x\"\ncpu_sample_interval_ms = {bad}\n");
+            let error = Scenario::parse(&text, "t").unwrap_err();
+            assert!(
+                matches!(&error, ScenarioError::Invalid { field, .. } if field == "cpu_sample_interval_ms"),
+                "{bad}: {error}"
+            );
+        }
         let text = "name = \"x\"\n[[event]]\nat_s = 1\nmember = 9\naction = \"pause\"\n";
         let error = Scenario::parse(text, "t").unwrap_err();
         assert!(

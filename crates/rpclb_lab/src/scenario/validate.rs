@@ -13,6 +13,9 @@ const MAX_MEMBER_VIEWS: usize = 2_000_000;
 const MAX_TASKS: usize = 500_000;
 const MAX_KEYS: u64 = 10_000_000;
 const MAX_SECONDS: f64 = 86_400.0;
+/// The shortest CPU sampling interval, ms (a member samples at most 100 times a simulated
+/// second).
+const MIN_CPU_SAMPLE_MS: f64 = 10.0;
 const MAX_EVENT_REPEATS: f64 = 100_000.0;
 
 impl Scenario {
@@ -105,6 +108,18 @@ impl Scenario {
             self.heartbeat.timeout_ms,
             MAX_SECONDS * 1e3,
         )?;
+        if !(self.cpu_sample_interval_ms.is_finite()
+            && (MIN_CPU_SAMPLE_MS..=MAX_SECONDS * 1e3).contains(&self.cpu_sample_interval_ms))
+        {
+            return invalid(
+                "cpu_sample_interval_ms",
+                format!(
+                    "must be {MIN_CPU_SAMPLE_MS}..={}, not {}",
+                    MAX_SECONDS * 1e3,
+                    self.cpu_sample_interval_ms
+                ),
+            );
+        }
         for (i, fraction) in self.load.open_loop.iter().enumerate() {
             positive(&format!("load.open_loop[{i}]"), *fraction, 100.0)?;
         }

@@ -1,12 +1,12 @@
 //! A call's life: picked by its caller, queued and served by its member, replied to, or
-//! timed out; its outcome is fed back to the caller's selector.
+//! timed out and cancelled; its outcome is fed back to the caller's selector.
 
 use std::time::Duration;
 
 use rpc_load_balancer::routing::OutcomeKind;
 use rpc_load_balancer::ErrorCode;
 
-use super::{member_index, Call, Ev, Sim, NIL, NO_MEMBER_BACKOFF_NS, NO_TASK, NS_PER_MS};
+use super::{member_index, Call, Ev, Sim, Stage, NIL, NO_MEMBER_BACKOFF_NS, NO_TASK, NS_PER_MS};
 use crate::scenario::Service;
 
 impl Sim<'_> {
@@ -64,13 +64,18 @@ impl Sim<'_> {
             caller_done: false,
             in_window,
             failed: false,
+            stage: Stage::ToMember,
+            cancel_sent: false,
+            cancel_seen: false,
             generation: 0,
             end: 0,
             remaining: 0,
         };
         let id = match self.free.pop() {
             Some(id) => {
-                self.calls[id as usize] = call;
+                // A new generation: a stale `ServiceDone` of the slot's last call is ignored.
+                let generation = self.calls[id as usize].generation.wrapping_add(1);
+                self.calls[id as usize] = Call { generation, ..call };
                 id
             }
             None => {
@@ -90,6 +95,7 @@ impl Sim<'_> {
         let m = self.calls[call as usize].member as usize;
         let member = &self.members[m];
         if member.paused_since.is_some() || member.in_service.len() >= member.capacity {
+            self.calls[call as usize].stage = Stage::Queued;
             self.members[m].queue.push_back(call);
         } else {
             self.start(call);
@@ -110,6 +116,7 @@ impl Sim<'_> {
         let m = self.calls[call as usize].member as usize;
         if self.faults.chance(self.members[m].fail) {
             self.calls[call as usize].failed = true;
+            self.calls[call as usize].stage = Stage::Replying;
             self.queue
                 .push_in_order(self.now + self.delay_ns, Ev::Reply(call));
             return;
@@ -130,6 +137,7 @@ impl Sim<'_> {
         self.account_busy(m);
         self.members[m].in_service.push(call);
         let c = &mut self.calls[call as usize];
+        c.stage = Stage::Serving;
         c.end = self.now + service_ns;
         let generation = c.generation;
         self.queue.push(c.end, Ev::ServiceDone { call, generation });
@@ -142,6 +150,7 @@ impl Sim<'_> {
         if let Some(i) = member.in_service.iter().position(|&c| c == call) {
             member.in_service.swap_remove(i);
         }
+        self.calls[call as usize].stage = Stage::Replying;
         self.queue
             .push_in_order(self.now + self.delay_ns, Ev::Reply(call));
         self.start_queued(m);
@@ -162,7 +171,8 @@ impl Sim<'_> {
     }
 
     pub(super) fn reply(&mut self, call: u32) {
-        let c = &self.calls[call as usize];
+        let c = &mut self.calls[call as usize];
+        c.stage = Stage::Done;
         if !c.caller_done {
             let kind = if c.failed {
                 OutcomeKind::Error(ErrorCode::ServiceUnavailable)
@@ -171,7 +181,45 @@ impl Sim<'_> {
             };
             self.end_call(call, kind);
         }
-        self.free.push(call);
+        let c = &self.calls[call as usize];
+        if !c.cancel_sent || c.cancel_seen {
+            self.free.push(call);
+        }
+    }
+
+    /// A timed-out call's cancel reaches its member, which drops the call if it still holds
+    /// it: out of its queue, or stopped in service (its slot goes to the next queued call).
+    pub(super) fn cancel(&mut self, call: u32) {
+        let c = &mut self.calls[call as usize];
+        c.cancel_seen = true;
+        let m = c.member as usize;
+        match c.stage {
+            // The request went first on the same path.
+            Stage::ToMember => debug_assert!(false, "a cancel overtook its call"),
+            // The reply on its way frees the slot.
+            Stage::Replying => {}
+            Stage::Done => self.free.push(call),
+            Stage::Queued => {
+                c.stage = Stage::Done;
+                // Calls time out in issue order, so it is at or near the queue's front.
+                let queue = &mut self.members[m].queue;
+                if let Some(i) = queue.iter().position(|&q| q == call) {
+                    queue.remove(i);
+                }
+                self.free.push(call);
+            }
+            Stage::Serving => {
+                c.stage = Stage::Done;
+                c.generation = c.generation.wrapping_add(1);
+                self.account_busy(m);
+                let member = &mut self.members[m];
+                if let Some(i) = member.in_service.iter().position(|&s| s == call) {
+                    member.in_service.swap_remove(i);
+                }
+                self.free.push(call);
+                self.start_queued(m);
+            }
+        }
     }
 
     /// The call ends for its caller.
@@ -182,6 +230,12 @@ impl Sim<'_> {
         let (caller, task, in_window) = (c.caller, c.task, c.in_window);
         let latency = now - c.issued;
         let picked = c.picked.take();
+        if kind == OutcomeKind::Timeout {
+            // The caller cancels the call (the library's serving node then drops it).
+            c.cancel_sent = true;
+            self.queue
+                .push_in_order(now + self.delay_ns, Ev::Cancel(call));
+        }
         self.close(call);
         self.account_in_flight();
         self.in_flight -= 1;

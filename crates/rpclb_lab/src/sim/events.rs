@@ -65,11 +65,13 @@ impl Sim<'_> {
                 }
             }
             Ev::Reply(call) => self.reply(call),
+            Ev::Cancel(call) => self.cancel(call),
             Ev::Timeline(i) => {
                 let (_, change, member) = self.timeline[i as usize];
                 self.apply(member, change);
             }
             Ev::Heartbeat(caller) => self.heartbeat_round(caller),
+            Ev::PingTimeout { caller, member } => self.ping_timeout(caller, member),
             Ev::Sample(member) => self.sample(member),
             Ev::Poll(caller) => self.poll(caller),
         }

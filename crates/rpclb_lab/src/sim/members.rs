@@ -1,10 +1,10 @@
 //! What happens to members during a run: the timeline's changes (pause, slow, fail, join,
-//! leave), the callers' heartbeats, and the CPU readings LeastCpu's pollers fetch.
+//! leave) and the CPU readings LeastCpu's pollers fetch. (Heartbeats: `heartbeat.rs`.)
 
 use std::time::Duration;
 
 use super::schedule::Change;
-use super::{Ev, Sim, CPU_SAMPLE_NS};
+use super::{Ev, Sim};
 
 impl Sim<'_> {
     pub(super) fn apply(&mut self, m: u32, change: Change) {
@@ -32,6 +32,7 @@ impl Sim<'_> {
                         self.queue.push(c.end, Ev::ServiceDone { call, generation });
                     }
                     self.start_queued(mi);
+                    self.answered_again(m);
                 }
             }
             Change::Slow(factor) => self.members[mi].slow = factor,
@@ -73,52 +74,6 @@ impl Sim<'_> {
             .collect();
     }
 
-    /// A caller's heartbeat round: a watched member silent for the timeout leaves this
-    /// caller's members; one that answers again comes back.
-    pub(super) fn heartbeat_round(&mut self, caller: u32) {
-        let Some((interval, timeout)) = self.heartbeat else {
-            return;
-        };
-        self.sync_clock(caller);
-        let phase = self.callers[caller as usize].heartbeat_phase;
-        for i in 0..self.watched.len() {
-            let m = self.watched[i];
-            let member = &self.members[m as usize];
-            if !member.present {
-                continue;
-            }
-            let node = member.node.clone();
-            let c = &mut self.callers[caller as usize];
-            let removed = c.removed.contains(&m);
-            match member.paused_since {
-                Some(since) => {
-                    // Its last answer: this caller's last round at or before the pause.
-                    let last_answer = if since >= phase {
-                        phase + (since - phase) / interval * interval
-                    } else {
-                        since
-                    };
-                    if !removed && self.now - last_answer >= timeout {
-                        c.removed.push(m);
-                        if let Some(kit) = &mut c.kit {
-                            kit.leave([node]);
-                        }
-                    }
-                }
-                None if removed => {
-                    c.removed.retain(|&r| r != m);
-                    if let Some(kit) = &mut c.kit {
-                        kit.join([node]);
-                    }
-                }
-                None => {}
-            }
-        }
-        if self.running() {
-            self.queue.push(self.now + interval, Ev::Heartbeat(caller));
-        }
-    }
-
     /// A member's node samples its utilization over the last sampling interval (busy ÷
     /// capacity, %): the reading LeastCpu's pollers fetch.
     pub(super) fn sample(&mut self, m: u32) {
@@ -127,10 +82,12 @@ impl Sim<'_> {
         let member = &mut self.members[mi];
         let busy = member.busy_area - member.area_at_sample;
         member.area_at_sample = member.busy_area;
-        let utilization = busy as f64 / (CPU_SAMPLE_NS as f64 * member.capacity as f64) * 100.0;
+        let utilization =
+            busy as f64 / (self.cpu_sample_ns as f64 * member.capacity as f64) * 100.0;
         member.sample = Some((utilization.min(100.0), self.now));
         if self.running() {
-            self.queue.push(self.now + CPU_SAMPLE_NS, Ev::Sample(m));
+            self.queue
+                .push(self.now + self.cpu_sample_ns, Ev::Sample(m));
         }
     }
 

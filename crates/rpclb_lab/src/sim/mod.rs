@@ -7,7 +7,8 @@
 //! in flight and learns only its own outcomes), the request takes the network delay, waits
 //! in the member's FIFO queue while the member serves `capacity` calls, is served, and the
 //! reply takes the network delay back. A call not answered within the timeout ends as a
-//! timeout for its caller, which releases the pick; the member still serves it.
+//! timeout for its caller, which releases the pick and cancels the call: the member drops it
+//! when the cancel arrives.
 //!
 //! Events are handled from an [`EventQueue`] ordered by `(time, seq)`, except timeouts: every
 //! call has the same timeout, so their deadlines come in issue order, and the next is the
@@ -26,6 +27,7 @@ use crate::scenario::{LoadPoint, Scenario};
 
 mod call;
 mod events;
+mod heartbeat;
 mod measure;
 mod members;
 mod open;
@@ -54,8 +56,6 @@ pub const MAX_CALLS_HELD: usize = 2_000_000;
 /// estimate's bound ([`crate::scenario::MAX_RUN_CALLS`]), for what the estimate misses (a
 /// failing member's quick errors in a closed loop).
 const MAX_SIMULATED_CALLS: u64 = 2 * crate::scenario::MAX_RUN_CALLS as u64;
-/// The CPU sampling interval of a member's node (the library's default `cpu_sample_interval`).
-const CPU_SAMPLE_NS: u64 = 1_000_000_000;
 
 /// One run to make.
 #[derive(Clone, Copy)]
@@ -139,10 +139,14 @@ enum Ev {
     ServiceDone { call: u32, generation: u32 },
     /// A reply (or an error reply) reaches the caller.
     Reply(u32),
+    /// A timed-out call's cancel reaches its member.
+    Cancel(u32),
     /// The `i`-th change of the timeline.
     Timeline(u32),
     /// A caller's heartbeat round.
     Heartbeat(u32),
+    /// A caller's ping to a paused member, sent one heartbeat timeout ago, is unanswered.
+    PingTimeout { caller: u32, member: u32 },
     /// A member's node samples its utilization.
     Sample(u32),
     /// A caller's CPU poller fetches every member's reading.
@@ -173,6 +177,8 @@ struct Caller {
     kit_time: u64,
     /// Members this caller removed after heartbeat silence.
     removed: Vec<u32>,
+    /// Paused members this caller's unanswered ping waits on, and when it was sent.
+    pinging: Vec<(u32, u64)>,
     heartbeat_phase: u64,
 }
 
@@ -188,9 +194,30 @@ struct Call {
     caller_done: bool,
     in_window: bool,
     failed: bool,
+    /// Where the call is on its member's side.
+    stage: Stage,
+    /// Its caller timed out and sent a cancel; and whether the cancel reached the member.
+    cancel_sent: bool,
+    cancel_seen: bool,
     generation: u32,
     end: u64,
     remaining: u64,
+}
+
+/// Where a call is on its member's side. Its slot is reused once neither a reply nor a
+/// cancel is still on its way to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// The request is on the network.
+    ToMember,
+    /// In its member's queue.
+    Queued,
+    /// Being served.
+    Serving,
+    /// Its reply is on the network.
+    Replying,
+    /// Its reply reached the caller, or the member dropped it (cancelled).
+    Done,
 }
 
 const NO_TASK: u32 = u32::MAX;
@@ -226,6 +253,8 @@ struct Sim<'a> {
     /// Members ever paused (the heartbeat watches only them).
     watched: Vec<u32>,
     polling: Option<(u64, u64)>,
+    /// How often a member's node samples its utilization, ns.
+    cpu_sample_ns: u64,
     now: u64,
     /// Most calls held at once; reaching it sets `overflow` and the run stops.
     limit: usize,

@@ -8,8 +8,8 @@ use rpc_load_balancer::testkit::SelectorKit;
 
 use super::schedule::{expand_timeline, find_fault};
 use super::{
-    node_name, ns, Caller, Ev, Member, RunError, RunSpec, Sim, BUCKET_NS, CPU_SAMPLE_NS,
-    MAX_BUCKET_MEMBERS, MAX_CALLS_HELD, NS_PER_MS, NS_PER_S,
+    node_name, ns, Caller, Ev, Member, RunError, RunSpec, Sim, BUCKET_NS, MAX_BUCKET_MEMBERS,
+    MAX_CALLS_HELD, NS_PER_MS, NS_PER_S,
 };
 use crate::queue::EventQueue;
 use crate::random::{Stream, StreamId, Zipf};
@@ -76,6 +76,7 @@ impl<'a> Sim<'a> {
                 kit,
                 kit_time: 0,
                 removed: Vec::new(),
+                pinging: Vec::new(),
                 heartbeat_phase: phases.below(heartbeat_interval.max(1)),
             });
         }
@@ -145,6 +146,7 @@ impl<'a> Sim<'a> {
             heartbeat,
             watched,
             polling,
+            cpu_sample_ns: ns(s.cpu_sample_interval_ms / 1e3).max(1),
             now: 0,
             limit: MAX_CALLS_HELD,
             overflow: false,
@@ -200,7 +202,7 @@ impl<'a> Sim<'a> {
         }
         if let Some((interval, jitter)) = sim.polling {
             for m in 0..s.members {
-                let at = phases.below(CPU_SAMPLE_NS);
+                let at = phases.below(sim.cpu_sample_ns);
                 sim.queue.push(at, Ev::Sample(m as u32));
             }
             for c in 0..s.callers {
