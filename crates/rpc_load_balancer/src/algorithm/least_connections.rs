@@ -42,11 +42,13 @@ pub(crate) fn least_loaded(members: &[MemberView], rng: &Rng) -> usize {
     let start = rng.below(n);
     let mut best = start;
     let mut best_load = members[start].in_flight();
-    for step in 1..n {
+    let mut i = start;
+    for _ in 1..n {
         if best_load == 0 {
             break;
         }
-        let i = (start + step) % n;
+        // The next index round from `start`, without a division.
+        i = if i + 1 == n { 0 } else { i + 1 };
         let load = members[i].in_flight();
         if load < best_load {
             best = i;

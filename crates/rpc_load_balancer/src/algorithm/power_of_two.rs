@@ -37,7 +37,9 @@ fn two(rng: &Rng, n: usize) -> (usize, usize, bool) {
     let n = n as u64;
     let a = ((x & 0xFFFF_FFFF) * n) >> 32;
     let offset = ((x >> 33) * (n - 1)) >> 31;
-    let b = (a + 1 + offset) % n;
+    // (a + 1 + offset) mod n, without a division: the sum is below 2n.
+    let b = a + 1 + offset;
+    let b = if b >= n { b - n } else { b };
     (a as usize, b as usize, (x >> 32) & 1 == 1)
 }
 

@@ -21,16 +21,58 @@ const REDUCE_FROM: usize = usize::MAX / 2 + 1;
 /// consecutive positions modulo `len`, whatever the counter's value, across its wrap too.
 #[inline]
 pub(crate) fn next_position(counter: &AtomicUsize, len: usize) -> usize {
+    advance(counter, len, |taken| taken % len)
+}
+
+/// As [`next_position`] over `modulus.len()` positions, the residue taken without a
+/// division (the same positions).
+#[inline]
+pub(crate) fn next_position_in(counter: &AtomicUsize, modulus: &Modulus) -> usize {
+    advance(counter, modulus.len, |taken| modulus.residue(taken))
+}
+
+#[inline(always)]
+fn advance(counter: &AtomicUsize, len: usize, residue: impl Fn(usize) -> usize) -> usize {
     let taken = counter.fetch_add(1, Ordering::Relaxed);
-    let position = taken % len;
+    let position = residue(taken);
     if taken >= REDUCE_FROM {
         reduce(counter, taken, position, len);
     }
     position
 }
 
-/// Puts `counter` back from `taken + 1` (what this pick left, if no pick came since) to the
-/// next position's residue: the same position modulo `len`, near 0.
+/// `x mod len` for a fixed `len` (≥ 1) by two multiplications instead of a division, exact
+/// for every `x` below 2^32 (`x % len` above). Source: Lemire, Kaser and Kurz, "Faster
+/// Remainder by Direct Computation" (Software: Practice and Experience, 2019).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Modulus {
+    len: usize,
+    /// ⌊(2^64 − 1) / len⌋ + 1 (mod 2^64), or 0 when `len` is not below 2^32 (never used then).
+    magic: u64,
+}
+
+impl Modulus {
+    /// The modulus `len` (≥ 1).
+    pub(crate) fn new(len: usize) -> Self {
+        let magic = match u32::try_from(len) {
+            Ok(l) if l > 0 => (u64::MAX / u64::from(l)).wrapping_add(1),
+            _ => 0,
+        };
+        Self { len, magic }
+    }
+
+    /// `x mod len`.
+    #[inline]
+    pub(crate) fn residue(&self, x: usize) -> usize {
+        if self.magic != 0 && x <= u32::MAX as usize {
+            let low = self.magic.wrapping_mul(x as u64);
+            ((u128::from(low) * self.len as u128) >> 64) as usize
+        } else {
+            x % self.len
+        }
+    }
+}
+
 #[cold]
 #[inline(never)]
 fn reduce(counter: &AtomicUsize, taken: usize, position: usize, len: usize) {
@@ -67,6 +109,43 @@ mod tests {
         let second = next_position(&counter, 7);
         assert_eq!(first, usize::MAX % 7);
         assert_eq!(second, (first + 1) % 7);
+    }
+
+    #[test]
+    fn the_modulus_without_division_is_exact() {
+        let mut state = 7u64;
+        for len in (1..=70).chain([255, 256, 1000, 4095, 65_537, u32::MAX as usize]) {
+            let modulus = Modulus::new(len);
+            let edges = [
+                0,
+                1,
+                len - 1,
+                len,
+                len + 1,
+                u32::MAX as usize - 1,
+                u32::MAX as usize,
+            ];
+            for x in edges.into_iter().chain((0..200).map(|_| {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1);
+                (state >> 32) as usize
+            })) {
+                assert_eq!(modulus.residue(x), x % len, "{x} mod {len}");
+            }
+            // Above 2^32: the division.
+            let big = (1usize << 40) + 12_345;
+            assert_eq!(modulus.residue(big), big % len);
+        }
+        // Positions as `next_position` gives them.
+        let (a, b) = (
+            AtomicUsize::new(usize::MAX - 5),
+            AtomicUsize::new(usize::MAX - 5),
+        );
+        let modulus = Modulus::new(7);
+        for _ in 0..20 {
+            assert_eq!(next_position(&a, 7), next_position_in(&b, &modulus));
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::rotation::next_position;
+use super::rotation::{next_position, next_position_in, Modulus};
 use crate::routing::{
     Algorithm, BuildContext, Change, Derived, Explanation, MemberView, Request, Selector,
 };
@@ -49,6 +49,8 @@ struct WeightedRoundRobinSelector {
 #[derive(Debug)]
 struct Cycle {
     slots: Vec<u32>,
+    /// `slots.len()`, for a position without a division.
+    modulus: Modulus,
     next: AtomicUsize,
 }
 
@@ -153,12 +155,26 @@ impl WeightedRoundRobin {
 #[inline]
 fn pick(slots: &[u32], next: &AtomicUsize, request: &Request<'_>) -> Result<usize, Error> {
     if slots.is_empty() {
-        return Err(Error::NoEligibleMembers {
-            balancer: request.balancer.to_string(),
-            reason: "every member weighs 0".into(),
-        });
+        return Err(no_weight(request));
     }
     Ok(slots[next_position(next, slots.len())] as usize)
+}
+
+/// A pick from a cycle derived for the snapshot (the position without a division).
+#[inline]
+fn pick_in(cycle: &Cycle, request: &Request<'_>) -> Result<usize, Error> {
+    if cycle.slots.is_empty() {
+        return Err(no_weight(request));
+    }
+    Ok(cycle.slots[next_position_in(&cycle.next, &cycle.modulus)] as usize)
+}
+
+#[cold]
+fn no_weight(request: &Request<'_>) -> Error {
+    Error::NoEligibleMembers {
+        balancer: request.balancer.to_string(),
+        reason: "every member weighs 0".into(),
+    }
 }
 
 fn gcd(a: u64, b: u64) -> u64 {
@@ -233,8 +249,10 @@ impl Selector for WeightedRoundRobinSelector {
             || self.next.load(Ordering::Relaxed),
             |cycle| cycle.next.load(Ordering::Relaxed),
         );
+        let slots = self.weights.cycle(change.members);
         let cycle = Arc::new(Cycle {
-            slots: self.weights.cycle(change.members),
+            modulus: Modulus::new(slots.len().max(1)),
+            slots,
             next: AtomicUsize::new(next),
         });
         *latest = Some(Arc::clone(&cycle));
@@ -244,7 +262,7 @@ impl Selector for WeightedRoundRobinSelector {
     #[inline]
     fn pick(&self, members: &[MemberView], request: &Request<'_>) -> Result<usize, Error> {
         match request.derived_as::<Cycle>() {
-            Some(cycle) => pick(&cycle.slots, &cycle.next, request),
+            Some(cycle) => pick_in(cycle, request),
             None => pick(&self.weights.cycle(members), &self.next, request),
         }
     }
