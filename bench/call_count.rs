@@ -4,7 +4,9 @@
 //! through the endpoint actor with the full wire path (encode header and arguments, decode
 //! them, encode the reply and its status, decode them). `local-payload` and `wire-payload`:
 //! the same with a [`Payload`] echo (no serde for its bytes: a `Vec<u8>` is encoded and
-//! decoded one byte at a time), so the library's own share shows. A third argument
+//! decoded one byte at a time), so the library's own share shows. `raw`: the same 100 bytes to
+//! `rpclb bench`'s raw floor actor on this node (a plain ractor call served on a task, with
+//! ractor's own timeout): the floor `wire-payload` adds the library's layer to. A third argument
 //! `prometheus` installs the Prometheus exporter's recorder first (no listener): the calls are
 //! then recorded as a deployment records them.
 
@@ -76,6 +78,7 @@ fn main() {
             .unwrap();
         node.register(Echo).unwrap();
         node.register(PayloadEcho).unwrap();
+        let raw = rpclb::raw_floor::start(node.name()).await.unwrap();
         let payload = vec![7u8; 100];
         for _ in 0..n + 1 {
             match mode.as_str() {
@@ -85,6 +88,11 @@ fn main() {
                 "local-payload" => drop(std::hint::black_box(
                     call::<PayloadEcho>(&node, Payload::from_slice(&payload)).await,
                 )),
+                "raw" => drop(std::hint::black_box(
+                    rpclb::raw_floor::call(&raw, payload.clone(), Duration::from_secs(1))
+                        .await
+                        .unwrap(),
+                )),
                 "wire-payload" => drop(std::hint::black_box(
                     call::<PayloadEchoOverTheWire>(&node, Payload::from_slice(&payload)).await,
                 )),
@@ -93,6 +101,7 @@ fn main() {
                 )),
             }
         }
+        raw.stop(None);
         node.shutdown().await;
     });
 }
