@@ -138,16 +138,21 @@ fn share_over_time(plan: &Plan, members: &[String], callers: &[CallerReport]) ->
 
 /// The lab's shed time: from the fault's start to the end of the last 100 ms in which the
 /// faulty member got at least half an even share; `None` when it still did in the fault's
-/// last 100 ms.
+/// last 100 ms. The callers count picks in 100 ms buckets of the run; only buckets wholly
+/// inside the fault count (one that straddles its start or end mixes picks from before or
+/// after it: a paused member picked again right after it resumed is not "never shed").
 fn shed_ms(plan: &Plan, members: &[String], callers: &[CallerReport]) -> Option<f64> {
     let (per_member, totals) = picks(members, callers);
     let faulty = per_member.get(plan.fault.member())?;
     let (start, end) = plan.fault_span();
-    let first = (start.as_millis() as u64 / BUCKET_MS) as usize;
-    let last = ((end.as_millis() as u64).div_ceil(BUCKET_MS) as usize).min(totals.len());
+    let start_ms = start.as_millis() as u64;
+    let first = start_ms.div_ceil(BUCKET_MS) as usize;
+    let last = ((end.as_millis() as u64 / BUCKET_MS) as usize).min(totals.len());
     let present = plan.all_members() as f64;
     let fair = 1.0 / present;
-    let windows: Vec<(u64, u64)> = (first..last).map(|b| (totals[b], faulty[b])).collect();
+    let windows: Vec<(u64, u64)> = (first..last.max(first))
+        .map(|b| (totals[b], faulty[b]))
+        .collect();
     if windows.iter().all(|&(total, _)| total == 0) {
         // Nothing picked while the fault lasted: nothing to shed.
         return None;
@@ -155,10 +160,12 @@ fn shed_ms(plan: &Plan, members: &[String], callers: &[CallerReport]) -> Option<
     let picked = windows
         .iter()
         .rposition(|&(total, f)| total > 0 && f as f64 >= fair / 2.0 * total as f64);
+    // The end of window `w`, from the fault's start.
+    let end_of = |w: usize| ((first + w + 1) as u64 * BUCKET_MS - start_ms) as f64;
     match picked {
         None => Some(0.0),
         Some(w) if w + 1 == windows.len() => None,
-        Some(w) => Some(((w as u64 + 1) * BUCKET_MS) as f64),
+        Some(w) => Some(end_of(w)),
     }
 }
 
@@ -220,5 +227,46 @@ mod tests {
         assert_eq!(run.shed_ms, Some(1_000.0));
         let over_time = run.share_over_time.unwrap();
         assert_eq!(over_time.shares.len(), 6);
+    }
+
+    #[test]
+    fn a_shed_time_counts_only_buckets_wholly_inside_the_fault() {
+        // paused-member over 10 s after 2 s: the pause from 3.667 s to 8.667 s. m0 is picked
+        // until 4 s, not while dropped, and again from the resume (bucket 86, 8.6–8.7 s,
+        // straddles it): shed at 4 s (the end of bucket 39), 334 ms after the pause began —
+        // not "never".
+        let plan = Plan::new(
+            "paused-member",
+            Knobs {
+                warmup_s: 2.0,
+                measure_s: 10.0,
+                service_ms: 10.0,
+                capacity: 8,
+                callers: 1,
+                load: 0.5,
+            },
+        )
+        .unwrap();
+        let (start, end) = plan.fault_span();
+        assert_eq!((start.as_millis(), end.as_millis()), (3_666, 8_666));
+        let members: Vec<String> = (0..4).map(|i| format!("m{i}@h")).collect();
+        let mut report = CallerReport {
+            totals: vec![4; 120],
+            ..CallerReport::default()
+        };
+        for (i, m) in members.iter().enumerate() {
+            let counts = (0..120)
+                .map(|b| {
+                    if i > 0 || !(40..86).contains(&b) {
+                        1
+                    } else {
+                        0
+                    }
+                })
+                .collect();
+            report.per_bucket.insert(m.clone(), counts);
+        }
+        let run = run_report(&plan, "random", 1, &members, &[report]);
+        assert_eq!(run.shed_ms, Some(334.0));
     }
 }

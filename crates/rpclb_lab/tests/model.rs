@@ -247,6 +247,20 @@ fn an_enormous_scenario_is_refused_before_it_runs_naming_the_field() {
         field("name = \"x\"\n[[member]]\nindex = 1\n[[member]]\nindex = 2\n[[member]]\nindex = 1\ncapacity = 2\n"),
         "member[2].index"
     );
+    // A closed loop whose calls all end at a tiny timeout makes a call per task per timeout.
+    assert_eq!(
+        field("name = \"x\"\ntimeout_ms = 0.0002\n"),
+        "load.closed_loop_tasks"
+    );
+    assert_eq!(
+        field("name = \"x\"\ntimeout_ms = 0.2\n[load]\nopen_loop = []\nclosed_loop_tasks = 5000\n"),
+        "load.closed_loop_tasks"
+    );
+    // 100,000 members sampling their CPU every 10 ms for 70 s.
+    assert_eq!(
+        field("name = \"x\"\nmembers = 100000\ncallers = 1\ncapacity = 1\ncpu_sample_interval_ms = 10\n[load]\nopen_loop = [0.001]\n"),
+        "cpu_sample_interval_ms"
+    );
     // Every built-in scenario, large included, is within the bounds.
     for (name, _) in rpclb_lab::scenario::BUILT_IN {
         let scenario = Scenario::load(name).unwrap();
@@ -377,6 +391,90 @@ fn a_timed_out_call_is_cancelled_and_leaves_its_member() {
         "{:?}",
         runs.iter()
             .map(|r| (r.goodput_per_s, r.error_rate))
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn pauses_of_one_member_make_one_pause_and_call_direct_has_no_session() {
+    let round_robin = RoundRobin::new();
+    let run = |scenario: &Scenario, algorithm: &dyn rpc_load_balancer::Algorithm| {
+        (1..=10)
+            .map(|seed| {
+                run(&RunSpec {
+                    scenario,
+                    load: scenario.loads()[0],
+                    algorithm,
+                    seed,
+                })
+                .unwrap()
+            })
+            .collect::<Vec<_>>()
+    };
+    let with_events = |events: &str| {
+        let text = format!(
+            "name = \"pauses\"\nwarmup_s = 1\nmeasure_s = 10\n[load]\nopen_loop = [0.5]\n{events}"
+        );
+        Scenario::parse(&text, "t").unwrap()
+    };
+    let pause = |at: f64, length: f64| {
+        format!("[[event]]\nat_s = {at}\nmember = 0\naction = \"pause\"\nfor_s = {length}\n")
+    };
+    // Overlapping pauses, 2–6 s and 4–8 s: paused until 8 s, whichever the file gives first.
+    let overlapping = run(
+        &with_events(&(pause(2.0, 4.0) + &pause(4.0, 4.0))),
+        &round_robin,
+    );
+    let reversed = run(
+        &with_events(&(pause(4.0, 4.0) + &pause(2.0, 4.0))),
+        &round_robin,
+    );
+    // (The shed time is measured over the first pause event's span, so it differs.)
+    let outcome = |runs: &[RunReport]| {
+        runs.iter()
+            .map(|r| {
+                (
+                    r.calls,
+                    r.ok,
+                    r.errors,
+                    r.timeouts,
+                    r.latency_ms,
+                    r.share_over_time.clone(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(outcome(&overlapping), outcome(&reversed));
+    let share =
+        |r: &RunReport, second: usize| r.share_over_time.as_ref().unwrap().shares[second][0];
+    // Window second 5 is 6–7 s: still paused (and dropped); second 7 (8–9 s): back.
+    assert!(
+        holds(&overlapping, |r| share(r, 5) < 0.01 && share(r, 7) > 0.2),
+        "{:?}",
+        overlapping
+            .iter()
+            .map(|r| (share(r, 5), share(r, 7)))
+            .collect::<Vec<_>>()
+    );
+    // Back to back, 2–4 s and 4–6 s: one 4 s pause, so the heartbeat drops the member (calls
+    // in flight to it fail at the drop), as a single 4 s pause does.
+    let back_to_back = run(
+        &with_events(&(pause(2.0, 2.0) + &pause(4.0, 2.0))),
+        &round_robin,
+    );
+    let single = run(&with_events(&pause(2.0, 4.0)), &round_robin);
+    assert_eq!(outcome(&back_to_back), outcome(&single));
+    assert!(holds(&single, |r| r.errors > r.timeouts + 10));
+    // CallDirect's calls run on the caller's own member: no session for a heartbeat to stop,
+    // so its calls to the paused member time out (no other error).
+    let call_direct = rpc_load_balancer::algorithm::by_name("call_direct").unwrap();
+    let direct = run(&with_events(&pause(2.0, 5.0)), &*call_direct);
+    assert!(
+        holds(&direct, |r| r.timeouts > 0 && r.errors == r.timeouts),
+        "{:?}",
+        direct
+            .iter()
+            .map(|r| (r.errors, r.timeouts))
             .collect::<Vec<_>>()
     );
 }

@@ -2,11 +2,13 @@
 //! serve in, checked before it starts (with [`Scenario::validate`]) so that an enormous
 //! scenario is refused at once, naming the field, instead of growing for minutes.
 //!
-//! Memory: a run holds its calls in flight (and those its members still serve after their
-//! caller gave up); the simulator stops a run that holds more than
-//! [`crate::MAX_CALLS_HELD`] as overloaded. The slots bound keeps a healthy run well below
-//! that: in steady state a run holds at most about its slots plus the calls on the network.
-//! CPU: the simulated calls bound keeps one run to minutes.
+//! Memory: a run holds its calls in flight (a call its caller gave up on is cancelled and
+//! leaves its member a network delay later); the simulator stops a run that holds more than
+//! [`crate::MAX_CALLS_HELD`] as overloaded (calls arriving faster than one timeout's worth
+//! fits). The slots bound keeps a healthy run well below that: in steady state a run holds
+//! at most about its slots plus the calls on the network.
+//! CPU: the simulated calls bound keeps one run to minutes, and so does the bound on CPU
+//! samples (members × run length ÷ `cpu_sample_interval_ms`).
 
 use super::{Action, LoadPoint, Scenario};
 
@@ -31,9 +33,10 @@ impl Scenario {
 
     /// The calls one run of `load` simulates, estimated (warm-up and measured time): open
     /// loop, its rate × the run's length; closed loop, `min(tasks, slots)` calls at a time,
-    /// each taking at least the network delay both ways plus the mean service time × the
-    /// smallest slow factor of the scenario (a failing member's quick errors can make more:
-    /// the simulator then stops at [`MAX_RUN_CALLS`] × 2 with an error).
+    /// each taking the network delay both ways plus the mean service time × the smallest
+    /// slow factor of the scenario, or the timeout if that is shorter, and the tasks beyond
+    /// the slots each a call per timeout at most (a failing member's quick errors can make
+    /// more: the simulator then stops at [`MAX_RUN_CALLS`] × 2 with an error).
     pub fn estimated_calls(&self, load: LoadPoint) -> f64 {
         let length_s = self.warmup_s + self.measure_s;
         match load {
@@ -53,8 +56,11 @@ impl Scenario {
                 let call_s = (2.0 * self.network_delay_us / 1e6
                     + self.service.mean_ms() / 1e3 * fastest)
                     .max(1e-9);
+                // A call ends for its task at its timeout at the latest (and is cancelled).
+                let timeout_s = (self.timeout_ms / 1e3).max(1e-12);
                 let at_once = (tasks as u64).min(self.slots()) as f64;
-                at_once / call_s * length_s
+                let waiting = tasks as f64 - at_once;
+                (at_once / call_s.min(timeout_s) + waiting / timeout_s) * length_s
             }
         }
     }

@@ -213,6 +213,16 @@ impl Scenario {
             );
         }
         let length_s = self.warmup_s + self.measure_s;
+        let samples = self.members as f64 * length_s / (self.cpu_sample_interval_ms / 1e3);
+        if samples > MAX_RUN_CALLS {
+            return invalid(
+                "cpu_sample_interval_ms".into(),
+                format!(
+                    "makes the {} members sample their CPU about {samples:.3e} times in a run of {length_s} s, above {MAX_RUN_CALLS:.0e}: sample less often or shorten measure_s",
+                    self.members
+                ),
+            );
+        }
         for load in self.loads() {
             let calls = self.estimated_calls(load);
             if calls <= MAX_RUN_CALLS {
@@ -233,7 +243,7 @@ impl Scenario {
             return invalid(
                 field,
                 format!(
-                    "makes a run of {length_s} s (warm-up + measured) simulate about {calls:.3e} calls, above {MAX_RUN_CALLS:.0e}: lower the load or shorten measure_s"
+                    "makes a run of {length_s} s (warm-up + measured) simulate about {calls:.3e} calls, above {MAX_RUN_CALLS:.0e}: lower the load, raise timeout_ms or shorten measure_s"
                 ),
             );
         }

@@ -11,6 +11,7 @@ impl Sim<'_> {
         let mi = m as usize;
         match change {
             Change::Pause => {
+                self.members[mi].pauses += 1;
                 if self.members[mi].paused_since.is_none() {
                     self.account_busy(mi);
                     self.members[mi].paused_since = Some(self.now);
@@ -22,7 +23,9 @@ impl Sim<'_> {
                 }
             }
             Change::Resume => {
-                if self.members[mi].paused_since.take().is_some() {
+                let member = &mut self.members[mi];
+                member.pauses = member.pauses.saturating_sub(1);
+                if member.pauses == 0 && member.paused_since.take().is_some() {
                     self.members[mi].busy_last = self.now;
                     let in_service = self.members[mi].in_service.clone();
                     for call in in_service {

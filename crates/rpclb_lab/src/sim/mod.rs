@@ -46,11 +46,12 @@ const BUCKET_NS: u64 = 1_000_000_000;
 const MAX_BUCKET_MEMBERS: usize = 64;
 /// How long a closed-loop task waits after a call that could not pick any member.
 const NO_MEMBER_BACKOFF_NS: u64 = 1_000_000;
-/// Most calls a run holds at once (in flight, queued, or served after their caller gave up):
-/// about 130 bytes each, so under 300 MB. A run that reaches it is *overloaded* (calls
-/// pile up faster than its members serve them): it stops there and reports what it measured,
-/// flagged ([`RunReport::overloaded_at_s`]). Healthy runs of the built-in scenarios hold far
-/// fewer (the most, two slow members at 85 % under Random, about 750,000 over 70 s).
+/// Most calls a run holds at once (on the network, queued or served; a call its caller gave
+/// up on is cancelled and leaves its member a network delay later): about 130 bytes each, so
+/// under 300 MB. A run that reaches it is *overloaded* (more calls arrive within one timeout
+/// than it may hold: with the default 1 s timeout, over 2 million a second pile up): it stops
+/// there and reports what it measured, flagged ([`RunReport::overloaded_at_s`]). Healthy runs
+/// of the built-in scenarios hold far fewer.
 pub const MAX_CALLS_HELD: usize = 2_000_000;
 /// Most calls a run simulates before it stops with [`RunError::TooManyCalls`]: twice the
 /// estimate's bound ([`crate::scenario::MAX_RUN_CALLS`]), for what the estimate misses (a
@@ -162,6 +163,8 @@ struct Member {
     fail: f64,
     present: bool,
     paused_since: Option<u64>,
+    /// Pauses begun and not yet ended (overlapping pauses of one member stack).
+    pauses: u32,
     in_service: Vec<u32>,
     queue: VecDeque<u32>,
     /// ∫ calls in service dt (ns), while not paused.

@@ -115,7 +115,8 @@ pub(super) fn expand_timeline(s: &Scenario) -> Vec<(u64, Change, u32)> {
             }
         }
     }
-    // Stable: changes at one instant keep the file's order.
-    timeline.sort_by_key(|(at, _, _)| *at);
+    // Stable: changes at one instant keep the file's order, except that pauses end last, so
+    // a pause that begins as another ends continues it (the member answers nothing between).
+    timeline.sort_by_key(|(at, change, _)| (*at, matches!(change, Change::Resume)));
     timeline
 }

@@ -40,6 +40,7 @@ impl<'a> Sim<'a> {
                     fail: 0.0,
                     present: !joins_later[i],
                     paused_since: None,
+                    pauses: 0,
                     in_service: Vec::new(),
                     queue: VecDeque::new(),
                     busy_area: 0,
@@ -108,7 +109,8 @@ impl<'a> Sim<'a> {
             w.dedup();
             w
         };
-        let heartbeat = (!watched.is_empty())
+        // CallDirect's calls are local: no session for a heartbeat to stop.
+        let heartbeat = (!watched.is_empty() && !local)
             .then(|| (heartbeat_interval.max(1), ns(s.heartbeat.timeout_ms / 1e3)));
         let buckets = (s.changes() && s.members <= MAX_BUCKET_MEMBERS).then(|| {
             let n = (window_end - window_start).div_ceil(BUCKET_NS) as usize;
