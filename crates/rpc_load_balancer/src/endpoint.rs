@@ -101,16 +101,18 @@ pub(crate) fn dispatch_with<S: Serving + ?Sized, G: Send + 'static>(
     match message {
         RpcMessage::Call(bytes, reply_port) => {
             let transport = Arc::clone(shared.transport());
-            tokio::spawn(async move {
+            // Boxed: tokio moves a task's future several times while making the task, and
+            // this one is large; a box moves as one word.
+            tokio::spawn(Box::pin(async move {
                 let reply = serve_call_in(&transport, bytes, abandoned).await;
                 // The caller may have timed out and dropped its port; nothing to do then.
                 let _ = reply_port.send(reply);
                 drop(guard);
-            });
+            }));
         }
         RpcMessage::Cast(bytes) => {
             let transport = Arc::clone(shared.transport());
-            tokio::spawn(async move {
+            tokio::spawn(Box::pin(async move {
                 let reply = serve_call_in(&transport, bytes, abandoned).await;
                 drop(guard);
                 if let Ok((status, _)) = reply::decode(&reply) {
@@ -118,7 +120,7 @@ pub(crate) fn dispatch_with<S: Serving + ?Sized, G: Send + 'static>(
                         tracing::warn!(?status, "cast failed on this node");
                     }
                 }
-            });
+            }));
         }
         RpcMessage::Control(bytes, reply_port) => {
             let shared = Arc::clone(shared);
@@ -196,9 +198,12 @@ pub(crate) async fn serve_call_in(
             );
             return reply::encode_status(&ReplyStatus::DeadlineExceeded);
         };
-        match tokio::time::timeout(Duration::from_millis(deadline_ms), guarded).await {
+        // Watched by the node's deadline table (no tokio timer per served call).
+        let timer_deadline = crate::deadline::after(Duration::from_millis(deadline_ms));
+        let guarded = std::pin::pin!(guarded);
+        match shared.deadlines.timeout(timer_deadline, guarded).await {
             // Ended at its deadline (work polling its context stops there), a hair before the
-            // timer: too late for its caller all the same.
+            // sweep: too late for its caller all the same.
             Ok(Ok(_)) if deadline.is_some_and(|d| std::time::Instant::now() >= d) => {
                 return reply::encode_status(&ReplyStatus::DeadlineExceeded)
             }

@@ -1,6 +1,6 @@
 //! The deadlines of the calls a node waits on — replies from an endpoint or a member, runs in
-//! this process — in one table per node, watched by one sweep task, instead of one tokio timer
-//! per call.
+//! this process — and of the calls it serves, in one table per node, watched by one sweep
+//! task, instead of one tokio timer per call.
 //!
 //! A waiting call registers its deadline ([`Deadlines::timeout`]: a slot and a heap entry,
 //! under one short lock) the first time it has to wait, and frees its slot when it ends. The
