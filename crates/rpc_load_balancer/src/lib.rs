@@ -12,8 +12,9 @@
 //! A [`Balancer`] routes calls to "some member of balancer X": every node that starts the
 //! balancer (and matches its `node_match_list`) is a member, found through a `ractor::pg` group,
 //! and an [`Algorithm`] picks one per call — [`Random`], [`RoundRobin`],
-//! [`WeightedRoundRobin`], [`LeastConnections`], [`PowerOfTwo`], [`HashRing`], [`CallDirect`],
-//! [`LeastCpu`] (by the members' CPU readings, see [`cpu`]) or your own: an algorithm builds
+//! [`WeightedRoundRobin`], [`LeastConnections`], [`PowerOfTwo`], [`PeakEwma`] (by the latency
+//! each reply took), [`HashRing`], [`CallDirect`], [`LeastCpu`] (by the members' CPU readings,
+//! see [`cpu`]) or your own: an algorithm builds
 //! each balancer a [`Selector`] in the [`routing`] core, which the test kit (feature
 //! `testkit`) drives without a network. See the [`balancer`] module for an example,
 //! [`telemetry`] for spans and metrics.
@@ -110,7 +111,7 @@ mod transport;
 mod wire;
 
 pub use algorithm::{
-    CallDirect, HashRing, LeastConnections, LeastCpu, PowerOfTwo, Random, RoundRobin,
+    CallDirect, HashRing, LeastConnections, LeastCpu, PeakEwma, PowerOfTwo, Random, RoundRobin,
     WeightedRoundRobin,
 };
 pub use balancer::call::Call;

@@ -13,6 +13,7 @@
 //! | [`WeightedRoundRobin`] | in turn, each as often as its weight | — |
 //! | [`LeastConnections`] | fewest in flight, ties at random | in-flight counts |
 //! | [`PowerOfTwo`] | fewer in flight of two sampled | in-flight counts |
+//! | [`PeakEwma`] | lower latency estimate × (in flight + 1) of two sampled | in-flight counts, call outcomes |
 //! | [`HashRing`] | the key's owner on a consistent-hash ring | — |
 //! | [`LeastCpu`] | random within a band above the least CPU | CPU readings (a Poller) |
 //! | [`CallDirect`] | this node, without selecting | — |
@@ -22,6 +23,7 @@ mod call_direct;
 mod hash_ring;
 mod least_connections;
 mod least_cpu;
+mod peak_ewma;
 mod power_of_two;
 mod random;
 mod rotation;
@@ -34,6 +36,7 @@ pub use call_direct::CallDirect;
 pub use hash_ring::HashRing;
 pub use least_connections::LeastConnections;
 pub use least_cpu::{LeastCpu, LeastCpuOptions};
+pub use peak_ewma::PeakEwma;
 pub use power_of_two::PowerOfTwo;
 pub use random::Random;
 pub use round_robin::RoundRobin;
@@ -64,6 +67,7 @@ pub fn by_name(name: &str) -> Result<Arc<dyn Algorithm>, Error> {
         "weighted_round_robin" => Ok(Arc::new(WeightedRoundRobin::new())),
         "least_connections" => Ok(Arc::new(LeastConnections::new())),
         "power_of_two" => Ok(Arc::new(PowerOfTwo::new())),
+        "peak_ewma" => Ok(Arc::new(PeakEwma::new())),
         "hash_ring" => Ok(Arc::new(HashRing::new())),
         "least_cpu" => Ok(Arc::new(LeastCpu::new())),
         "call_direct" => Ok(Arc::new(CallDirect)),
@@ -87,6 +91,7 @@ pub const BUILT_IN: &[&str] = &[
     "hash_ring",
     "call_direct",
     "least_cpu",
+    "peak_ewma",
 ];
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ struct TwoChoices;
 /// Two distinct indices below `n` (≥ 2) and a coin for ties, from one 64-bit draw: bits 0–31
 /// pick the first, bits 33–63 the offset of the second, bit 32 the coin.
 #[inline]
-fn two(rng: &Rng, n: usize) -> (usize, usize, bool) {
+pub(super) fn two(rng: &Rng, n: usize) -> (usize, usize, bool) {
     let x = rng.next_u64();
     let n = n as u64;
     let a = ((x & 0xFFFF_FFFF) * n) >> 32;

@@ -85,7 +85,7 @@ pub(crate) struct Selection {
     index: usize,
     /// The stripe of the balancer's in-flight total this selection counts on.
     stripe: usize,
-    /// When the member was picked, in ns on the balancer's clock — only when its selector
+    /// When the member was picked, in ns on the balancer's precise clock — only when its selector
     /// learns (no clock is read otherwise); 0 = nothing to report (the selector does not
     /// learn, or the outcome was reported). The clock never reads 0 (it starts at 2^32 ms).
     picked_at: u64,
@@ -134,26 +134,22 @@ impl Selection {
     /// latency: from the pick to now on the balancer's clock); `kind` is not even computed
     /// for one that does not. At most once: later reports, and the drop, report nothing more.
     #[inline]
-    pub(crate) fn report(&mut self, kind: impl FnOnce() -> OutcomeKind) {
+    pub(crate) fn report(&mut self, timeout: Duration, kind: impl FnOnce() -> OutcomeKind) {
         if self.picked_at != 0 {
             let at = std::mem::take(&mut self.picked_at);
-            self.observe(at, kind());
+            self.observe(at, kind(), Some(timeout));
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn observe(&self, at: u64, kind: OutcomeKind) {
+    fn observe(&self, at: u64, kind: OutcomeKind, timeout: Option<Duration>) {
         // `picked_at` is set only when there is a releaser.
         let Some(releaser) = self.members.releaser() else {
             return;
         };
         let latency = Duration::from_nanos(now_ns(releaser).saturating_sub(at));
-        let outcome = Outcome {
-            member: self.member().view(),
-            latency,
-            kind,
-        };
+        let outcome = Outcome::new(self.member().view(), latency, kind, timeout);
         contain(releaser, "observe", || releaser.selector.observe(&outcome));
     }
 
@@ -172,7 +168,7 @@ impl Drop for Selection {
     fn drop(&mut self) {
         if self.picked_at != 0 {
             let at = std::mem::take(&mut self.picked_at);
-            self.observe(at, OutcomeKind::Cancelled);
+            self.observe(at, OutcomeKind::Cancelled, None);
         }
         let Some(releaser) = self.members.releaser() else {
             return;
@@ -187,11 +183,11 @@ impl Drop for Selection {
     }
 }
 
-/// The balancer's clock now, in ns (never 0).
+/// The balancer's precise clock now ([`Clock::now_precise`](crate::routing::Clock::now_precise)), in ns (never 0).
 #[cold]
 #[inline(never)]
 fn now_ns(releaser: &Releaser) -> u64 {
-    u64::try_from(releaser.clock.now().as_nanos())
+    u64::try_from(releaser.clock.now_precise().as_nanos())
         .unwrap_or(u64::MAX)
         .max(1)
 }

@@ -8,16 +8,40 @@ use crate::{Error, ErrorCode};
 /// A routed call or cast of a member ended: given to
 /// [`Selector::observe`](super::Selector::observe) once per selection, only when the selector
 /// [learns](super::Selector::learns).
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy)]
 pub struct Outcome<'a> {
     /// The member the selection picked.
     pub member: &'a MemberView,
     /// From the pick to the reply (for a cast: to the send; for a cancelled selection: to its
-    /// release), on the balancer's [`Clock`](super::Clock), at its resolution: the system
-    /// clock is coarse (a few ms), so a fast call may read 0.
+    /// release), on the balancer's [`Clock::now_precise`](super::Clock::now_precise): ns
+    /// resolution on a node, the manual clock's time in the test kit or a simulator.
     pub latency: Duration,
     /// How it ended.
     pub kind: OutcomeKind,
+    /// The time the attempt had (the call's timeout, or what was left of it for a re-sent
+    /// call); `None` for a selection that carried no call (a
+    /// [`SelectionGuard`](crate::SelectionGuard) dropped by its user). Learning selectors may
+    /// use it to weigh a failure (e.g. [`PeakEwma`](crate::PeakEwma)'s penalty).
+    pub timeout: Option<Duration>,
+}
+
+impl<'a> Outcome<'a> {
+    /// The outcome of a selection of `member` after `latency`, ending as `kind`, with the
+    /// attempt's `timeout` (if it carried a call).
+    pub fn new(
+        member: &'a MemberView,
+        latency: Duration,
+        kind: OutcomeKind,
+        timeout: Option<Duration>,
+    ) -> Self {
+        Self {
+            member,
+            latency,
+            kind,
+            timeout,
+        }
+    }
 }
 
 /// How a routed call or cast ended.

@@ -40,6 +40,7 @@ mod tests;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::load::CpuSlot;
 use crate::routing::{
@@ -67,6 +68,8 @@ pub struct SelectorKit {
     derived: Option<Derived>,
     /// Every node's CPU slot (on the manual clock's ms), kept across leaves.
     slots: HashMap<Arc<str>, Arc<CpuSlot>>,
+    /// The timeout the completed calls' outcomes carry ([`Outcome::timeout`](crate::routing::Outcome::timeout)).
+    call_timeout: Option<Duration>,
 }
 
 impl std::fmt::Debug for SelectorKit {
@@ -114,7 +117,15 @@ impl SelectorKit {
             version: 0,
             derived: None,
             slots: HashMap::new(),
+            call_timeout: None,
         })
+    }
+
+    /// Sets the timeout that [`complete`](Self::complete)d calls' outcomes carry
+    /// ([`Outcome::timeout`](crate::routing::Outcome::timeout)), as a balancer's calls carry
+    /// theirs; `None` (the default) for none.
+    pub fn set_call_timeout(&mut self, timeout: Option<Duration>) {
+        self.call_timeout = timeout;
     }
 
     /// The selector under test.

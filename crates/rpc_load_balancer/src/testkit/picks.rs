@@ -81,26 +81,31 @@ impl SelectorKit {
                 &pick,
                 self.clock.now().saturating_sub(pick.at),
                 OutcomeKind::Cancelled,
+                None,
             );
         }
         self.end(pick);
     }
 
-    /// Ends `pick` with a call outcome: a learning selector observes `kind` after `latency`,
-    /// then `released` runs and the in-flight count drops.
+    /// Ends `pick` with a call outcome: a learning selector observes `kind` after `latency`
+    /// (with the kit's [call timeout](Self::set_call_timeout)), then `released` runs and the
+    /// in-flight count drops.
     pub fn complete(&self, pick: Picked, latency: Duration, kind: OutcomeKind) {
         if self.learns {
-            self.observe(&pick, latency, kind);
+            self.observe(&pick, latency, kind, self.call_timeout);
         }
         self.end(pick);
     }
 
-    fn observe(&self, pick: &Picked, latency: Duration, kind: OutcomeKind) {
-        self.selector.observe(&Outcome {
-            member: &pick.view,
-            latency,
-            kind,
-        });
+    fn observe(
+        &self,
+        pick: &Picked,
+        latency: Duration,
+        kind: OutcomeKind,
+        timeout: Option<Duration>,
+    ) {
+        self.selector
+            .observe(&Outcome::new(&pick.view, latency, kind, timeout));
     }
 
     fn end(&self, pick: Picked) {

@@ -2,6 +2,7 @@
 //! first events.
 
 use std::collections::VecDeque;
+use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use rpc_load_balancer::testkit::SelectorKit;
@@ -71,6 +72,10 @@ impl<'a> Sim<'a> {
                         }
                     })?;
                 kit.join(initial.iter().copied());
+                // Outcomes carry the call's timeout, as a balancer's do.
+                kit.set_call_timeout(Some(Duration::from_nanos(
+                    libm::round(s.timeout_ms * NS_PER_MS).max(1.0) as u64,
+                )));
                 Some(kit)
             };
             callers.push(Caller {

@@ -96,7 +96,7 @@ impl<'r> Route<'r> {
                     Ok(left) if waited || again => left,
                     Ok(_) => self.options.timeout,
                     Err(timed_out) => {
-                        selection.report(|| OutcomeKind::Timeout);
+                        selection.report(self.options.timeout, || OutcomeKind::Timeout);
                         return Err(timed_out);
                     }
                 }

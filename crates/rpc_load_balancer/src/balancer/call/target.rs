@@ -123,7 +123,7 @@ impl<F> Attempt<'_, F> {
     /// Reports the attempt's outcome to a selector that learns (routed attempts only).
     pub(crate) fn report<T>(&mut self, outcome: &Result<T, Error>) {
         if let Some(selection) = &mut self.selection {
-            selection.report(|| OutcomeKind::of(outcome));
+            selection.report(self.timeout, || OutcomeKind::of(outcome));
         }
     }
 }

@@ -1,0 +1,224 @@
+//! [`PeakEwma`](super::PeakEwma)'s selector: the members' estimates, the cost of a member with
+//! no history, and the two-choice pick.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+
+use super::estimate::Estimate;
+use crate::algorithm::power_of_two::two;
+use crate::routing::{
+    Change, Clock, Derived, Explanation, MemberView, Outcome, OutcomeKind, Request, Rng, Selector,
+};
+use crate::{Error, ErrorCode};
+
+/// The estimates of the members of one list, by index (what the selector derives from a
+/// list and its picks read).
+type Estimates = Vec<Arc<Estimate>>;
+
+/// Every member's estimate by node.
+type ByNode = HashMap<Arc<str>, Arc<Estimate>, foldhash::fast::RandomState>;
+
+/// How often, at most, the cost of a member with no history is recomputed (ms), besides at
+/// each membership change and each member's first sample.
+const UNKNOWN_EVERY_MS: u64 = 100;
+
+/// The latency (ns) a member with no history costs while no member has one: every member
+/// then costs the same per call in flight.
+const NO_ESTIMATE_NS: f64 = 1.0;
+
+/// One balancer's Peak-EWMA selector.
+pub(super) struct EwmaSelector {
+    rng: Rng,
+    clock: Clock,
+    decay_ns: f64,
+    penalty: Option<Duration>,
+    by_node: ArcSwap<ByNode>,
+    /// The latency (ns, `f64` bits) a member with no history costs: the median of the
+    /// others' estimates.
+    unknown: AtomicU64,
+    /// When `unknown` was last recomputed (ms on the clock).
+    unknown_at_ms: AtomicU64,
+}
+
+impl EwmaSelector {
+    pub(super) fn new(rng: Rng, clock: Clock, decay: Duration, penalty: Option<Duration>) -> Self {
+        Self {
+            rng,
+            clock,
+            decay_ns: decay.as_nanos() as f64,
+            penalty,
+            by_node: ArcSwap::from_pointee(ByNode::default()),
+            unknown: AtomicU64::new(NO_ESTIMATE_NS.to_bits()),
+            unknown_at_ms: AtomicU64::new(0),
+        }
+    }
+
+    #[inline]
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.clock.now().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// `member`'s cost at `now_ns`: its estimate (or the no-history cost) × (in flight + 1).
+    #[inline]
+    fn cost(&self, estimate: Option<&Estimate>, member: &MemberView, now_ns: u64) -> f64 {
+        let latency = estimate
+            .and_then(|e| e.load(now_ns, self.decay_ns))
+            .unwrap_or_else(|| f64::from_bits(self.unknown.load(Ordering::Relaxed)));
+        latency * (member.in_flight() as f64 + 1.0)
+    }
+
+    /// The costs of `members[a]` and `members[b]`.
+    #[inline]
+    fn costs(
+        &self,
+        members: &[MemberView],
+        request: &Request<'_>,
+        a: usize,
+        b: usize,
+    ) -> (f64, f64) {
+        let now = self.now_ns();
+        match request.derived_as::<Estimates>() {
+            Some(list) if list.len() == members.len() => (
+                self.cost(Some(&list[a]), &members[a], now),
+                self.cost(Some(&list[b]), &members[b], now),
+            ),
+            // A list that is no published one (a re-selection): by node.
+            _ => {
+                let by_node = self.by_node.load();
+                (
+                    self.cost(
+                        by_node.get(members[a].node()).map(|e| &**e),
+                        &members[a],
+                        now,
+                    ),
+                    self.cost(
+                        by_node.get(members[b].node()).map(|e| &**e),
+                        &members[b],
+                        now,
+                    ),
+                )
+            }
+        }
+    }
+
+    /// Recomputes the no-history cost: the median of the estimates there are.
+    fn refresh_unknown(&self, by_node: &ByNode, now_ns: u64) {
+        let mut known: Vec<f64> = by_node
+            .values()
+            .filter_map(|e| e.load(now_ns, self.decay_ns))
+            .collect();
+        let median = if known.is_empty() {
+            NO_ESTIMATE_NS
+        } else {
+            let middle = known.len() / 2;
+            let (_, median, _) = known.select_nth_unstable_by(middle, f64::total_cmp);
+            median.max(NO_ESTIMATE_NS)
+        };
+        self.unknown.store(median.to_bits(), Ordering::Relaxed);
+        self.unknown_at_ms
+            .store(now_ns / 1_000_000, Ordering::Relaxed);
+    }
+
+    /// The sample an outcome teaches, in ns; `None` for one that teaches nothing.
+    fn sample_ns(&self, outcome: &Outcome<'_>) -> Option<f64> {
+        let latency = outcome.latency;
+        let sample = match outcome.kind {
+            OutcomeKind::Ok | OutcomeKind::Error(ErrorCode::BadRequest) => latency,
+            OutcomeKind::Cancelled => return None,
+            OutcomeKind::Timeout | OutcomeKind::Error(_) => {
+                match self.penalty.or(outcome.timeout) {
+                    Some(penalty) => latency.max(penalty),
+                    None => latency,
+                }
+            }
+        };
+        Some(sample.as_nanos() as f64)
+    }
+}
+
+impl Selector for EwmaSelector {
+    #[inline]
+    fn pick(&self, members: &[MemberView], request: &Request<'_>) -> Result<usize, Error> {
+        if members.len() < 2 {
+            return Ok(0);
+        }
+        let (a, b, coin) = two(&self.rng, members.len());
+        let (cost_a, cost_b) = self.costs(members, request, a, b);
+        Ok(if cost_a < cost_b || (cost_a == cost_b && coin) {
+            a
+        } else {
+            b
+        })
+    }
+
+    fn members_changed(&self, change: &Change<'_>) {
+        let before = self.by_node.load();
+        let next: ByNode = change
+            .members
+            .iter()
+            .map(|m| {
+                let estimate = before.get(m.node()).cloned().unwrap_or_default();
+                (Arc::clone(m.node_arc()), estimate)
+            })
+            .collect();
+        self.refresh_unknown(&next, self.now_ns());
+        self.by_node.store(Arc::new(next));
+    }
+
+    fn derive(&self, change: &Change<'_>) -> Option<Derived> {
+        let by_node = self.by_node.load();
+        let list: Estimates = change
+            .members
+            .iter()
+            .map(|m| by_node.get(m.node()).cloned().unwrap_or_default())
+            .collect();
+        Some(Arc::new(list))
+    }
+
+    fn learns(&self) -> bool {
+        true
+    }
+
+    fn observe(&self, outcome: &Outcome<'_>) {
+        let Some(sample) = self.sample_ns(outcome) else {
+            return;
+        };
+        let by_node = self.by_node.load();
+        let Some(estimate) = by_node.get(outcome.member.node()) else {
+            return;
+        };
+        let now = self.now_ns();
+        let first = estimate.observe(sample, now, self.decay_ns);
+        let last = self.unknown_at_ms.load(Ordering::Relaxed);
+        if first || now / 1_000_000 >= last.saturating_add(UNKNOWN_EVERY_MS) {
+            self.refresh_unknown(&by_node, now);
+        }
+    }
+
+    fn explain(
+        &self,
+        members: &[MemberView],
+        chosen: usize,
+        _request: &Request<'_>,
+    ) -> Explanation {
+        let by_node = self.by_node.load();
+        let now = self.now_ns();
+        Explanation {
+            rule: format!(
+                "lower cost (latency estimate ns × (in flight + 1)) of two sampled at random (picked {})",
+                members.get(chosen).map_or("?", MemberView::node)
+            ),
+            scores: members
+                .iter()
+                .map(|m| {
+                    let estimate = by_node.get(m.node()).map(|e| &**e);
+                    (m.node().to_string(), self.cost(estimate, m, now))
+                })
+                .collect(),
+        }
+    }
+}
