@@ -33,12 +33,19 @@ use selector::EwmaSelector;
 ///   defaults to the attempt's timeout ([`failure_penalty`](Self::failure_penalty) sets
 ///   one), so a member that fails fast does not attract calls; a `BadRequest` is the call's
 ///   own fault and counts as a reply; a cancelled selection (no reply) teaches nothing;
-/// - a member with **no history** (new, or back after it left) costs the median of the other
-///   members' estimates (recomputed at each membership change, at each member's first sample, and
+/// - a member with **no history** (new, or back after it left) costs the (lower) median of
+///   the other members' estimates (recomputed at each membership change, at each member's first sample, and
 ///   at most every 100 ms besides):
 ///   calls here take ~100 µs, and a fixed default such as linkerd's 30 ms would starve a new
 ///   member until it decays. With no estimate at all, every member costs 1 ns × (in flight +
 ///   1): fewer in flight wins, as [`PowerOfTwo`](crate::PowerOfTwo).
+///
+/// **A second look** (this library's addition): when the better of the two sampled members
+/// costs over twice the median estimate — both samples were slow members, say — two more
+/// members are sampled and the cheapest of all is picked. Plain two choices must pick one of
+/// two slow members whenever it samples both (with 2 slow of 4 members, 1 pick in 6, enough to
+/// overload them at half load: the lab's `two-slow` scenario); the second look leaves a slow
+/// member about a quarter of that.
 ///
 /// Ties between the two sampled members go to a random one of them. A pick reads the
 /// balancer's coarse clock once, two estimates and two in-flight counts: no lock, no

@@ -30,6 +30,13 @@ const UNKNOWN_EVERY_MS: u64 = 100;
 /// then costs the same per call in flight.
 const NO_ESTIMATE_NS: f64 = 1.0;
 
+/// A pick whose better sample costs more than this many times the median estimate looks at
+/// more members ([`EXTRA_LOOKS`]).
+const LOOK_AGAIN: f64 = 2.0;
+
+/// How many more members a poor pick samples (with replacement).
+const EXTRA_LOOKS: usize = 2;
+
 /// One balancer's Peak-EWMA selector.
 pub(super) struct EwmaSelector {
     rng: Rng,
@@ -71,38 +78,44 @@ impl EwmaSelector {
         latency * (member.in_flight() as f64 + 1.0)
     }
 
-    /// The costs of `members[a]` and `members[b]`.
-    #[inline]
-    fn costs(
+    /// The costs of `members[a]` and `members[b]` of a list that is no published one (a
+    /// re-selection): the estimates found by node.
+    #[cold]
+    fn costs_by_node(&self, members: &[MemberView], pair: &[usize; 2], now: u64) -> (f64, f64) {
+        let by_node = self.by_node.load();
+        let cost = |i: usize| {
+            let estimate = by_node.get(members[i].node()).map(|e| &**e);
+            self.cost(estimate, &members[i], now)
+        };
+        (cost(pair[0]), cost(pair[1]))
+    }
+
+    /// A second look for a pick whose better sample is poor (it costs over [`LOOK_AGAIN`] ×
+    /// the median estimate, e.g. both samples were slow members): [`EXTRA_LOOKS`] more
+    /// members sampled, the cheapest of all kept.
+    #[cold]
+    #[inline(never)]
+    fn look_again(
         &self,
         members: &[MemberView],
-        request: &Request<'_>,
-        a: usize,
-        b: usize,
-    ) -> (f64, f64) {
-        let now = self.now_ns();
-        match request.derived_as::<Estimates>() {
-            Some(list) if list.len() == members.len() => (
-                self.cost(Some(&list[a]), &members[a], now),
-                self.cost(Some(&list[b]), &members[b], now),
-            ),
-            // A list that is no published one (a re-selection): by node.
-            _ => {
-                let by_node = self.by_node.load();
-                (
-                    self.cost(
-                        by_node.get(members[a].node()).map(|e| &**e),
-                        &members[a],
-                        now,
-                    ),
-                    self.cost(
-                        by_node.get(members[b].node()).map(|e| &**e),
-                        &members[b],
-                        now,
-                    ),
-                )
+        list: Option<&Estimates>,
+        (mut best, mut best_cost): (usize, f64),
+        now: u64,
+    ) -> (usize, f64) {
+        let by_node = list.is_none().then(|| self.by_node.load());
+        for _ in 0..EXTRA_LOOKS {
+            let c = self.rng.below(members.len());
+            let estimate = match (list, &by_node) {
+                (Some(list), _) => Some(&*list[c]),
+                (None, Some(by_node)) => by_node.get(members[c].node()).map(|e| &**e),
+                (None, None) => None,
+            };
+            let cost = self.cost(estimate, &members[c], now);
+            if cost < best_cost {
+                (best, best_cost) = (c, cost);
             }
         }
+        (best, best_cost)
     }
 
     /// Recomputes the no-history cost: the median of the estimates there are.
@@ -114,7 +127,8 @@ impl EwmaSelector {
         let median = if known.is_empty() {
             NO_ESTIMATE_NS
         } else {
-            let middle = known.len() / 2;
+            // The lower median: with as many slow members as fast ones, a fast one's.
+            let middle = (known.len() - 1) / 2;
             let (_, median, _) = known.select_nth_unstable_by(middle, f64::total_cmp);
             median.max(NO_ESTIMATE_NS)
         };
@@ -147,12 +161,28 @@ impl Selector for EwmaSelector {
             return Ok(0);
         }
         let (a, b, coin) = two(&self.rng, members.len());
-        let (cost_a, cost_b) = self.costs(members, request, a, b);
-        Ok(if cost_a < cost_b || (cost_a == cost_b && coin) {
-            a
+        let now = self.now_ns();
+        let list = request
+            .derived_as::<Estimates>()
+            .filter(|list| list.len() == members.len());
+        let (cost_a, cost_b) = match list {
+            Some(list) => (
+                self.cost(Some(&list[a]), &members[a], now),
+                self.cost(Some(&list[b]), &members[b], now),
+            ),
+            None => self.costs_by_node(members, &[a, b], now),
+        };
+        let (mut best, mut best_cost) = if cost_a < cost_b || (cost_a == cost_b && coin) {
+            (a, cost_a)
         } else {
-            b
-        })
+            (b, cost_b)
+        };
+        let median = f64::from_bits(self.unknown.load(Ordering::Relaxed));
+        if best_cost > LOOK_AGAIN * median && members.len() > 2 {
+            (best, best_cost) = self.look_again(members, list, (best, best_cost), now);
+        }
+        let _ = best_cost;
+        Ok(best)
     }
 
     fn members_changed(&self, change: &Change<'_>) {

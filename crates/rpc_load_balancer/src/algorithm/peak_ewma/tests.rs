@@ -221,3 +221,29 @@ fn the_estimate_peaks_then_averages_over_time() {
         assert!((weight(elapsed, decay) - exact).abs() < 1e-6, "{elapsed}");
     }
 }
+
+#[test]
+fn a_pick_between_two_slow_members_looks_again() {
+    // Two of four members are 10x slower: plain two choices must take one of them whenever
+    // both are sampled (1 pick in 6); the second look takes a fast one unless it draws
+    // slow ones again.
+    let kit = kit_of(PeakEwma::new(), &["a", "b", "c", "d"]);
+    for (node, latency) in [("a", 1_000), ("b", 1_000), ("c", 100), ("d", 100)] {
+        answer(&kit, node, latency * US, OutcomeKind::Ok);
+    }
+    let counts = kit.counts(6_000, None).unwrap();
+    let slow = counts.get("a").copied().unwrap_or(0) + counts.get("b").copied().unwrap_or(0);
+    // Expected 6,000 / 6 × (1/2)² = 250; plain two choices: 1,000.
+    assert!(
+        (150..400).contains(&slow),
+        "slow members picked {slow} of 6000"
+    );
+    // Where the better sample is not poor, nothing more is drawn: two members with equal
+    // estimates split the picks evenly.
+    let even = kit_of(PeakEwma::new(), &["a", "b", "c"]);
+    for node in ["a", "b", "c"] {
+        answer(&even, node, 100 * US, OutcomeKind::Ok);
+    }
+    let a = share(&even, 3_000, "a");
+    assert!((850..1_150).contains(&a), "a picked {a} of 3000");
+}
