@@ -13,7 +13,7 @@ use coarsetime::Instant;
 static EPOCH: OnceLock<Instant> = OnceLock::new();
 
 /// The precise clock's epoch (see [`precise_now`]).
-static PRECISE_EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
+static PRECISE_EPOCH: OnceLock<quanta::Instant> = OnceLock::new();
 
 /// Where the clock starts: 2^32 ms (≈ 49.7 days), so `now − age` stays above 0 for any
 /// reading age a node can report, and 0 is free to mean "no time".
@@ -39,13 +39,14 @@ pub(crate) fn now_ms() -> u64 {
         + START_MS
 }
 
-/// Time on the process's precise monotonic clock (`std::time::Instant`, about 37 ns a read
-/// on the development VM, at its resolution: ns): [`START_MS`] at its first use. Its epoch is
-/// its own, so only differences of two of its readings mean anything (a call's latency).
+/// Time on the process's precise monotonic clock (`quanta`: the CPU's time-stamp counter,
+/// scaled to ns, where it is usable, else the OS clock): [`START_MS`] at its first use. Its
+/// epoch is its own, so only differences of two of its readings mean anything (a call's
+/// latency).
 #[inline]
 pub(crate) fn precise_now() -> Duration {
-    let epoch = *PRECISE_EPOCH.get_or_init(std::time::Instant::now);
-    epoch.elapsed() + Duration::from_millis(START_MS)
+    let epoch = *PRECISE_EPOCH.get_or_init(quanta::Instant::now);
+    quanta::Instant::now().duration_since(epoch) + Duration::from_millis(START_MS)
 }
 
 #[cfg(test)]

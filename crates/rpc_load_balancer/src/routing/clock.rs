@@ -48,7 +48,7 @@ impl Clock {
     }
 
     /// The time now on a precise clock, for latencies (a difference of two readings): the
-    /// process's `std::time::Instant` (ns resolution, about 37 ns a read) for
+    /// process's time-stamp counter (`quanta`, ns resolution) for
     /// [`Clock::system`], whose epoch is its own (do not compare it with [`now`](Self::now));
     /// the same as [`now`](Self::now) for a manual clock.
     #[inline]
