@@ -13,6 +13,8 @@ pub struct HowToWeightedRoundRobin;
 pub struct HowToConnectionTracking;
 #[doc = include_str!("../../../docs/how-to/least-cpu.md")]
 pub struct HowToLeastCpu;
+#[doc = include_str!("../../../docs/how-to/latency-aware-routing.md")]
+pub struct HowToLatencyAwareRouting;
 #[doc = include_str!("../../../docs/how-to/node-filtering.md")]
 pub struct HowToNodeFiltering;
 #[doc = include_str!("../../../docs/how-to/retries.md")]
