@@ -38,18 +38,24 @@ use selector::EwmaSelector;
 ///   at most every 100 ms besides):
 ///   calls here take ~100 µs, and a fixed default such as linkerd's 30 ms would starve a new
 ///   member until it decays. With no estimate at all, every member costs 1 ns × (in flight +
-///   1): fewer in flight wins, as [`PowerOfTwo`](crate::PowerOfTwo).
+///   1): fewer in flight wins, as with [`PowerOfTwo`](crate::PowerOfTwo) (plus the second
+///   look below).
 ///
 /// **A second look** (this library's addition): when the better of the two sampled members
-/// costs over twice the median estimate — both samples were slow members, say — two more
-/// members are sampled and the cheapest of all is picked. Plain two choices must pick one of
+/// costs over twice the median estimate — both samples were slow members, or busy ones (a
+/// member at the median latency with 2 or more calls in flight) — two more members are
+/// sampled (with replacement) and the cheapest of all is picked. Plain two choices must pick one of
 /// two slow members whenever it samples both (with 2 slow of 4 members, 1 pick in 6, enough to
 /// overload them at half load: the lab's `two-slow` scenario); the second look leaves a slow
 /// member about a quarter of that.
 ///
 /// Ties between the two sampled members go to a random one of them. A pick reads the
-/// balancer's coarse clock once, two estimates and two in-flight counts: no lock, no
-/// allocation. Each outcome costs one hash lookup by node and a compare-and-swap.
+/// balancer's coarse clock once, two estimates and two in-flight counts (four of each with
+/// the second look): no lock, no allocation. Each outcome costs a coarse clock read, one hash
+/// lookup by node, a compare-and-swap and an atomic max; a member's first sample, and at most
+/// one outcome per 100 ms besides, also recomputes the median (collecting the estimates into
+/// a `Vec`). The balancer reads its precise clock at the pick and at the outcome (the
+/// latency).
 ///
 /// ```
 /// use std::time::Duration;

@@ -20,8 +20,9 @@ pub struct Outcome<'a> {
     /// How it ended.
     pub kind: OutcomeKind,
     /// The time the attempt had (the call's timeout, or what was left of it for a re-sent
-    /// call); `None` for a selection that carried no call (a
-    /// [`SelectionGuard`](crate::SelectionGuard) dropped by its user). Learning selectors may
+    /// call); `None` for every selection that ended without a result
+    /// ([`Cancelled`](OutcomeKind::Cancelled): a [`SelectionGuard`](crate::SelectionGuard)
+    /// dropped by its user, a routed call whose future was dropped). Learning selectors may
     /// use it to weigh a failure (e.g. [`PeakEwma`](crate::PeakEwma)'s penalty).
     pub timeout: Option<Duration>,
 }
@@ -58,7 +59,8 @@ pub enum OutcomeKind {
     Timeout,
     /// The selection ended without a result: its caller stopped waiting (a dropped call
     /// future), a selection from [`Balancer::select_node`](crate::Balancer::select_node)
-    /// whose guard dropped, or a member that could not take the call and was skipped.
+    /// whose guard dropped, a member that could not take the call and was skipped, or a call
+    /// whose deadline passed before it was sent to the member picked.
     Cancelled,
 }
 

@@ -96,7 +96,9 @@ impl<'r> Route<'r> {
                     Ok(left) if waited || again => left,
                     Ok(_) => self.options.timeout,
                     Err(timed_out) => {
-                        selection.report(self.options.timeout, || OutcomeKind::Timeout);
+                        // Nothing was sent to the member: it did not fail, the call ran out
+                        // of time before (waiting for members, or a previous attempt).
+                        selection.report(self.options.timeout, || OutcomeKind::Cancelled);
                         return Err(timed_out);
                     }
                 }
