@@ -187,6 +187,8 @@ mod tests {
             share_over_time: None,
             faulty_member: None,
             shed_ms: None,
+            fault_goodput_ratio: None,
+            faulty_picks_per_caller: None,
             little: Little::default(),
             simulated_calls: 10,
             overloaded_at_s,

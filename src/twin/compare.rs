@@ -121,6 +121,8 @@ mod tests {
             faulty_member: None,
             shed_ms: None,
             never_shed: 0,
+            fault_goodput_ratio: None,
+            faulty_picks_per_caller: None,
             little_max_error: 0.0,
             overloaded: 0,
             overloaded_at_s: None,

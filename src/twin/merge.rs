@@ -81,6 +81,9 @@ pub fn run_report(
             .then(|| share_over_time(plan, members, callers)),
         faulty_member: Some(fault_member),
         shed_ms: shed_ms(plan, members, callers),
+        // (Not measured on real processes yet.)
+        fault_goodput_ratio: None,
+        faulty_picks_per_caller: None,
         little: Little::default(),
         simulated_calls: callers.iter().map(|c| c.totals.iter().sum::<u64>()).sum(),
         overloaded_at_s: None,

@@ -48,6 +48,15 @@ pub struct RunReport {
     /// the calls. `None`: it never stopped (still picked in the fault's last window), there
     /// is no fault, no call was picked while it lasted, or the run was overloaded.
     pub shed_ms: Option<f64>,
+    /// Replies per second while the fault lasted ÷ replies per second in as long a span just
+    /// before it (by when each reply came, warm-up included). `None` (absent from JSON): no
+    /// fault, a fault from the run's start, no reply before it, or the run was overloaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault_goodput_ratio: Option<f64>,
+    /// The most calls one caller sent to the faulty member while the fault lasted. `None`
+    /// (absent from JSON): no fault.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub faulty_picks_per_caller: Option<u64>,
     /// Little's law over the window.
     pub little: Little,
     /// Calls simulated in the whole run (warm-up and drain included).
@@ -180,6 +189,14 @@ pub struct Summary {
     pub shed_ms: Option<f64>,
     /// Runs in which the faulty member was never shed.
     pub never_shed: usize,
+    /// Median [`RunReport::fault_goodput_ratio`] of the complete runs that have one; absent
+    /// from JSON when none has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault_goodput_ratio: Option<f64>,
+    /// Median [`RunReport::faulty_picks_per_caller`] of the complete runs; absent from JSON
+    /// without a fault.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub faulty_picks_per_caller: Option<f64>,
     /// The largest windowed Little's-law error of the complete runs.
     pub little_max_error: f64,
     /// Runs stopped as overloaded ([`RunReport::overloaded_at_s`]); absent from JSON when 0.
@@ -224,6 +241,14 @@ impl Summary {
             None
         };
         let overloaded: Vec<f64> = runs.iter().filter_map(|r| r.overloaded_at_s).collect();
+        let ratios: Vec<f64> = complete
+            .iter()
+            .filter_map(|r| r.fault_goodput_ratio)
+            .collect();
+        let picks: Vec<f64> = complete
+            .iter()
+            .filter_map(|r| r.faulty_picks_per_caller.map(|p| p as f64))
+            .collect();
         Some(Summary {
             scenario: first.scenario.clone(),
             load: first.load.clone(),
@@ -242,6 +267,8 @@ impl Summary {
             } else {
                 0
             },
+            fault_goodput_ratio: median(&ratios),
+            faulty_picks_per_caller: median(&picks),
             little_max_error: complete
                 .iter()
                 .map(|r| r.little.relative_error)
@@ -275,6 +302,8 @@ mod tests {
             share_over_time: None,
             faulty_member: None,
             shed_ms: None,
+            fault_goodput_ratio: None,
+            faulty_picks_per_caller: None,
             little: Little::default(),
             simulated_calls: 0,
             overloaded_at_s: None,

@@ -478,3 +478,49 @@ fn pauses_of_one_member_make_one_pause_and_call_direct_has_no_session() {
             .collect::<Vec<_>>()
     );
 }
+
+#[test]
+fn a_pause_costs_random_goodput_and_calls_but_not_a_balancer_that_sheds_it() {
+    // paused-member: member 0 answers nothing for 5 s from 20 s; here from 6 s, 12 s measured.
+    let mut scenario = short("paused-member", 4.0, 12.0);
+    for event in &mut scenario.event {
+        event.at_s = 6.0;
+    }
+    let load = LoadPoint::Open { fraction: 0.5 };
+    let report = |name: &str| {
+        let algorithm = algorithm::by_name(name).unwrap();
+        run(&RunSpec {
+            scenario: &scenario,
+            load,
+            algorithm: &*algorithm,
+            seed: 1,
+        })
+        .unwrap()
+    };
+    let (random, peak) = (report("random"), report("peak_ewma"));
+    let ratio = |r: &RunReport| r.fault_goodput_ratio.expect("a fault after the start");
+    let picks = |r: &RunReport| r.faulty_picks_per_caller.expect("a fault");
+    // Random keeps sending a quarter of the calls into the pause until the heartbeat drops
+    // the member (3–4 s of the 5 s): those replies are missing.
+    assert!(ratio(&random) < 0.9, "random {}", ratio(&random));
+    assert!(ratio(&peak) > 0.97, "peak_ewma {}", ratio(&peak));
+    assert!(
+        picks(&peak) * 20 < picks(&random),
+        "picks of the paused member by one caller: peak_ewma {} random {}",
+        picks(&peak),
+        picks(&random)
+    );
+    // Without a fault there is nothing to report.
+    let uniform = short("uniform", 1.0, 2.0);
+    let plain = run(&RunSpec {
+        scenario: &uniform,
+        load,
+        algorithm: &Random::new(),
+        seed: 1,
+    })
+    .unwrap();
+    assert_eq!(
+        (plain.fault_goodput_ratio, plain.faulty_picks_per_caller),
+        (None, None)
+    );
+}

@@ -46,7 +46,7 @@ impl Sim<'_> {
             }
             return;
         };
-        self.count_pick(member);
+        self.count_pick(member, caller);
         self.account_in_flight();
         self.in_flight += 1;
         if in_window {
@@ -240,6 +240,11 @@ impl Sim<'_> {
         self.account_in_flight();
         self.in_flight -= 1;
         self.run_latency_ns += u128::from(latency);
+        if kind == OutcomeKind::Ok {
+            if let Some(fault) = &mut self.fault {
+                fault.count_reply(now);
+            }
+        }
         if in_window {
             self.open_in_window -= 1;
             self.latency_sum_ns += u128::from(latency);

@@ -13,7 +13,7 @@ impl Sim<'_> {
         self.in_flight_last = self.now;
     }
 
-    pub(super) fn count_pick(&mut self, member: u32) {
+    pub(super) fn count_pick(&mut self, member: u32, caller: u32) {
         let m = member as usize;
         if self.now >= self.window_start && self.now < self.window_end {
             self.picks[m] += 1;
@@ -25,6 +25,7 @@ impl Sim<'_> {
             }
         }
         if let Some(fault) = &mut self.fault {
+            fault.count_caller_pick(caller, member, self.now);
             if self.now >= fault.start && self.now < fault.end {
                 let w = ((self.now - fault.start) / SHED_WINDOW_NS) as usize;
                 if let Some(window) = fault.windows.get_mut(w) {
@@ -137,6 +138,12 @@ impl Sim<'_> {
             } else {
                 self.fault.as_ref().and_then(|f| f.shed_ms())
             },
+            fault_goodput_ratio: if self.overflow {
+                None
+            } else {
+                self.fault.as_ref().and_then(|f| f.goodput_ratio())
+            },
+            faulty_picks_per_caller: self.fault.as_ref().map(|f| f.most_picks_by_a_caller()),
             little: Little {
                 mean_in_flight,
                 arrival_rate_per_s: arrival_rate,

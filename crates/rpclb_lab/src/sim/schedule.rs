@@ -24,9 +24,51 @@ pub(super) struct Fault {
     pub(super) members_present: usize,
     /// (every pick, the faulty member's picks) per window.
     pub(super) windows: Vec<(u64, u64)>,
+    /// Replies that came while the fault lasted.
+    pub(super) ok_during: u64,
+    /// Replies that came in as long a span just before it (or since the run began).
+    pub(super) ok_before: u64,
+    /// Each caller's picks of the faulty member while the fault lasted (by caller index).
+    pub(super) picks_by_caller: Vec<u64>,
 }
 
 impl Fault {
+    /// Counts a reply that came at `now`.
+    pub(super) fn count_reply(&mut self, now: u64) {
+        if now >= self.start && now < self.end {
+            self.ok_during += 1;
+        } else if now < self.start && now >= self.start.saturating_sub(self.end - self.start) {
+            self.ok_before += 1;
+        }
+    }
+
+    /// Counts a pick of `member` by `caller` at `now`.
+    pub(super) fn count_caller_pick(&mut self, caller: u32, member: u32, now: u64) {
+        if member == self.member && now >= self.start && now < self.end {
+            let c = caller as usize;
+            if self.picks_by_caller.len() <= c {
+                self.picks_by_caller.resize(c + 1, 0);
+            }
+            self.picks_by_caller[c] += 1;
+        }
+    }
+
+    /// Replies per second while the fault lasted ÷ replies per second in as long a span
+    /// just before it; `None` for a fault from the run's start or with no reply before it.
+    pub(super) fn goodput_ratio(&self) -> Option<f64> {
+        let before_span = (self.end - self.start).min(self.start);
+        if before_span == 0 || self.ok_before == 0 {
+            return None;
+        }
+        let during = self.ok_during as f64 / (self.end - self.start) as f64;
+        Some(during / (self.ok_before as f64 / before_span as f64))
+    }
+
+    /// The most picks of the faulty member by one caller while the fault lasted.
+    pub(super) fn most_picks_by_a_caller(&self) -> u64 {
+        self.picks_by_caller.iter().copied().max().unwrap_or(0)
+    }
+
     pub(super) fn shed_ms(&self) -> Option<f64> {
         if self.windows.iter().all(|&(total, _)| total == 0) {
             // Nothing picked while the fault lasted (no call measured): nothing to shed.
@@ -73,6 +115,9 @@ pub(super) fn find_fault(s: &Scenario, run_end: u64, joins_later: &[bool]) -> Op
         end,
         members_present: present,
         windows: vec![(0, 0); windows],
+        ok_during: 0,
+        ok_before: 0,
+        picks_by_caller: Vec::new(),
     })
 }
 
