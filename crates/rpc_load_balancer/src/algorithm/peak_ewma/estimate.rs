@@ -12,6 +12,10 @@ const NO_HISTORY: u64 = u64::MAX;
 pub(super) struct Estimate {
     ewma: AtomicU64,
     at_ns: AtomicU64,
+    /// When the member last replied (ns on the clock; 0: never).
+    replied_ns: AtomicU64,
+    /// When it was last picked with no call of this balancer in flight (ns on the clock).
+    busy_since_ns: AtomicU64,
 }
 
 impl Default for Estimate {
@@ -19,6 +23,8 @@ impl Default for Estimate {
         Self {
             ewma: AtomicU64::new(NO_HISTORY),
             at_ns: AtomicU64::new(0),
+            replied_ns: AtomicU64::new(0),
+            busy_since_ns: AtomicU64::new(0),
         }
     }
 }
@@ -36,6 +42,35 @@ pub(super) fn weight(elapsed_ns: u64, decay_ns: f64) -> f64 {
 }
 
 impl Estimate {
+    /// How long a member with `in_flight` calls of this balancer has been silent at `now_ns`:
+    /// since its last reply or since it became busy, whichever is later; 0 when it has no call
+    /// in flight.
+    #[inline]
+    pub(super) fn silent_ns(&self, in_flight: usize, now_ns: u64) -> u64 {
+        if in_flight == 0 {
+            return 0;
+        }
+        let since = self
+            .replied_ns
+            .load(Ordering::Relaxed)
+            .max(self.busy_since_ns.load(Ordering::Relaxed));
+        now_ns.saturating_sub(since)
+    }
+
+    /// Notes a pick of the member at `now_ns` with `in_flight` calls of this balancer in
+    /// flight before it: the first one starts its busy time.
+    #[inline]
+    pub(super) fn picked(&self, in_flight: usize, now_ns: u64) {
+        if in_flight == 0 {
+            self.busy_since_ns.store(now_ns, Ordering::Relaxed);
+        }
+    }
+
+    /// Notes a reply (or a failure: an answer all the same) at `now_ns`.
+    pub(super) fn replied(&self, now_ns: u64) {
+        self.replied_ns.fetch_max(now_ns, Ordering::Relaxed);
+    }
+
     /// The estimate at `now_ns`, decayed toward 0 since its last update; `None` before the
     /// first sample.
     #[inline]

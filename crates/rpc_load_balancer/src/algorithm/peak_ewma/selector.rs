@@ -72,10 +72,14 @@ impl EwmaSelector {
     /// `member`'s cost at `now_ns`: its estimate (or the no-history cost) × (in flight + 1).
     #[inline]
     fn cost(&self, estimate: Option<&Estimate>, member: &MemberView, now_ns: u64) -> f64 {
+        let in_flight = member.in_flight();
         let latency = estimate
             .and_then(|e| e.load(now_ns, self.decay_ns))
             .unwrap_or_else(|| f64::from_bits(self.unknown.load(Ordering::Relaxed)));
-        latency * (member.in_flight() as f64 + 1.0)
+        // A member silent for longer than its estimate with calls in flight is at least that
+        // slow now (a pause, a dead connection): no need to wait for the timeout to know.
+        let silent = estimate.map_or(0, |e| e.silent_ns(in_flight, now_ns)) as f64;
+        latency.max(silent) * (in_flight as f64 + 1.0)
     }
 
     /// The costs of `members[a]` and `members[b]` of a list that is no published one (a
@@ -118,6 +122,26 @@ impl EwmaSelector {
         (best, best_cost)
     }
 
+    /// Notes the pick of `members[index]` on its estimate (the start of its busy time).
+    #[inline]
+    fn mark_picked(
+        &self,
+        members: &[MemberView],
+        list: Option<&Estimates>,
+        index: usize,
+        now: u64,
+    ) {
+        let in_flight = members[index].in_flight();
+        match list {
+            Some(list) => list[index].picked(in_flight, now),
+            None => {
+                if let Some(estimate) = self.by_node.load().get(members[index].node()) {
+                    estimate.picked(in_flight, now);
+                }
+            }
+        }
+    }
+
     /// Recomputes the no-history cost: the median of the estimates there are.
     fn refresh_unknown(&self, by_node: &ByNode, now_ns: u64) {
         let mut known: Vec<f64> = by_node
@@ -157,14 +181,15 @@ impl EwmaSelector {
 impl Selector for EwmaSelector {
     #[inline]
     fn pick(&self, members: &[MemberView], request: &Request<'_>) -> Result<usize, Error> {
-        if members.len() < 2 {
-            return Ok(0);
-        }
-        let (a, b, coin) = two(&self.rng, members.len());
         let now = self.now_ns();
         let list = request
             .derived_as::<Estimates>()
             .filter(|list| list.len() == members.len());
+        if members.len() < 2 {
+            self.mark_picked(members, list, 0, now);
+            return Ok(0);
+        }
+        let (a, b, coin) = two(&self.rng, members.len());
         let (cost_a, cost_b) = match list {
             Some(list) => (
                 self.cost(Some(&list[a]), &members[a], now),
@@ -182,6 +207,7 @@ impl Selector for EwmaSelector {
             (best, best_cost) = self.look_again(members, list, (best, best_cost), now);
         }
         let _ = best_cost;
+        self.mark_picked(members, list, best, now);
         Ok(best)
     }
 
@@ -222,6 +248,9 @@ impl Selector for EwmaSelector {
             return;
         };
         let now = self.now_ns();
+        if outcome.kind != OutcomeKind::Timeout {
+            estimate.replied(now);
+        }
         let first = estimate.observe(sample, now, self.decay_ns);
         let last = self.unknown_at_ms.load(Ordering::Relaxed);
         if first || now / 1_000_000 >= last.saturating_add(UNKNOWN_EVERY_MS) {

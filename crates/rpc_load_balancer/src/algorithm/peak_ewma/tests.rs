@@ -247,3 +247,27 @@ fn a_pick_between_two_slow_members_looks_again() {
     let a = share(&even, 3_000, "a");
     assert!((850..1_150).contains(&a), "a picked {a} of 3000");
 }
+
+#[test]
+fn a_member_silent_with_calls_in_flight_costs_at_least_its_silence() {
+    let kit = kit_of(PeakEwma::new(), &["a", "b"]);
+    answer(&kit, "a", MS, OutcomeKind::Ok);
+    answer(&kit, "b", MS, OutcomeKind::Ok);
+    // One call goes to each; 20 ms later b has answered, a has not (paused).
+    let held_a = kit.pick_excluding(&["b"], None).unwrap();
+    let held_b = kit.pick_excluding(&["a"], None).unwrap();
+    kit.clock().advance(20 * MS);
+    kit.complete(held_b, 20 * MS, OutcomeKind::Ok);
+    // a: max(1 ms, 20 ms silent) x (1 + 1); b: its estimate (now 20 ms, a peak) x 1.
+    assert!((cost(&kit, "a") - 40e6).abs() < 1.0, "{}", cost(&kit, "a"));
+    assert!((cost(&kit, "b") - 20e6).abs() < 1.0, "{}", cost(&kit, "b"));
+    assert_eq!(share(&kit, 100, "a"), 0);
+    // The silence counts from its last reply or from when it became busy, whichever is later:
+    // an idle member picked now is not silent.
+    kit.complete(held_a, 20 * MS, OutcomeKind::Ok);
+    kit.clock().advance(Duration::from_secs(5));
+    let again = kit.pick_excluding(&["b"], None).unwrap();
+    let estimate = cost(&kit, "a") / 2.0;
+    assert!(estimate < 20e6, "not silent: {estimate}");
+    kit.release(again);
+}
