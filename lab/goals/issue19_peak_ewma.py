@@ -1,7 +1,7 @@
 """Issue 19 goals for PeakEwma, per seed, from `rpclb lab --json` reports.
 
 Usage: python3 lab/goals/issue19_peak_ewma.py DIR, where DIR holds uniform.json, slow-member.json,
-two-slow.json and failing-member.json, each from
+two-slow.json, paused-member.json and failing-member.json, each from
 `rpclb lab --scenario S --seeds 1..10 --algorithm random --algorithm round_robin
 --algorithm power_of_two --algorithm peak_ewma --json > DIR/S.json`.
 """
@@ -21,6 +21,7 @@ def report(title, rows):
     print(f"{title}: holds for {ok}/{len(rows)} seeds")
     for detail, good in rows: print("   ", "ok " if good else "NO ", detail)
 U = runs('uniform'); S = runs('slow-member'); T = runs('two-slow'); F = runs('failing-member')
+P = runs('paused-member')
 for load in ['open 50%', 'closed 16']:
     rows = []
     for seed in range(1, 11):
@@ -42,3 +43,11 @@ for load in ['open 50%', 'open 85%', 'closed 16']:
         f = F[(load, seed)]; pe, ra = f['peak_ewma'], f['random']
         rows.append((f"seed {seed}: PE errors {pe['error_rate']*100:.2f}% random {ra['error_rate']*100:.2f}%", pe['error_rate'] <= ra['error_rate'] / 5))
     report(f"failing-member {load}", rows)
+for load in ['open 50%', 'open 85%', 'closed 16']:
+    rows = []
+    for seed in range(1, 11):
+        pe = P[(load, seed)]['peak_ewma']
+        ratio, picks = pe.get('fault_goodput_ratio'), pe.get('faulty_picks_per_caller')
+        good = ratio is not None and ratio >= 0.9 and picks is not None and picks <= 3
+        rows.append((f"seed {seed}: PE goodput during the pause / before {ratio:.3f}, most calls one caller sent to the paused member {picks}", good))
+    report(f"paused-member {load}", rows)
