@@ -137,7 +137,10 @@ impl Selection {
     pub(crate) fn report(&mut self, timeout: Duration, kind: impl FnOnce() -> OutcomeKind) {
         if self.picked_at != 0 {
             let at = std::mem::take(&mut self.picked_at);
-            self.observe(at, kind(), Some(timeout));
+            let kind = kind();
+            // A selection that ended without a result carried no call's time.
+            let timeout = (kind != OutcomeKind::Cancelled).then_some(timeout);
+            self.observe(at, kind, timeout);
         }
     }
 

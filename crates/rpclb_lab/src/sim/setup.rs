@@ -59,6 +59,7 @@ impl<'a> Sim<'a> {
             .collect();
         let mut callers = Vec::with_capacity(s.callers);
         let heartbeat_interval = ns(s.heartbeat.interval_ms / 1e3);
+        let timeout_ns = libm::round(s.timeout_ms * NS_PER_MS).max(1.0) as u64;
         for c in 0..s.callers {
             let kit = if local {
                 None
@@ -73,9 +74,7 @@ impl<'a> Sim<'a> {
                     })?;
                 kit.join(initial.iter().copied());
                 // Outcomes carry the call's timeout, as a balancer's do.
-                kit.set_call_timeout(Some(Duration::from_nanos(
-                    libm::round(s.timeout_ms * NS_PER_MS).max(1.0) as u64,
-                )));
+                kit.set_call_timeout(Some(Duration::from_nanos(timeout_ns)));
                 Some(kit)
             };
             callers.push(Caller {
@@ -147,7 +146,7 @@ impl<'a> Sim<'a> {
             } else {
                 libm::round(s.network_delay_us * 1e3) as u64
             },
-            timeout_ns: libm::round(s.timeout_ms * NS_PER_MS).max(1.0) as u64,
+            timeout_ns,
             window_start,
             window_end,
             heartbeat,

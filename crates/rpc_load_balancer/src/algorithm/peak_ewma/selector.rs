@@ -37,6 +37,23 @@ const LOOK_AGAIN: f64 = 2.0;
 /// How many more members a poor pick samples (with replacement).
 const EXTRA_LOOKS: usize = 2;
 
+/// Where a pick reads the estimates (see [`EwmaSelector::source`]).
+enum Source<'a> {
+    List(&'a Estimates),
+    ByNode(arc_swap::Guard<Arc<ByNode>>),
+}
+
+impl Source<'_> {
+    /// `members[index]`'s estimate (`None`: a node the selector has not been told of).
+    #[inline]
+    fn get(&self, members: &[MemberView], index: usize) -> Option<&Estimate> {
+        match self {
+            Source::List(list) => Some(&list[index]),
+            Source::ByNode(by_node) => by_node.get(members[index].node()).map(|e| &**e),
+        }
+    }
+}
+
 /// One balancer's Peak-EWMA selector.
 pub(super) struct EwmaSelector {
     rng: Rng,
@@ -82,16 +99,15 @@ impl EwmaSelector {
         latency.max(silent) * (in_flight as f64 + 1.0)
     }
 
-    /// The costs of `members[a]` and `members[b]` of a list that is no published one (a
-    /// re-selection): the estimates found by node.
-    #[cold]
-    fn costs_by_node(&self, members: &[MemberView], pair: &[usize; 2], now: u64) -> (f64, f64) {
-        let by_node = self.by_node.load();
-        let cost = |i: usize| {
-            let estimate = by_node.get(members[i].node()).map(|e| &**e);
-            self.cost(estimate, &members[i], now)
-        };
-        (cost(pair[0]), cost(pair[1]))
+    /// Where a pick finds the members' estimates: the list derived from a published member
+    /// list (by index), or for a list that is no published one (a re-selection) the map by
+    /// node.
+    #[inline]
+    fn source<'a>(&self, members: &[MemberView], request: &Request<'a>) -> Source<'a> {
+        match request.derived_as::<Estimates>() {
+            Some(list) if list.len() == members.len() => Source::List(list),
+            _ => Source::ByNode(self.by_node.load()),
+        }
     }
 
     /// A second look for a pick whose better sample is poor (it costs over [`LOOK_AGAIN`] ×
@@ -102,44 +118,18 @@ impl EwmaSelector {
     fn look_again(
         &self,
         members: &[MemberView],
-        list: Option<&Estimates>,
+        source: &Source<'_>,
         (mut best, mut best_cost): (usize, f64),
         now: u64,
-    ) -> (usize, f64) {
-        let by_node = list.is_none().then(|| self.by_node.load());
+    ) -> usize {
         for _ in 0..EXTRA_LOOKS {
             let c = self.rng.below(members.len());
-            let estimate = match (list, &by_node) {
-                (Some(list), _) => Some(&*list[c]),
-                (None, Some(by_node)) => by_node.get(members[c].node()).map(|e| &**e),
-                (None, None) => None,
-            };
-            let cost = self.cost(estimate, &members[c], now);
+            let cost = self.cost(source.get(members, c), &members[c], now);
             if cost < best_cost {
                 (best, best_cost) = (c, cost);
             }
         }
-        (best, best_cost)
-    }
-
-    /// Notes the pick of `members[index]` on its estimate (the start of its busy time).
-    #[inline]
-    fn mark_picked(
-        &self,
-        members: &[MemberView],
-        list: Option<&Estimates>,
-        index: usize,
-        now: u64,
-    ) {
-        let in_flight = members[index].in_flight();
-        match list {
-            Some(list) => list[index].picked(in_flight, now),
-            None => {
-                if let Some(estimate) = self.by_node.load().get(members[index].node()) {
-                    estimate.picked(in_flight, now);
-                }
-            }
-        }
+        best
     }
 
     /// Recomputes the no-history cost: the median of the estimates there are.
@@ -182,32 +172,29 @@ impl Selector for EwmaSelector {
     #[inline]
     fn pick(&self, members: &[MemberView], request: &Request<'_>) -> Result<usize, Error> {
         let now = self.now_ns();
-        let list = request
-            .derived_as::<Estimates>()
-            .filter(|list| list.len() == members.len());
-        if members.len() < 2 {
-            self.mark_picked(members, list, 0, now);
-            return Ok(0);
-        }
-        let (a, b, coin) = two(&self.rng, members.len());
-        let (cost_a, cost_b) = match list {
-            Some(list) => (
-                self.cost(Some(&list[a]), &members[a], now),
-                self.cost(Some(&list[b]), &members[b], now),
-            ),
-            None => self.costs_by_node(members, &[a, b], now),
-        };
-        let (mut best, mut best_cost) = if cost_a < cost_b || (cost_a == cost_b && coin) {
-            (a, cost_a)
+        let source = self.source(members, request);
+        let best = if members.len() < 2 {
+            0
         } else {
-            (b, cost_b)
+            let (a, b, coin) = two(&self.rng, members.len());
+            let cost_a = self.cost(source.get(members, a), &members[a], now);
+            let cost_b = self.cost(source.get(members, b), &members[b], now);
+            let better = if cost_a < cost_b || (cost_a == cost_b && coin) {
+                (a, cost_a)
+            } else {
+                (b, cost_b)
+            };
+            let median = f64::from_bits(self.unknown.load(Ordering::Relaxed));
+            if better.1 > LOOK_AGAIN * median && members.len() > 2 {
+                self.look_again(members, &source, better, now)
+            } else {
+                better.0
+            }
         };
-        let median = f64::from_bits(self.unknown.load(Ordering::Relaxed));
-        if best_cost > LOOK_AGAIN * median && members.len() > 2 {
-            (best, best_cost) = self.look_again(members, list, (best, best_cost), now);
+        // The start of its busy time, if it had no call in flight.
+        if let Some(estimate) = source.get(members, best) {
+            estimate.picked(members[best].in_flight(), now);
         }
-        let _ = best_cost;
-        self.mark_picked(members, list, best, now);
         Ok(best)
     }
 
