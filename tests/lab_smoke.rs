@@ -277,3 +277,50 @@ fn a_missing_file_an_enormous_scenario_and_a_negative_length_are_refused_plainly
         );
     }
 }
+
+#[test]
+fn a_file_is_judged_with_the_command_lines_lengths_and_a_bad_svg_dir_stops_before_any_run() {
+    let dir = std::env::temp_dir().join(format!("rpclb-lab-override-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // measure_s = 0 in the file is invalid, but --measure-s replaces it.
+    let file = dir.join("zero.toml");
+    std::fs::write(&file, "name = \"zero\"\nmeasure_s = 0\n").unwrap();
+    let path = file.to_str().unwrap();
+    let common = ["--seeds", "1", "--algorithm", "random"];
+    let out = lab(&[
+        &["--scenario", path, "--measure-s", "0.5", "--warmup-s", "0"][..],
+        &common[..],
+    ]
+    .concat());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Without the flag the file's own 0 is refused, naming the field.
+    let out = lab(&[&["--scenario", path][..], &common[..]].concat());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("measure_s"));
+    // A --svg path that cannot be a directory: refused before the runs (no report at all).
+    let blocker = dir.join("a-file");
+    std::fs::write(&blocker, "x").unwrap();
+    let svg = blocker.join("svg");
+    let out = lab(&[
+        &[
+            "--scenario",
+            "uniform",
+            "--measure-s",
+            "0.5",
+            "--warmup-s",
+            "0",
+            "--svg",
+            svg.to_str().unwrap(),
+        ][..],
+        &common[..],
+    ]
+    .concat());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty(), "nothing ran");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--svg"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -56,15 +56,21 @@ pub fn run_lab(args: LabArgs) -> CmdResult<i32> {
     };
     let mut scenarios = Vec::with_capacity(names.len());
     for name in &names {
-        let mut scenario = Scenario::load(name)?;
-        if let Some(measure) = args.measure_s {
-            scenario.measure_s = measure;
-        }
-        if let Some(warmup) = args.warmup_s {
-            scenario.warmup_s = warmup;
-        }
-        scenario.validate()?;
+        // The overrides first: a file is judged with the lengths it will run with.
+        let scenario = Scenario::load_with(name, |scenario| {
+            if let Some(measure) = args.measure_s {
+                scenario.measure_s = measure;
+            }
+            if let Some(warmup) = args.warmup_s {
+                scenario.warmup_s = warmup;
+            }
+        })?;
         scenarios.push(scenario);
+    }
+    // A directory the pictures cannot go to is refused before anything runs.
+    if let Some(dir) = &args.svg {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create --svg directory {}: {e}", dir.display()))?;
     }
     let notes: Vec<Vec<String>> = scenarios.iter().map(unmeasured_faults).collect();
     for note in notes.iter().flatten() {
@@ -154,10 +160,7 @@ pub fn run_lab(args: LabArgs) -> CmdResult<i32> {
             }
         })
         .collect();
-    if let Some(dir) = &args.svg {
-        let written = write_pictures(dir, &results)?;
-        eprintln!("lab: {written} pictures in {}", dir.display());
-    }
+    // The report first: a picture that cannot be written loses no run.
     if args.json {
         println!(
             "{}",
@@ -167,6 +170,10 @@ pub fn run_lab(args: LabArgs) -> CmdResult<i32> {
         for result in &results {
             print!("{}", table(result));
         }
+    }
+    if let Some(dir) = &args.svg {
+        let written = write_pictures(dir, &results)?;
+        eprintln!("lab: {written} pictures in {}", dir.display());
     }
     Ok(0)
 }

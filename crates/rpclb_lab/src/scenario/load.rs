@@ -8,10 +8,23 @@ impl Scenario {
     /// Errors: [`ScenarioError::Parse`] for bad TOML, an unknown field or a wrong type;
     /// [`ScenarioError::Invalid`] naming the field for a value out of range.
     pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
-        let scenario: Scenario = toml::from_str(text).map_err(|e| ScenarioError::Parse {
+        Self::parse_with(text, origin, |_| {})
+    }
+
+    /// [`Scenario::parse`], with `adjust` applied (e.g. command-line overrides) before the
+    /// values are checked.
+    ///
+    /// Errors: as [`Scenario::parse`], for the adjusted values.
+    fn parse_with(
+        text: &str,
+        origin: &str,
+        adjust: impl FnOnce(&mut Scenario),
+    ) -> Result<Scenario, ScenarioError> {
+        let mut scenario: Scenario = toml::from_str(text).map_err(|e| ScenarioError::Parse {
             origin: origin.to_string(),
             message: e.to_string().trim_end().to_string(),
         })?;
+        adjust(&mut scenario);
         scenario.validate()?;
         Ok(scenario)
     }
@@ -23,8 +36,19 @@ impl Scenario {
     /// [`ScenarioError::Read`] with the path and the OS error, as for a file that cannot be
     /// read; else as [`Scenario::parse`].
     pub fn load(name: &str) -> Result<Scenario, ScenarioError> {
+        Self::load_with(name, |_| {})
+    }
+
+    /// [`Scenario::load`], with `adjust` applied (e.g. `rpclb lab`'s `--measure-s`) before
+    /// the values are checked, so a file is judged with the values it will run with.
+    ///
+    /// Errors: as [`Scenario::load`], for the adjusted values.
+    pub fn load_with(
+        name: &str,
+        adjust: impl FnOnce(&mut Scenario),
+    ) -> Result<Scenario, ScenarioError> {
         if let Some((_, text)) = BUILT_IN.iter().find(|(n, _)| *n == name) {
-            return Scenario::parse(text, name);
+            return Scenario::parse_with(text, name, adjust);
         }
         let text = match std::fs::read_to_string(name) {
             Ok(text) => text,
@@ -49,7 +73,7 @@ impl Scenario {
                 })
             }
         };
-        Scenario::parse(&text, name)
+        Scenario::parse_with(&text, name, adjust)
     }
 }
 
