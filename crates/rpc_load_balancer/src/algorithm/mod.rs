@@ -45,8 +45,10 @@ pub use weighted_round_robin::WeightedRoundRobin;
 use crate::routing::Algorithm;
 use crate::Error;
 
-/// The built-in algorithm called `name` (one of [`BUILT_IN`]), with default options.
-/// Used by the `rpclb` binary and admin control.
+/// The built-in algorithm called `name` (one of [`BUILT_IN`]), with default options; with
+/// the suffix `+ejection` (e.g. `round_robin+ejection`), that algorithm with
+/// [`OutlierEjection`](crate::OutlierEjection)'s defaults on top. Used by the `rpclb` binary
+/// (`rpclb lab` compares algorithms so) and admin control.
 ///
 /// Errors: [`Error::InvalidConfig`] (`algorithm`) for an unknown name.
 ///
@@ -61,6 +63,9 @@ use crate::Error;
 /// # Ok::<(), Error>(())
 /// ```
 pub fn by_name(name: &str) -> Result<Arc<dyn Algorithm>, Error> {
+    if let Some(algorithm) = name.strip_suffix(EJECTION_SUFFIX) {
+        return Ok(crate::OutlierEjection::new().wrap(by_name(algorithm)?));
+    }
     match name {
         "random" => Ok(Arc::new(Random::new())),
         "round_robin" => Ok(Arc::new(RoundRobin::new())),
@@ -80,6 +85,9 @@ pub fn by_name(name: &str) -> Result<Arc<dyn Algorithm>, Error> {
         }),
     }
 }
+
+/// The suffix of an algorithm name that [`by_name`] reads as "with outlier ejection".
+pub const EJECTION_SUFFIX: &str = "+ejection";
 
 /// Names of the built-in algorithms [`by_name`] knows.
 pub const BUILT_IN: &[&str] = &[

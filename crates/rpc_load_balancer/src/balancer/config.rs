@@ -43,6 +43,7 @@ pub struct BalancerConfig {
     pub(crate) drain_timeout: Duration,
     pub(crate) retry: Option<crate::Retry>,
     pub(crate) max_in_flight_per_member: Option<usize>,
+    pub(crate) outlier_ejection: Option<crate::OutlierEjection>,
 }
 
 /// Default [`BalancerConfig::leave_grace`]: 500 ms.
@@ -61,6 +62,7 @@ impl std::fmt::Debug for BalancerConfig {
             .field("drain_timeout", &self.drain_timeout)
             .field("retry", &self.retry)
             .field("max_in_flight_per_member", &self.max_in_flight_per_member)
+            .field("outlier_ejection", &self.outlier_ejection)
             .field("children", &self.children)
             .finish()
     }
@@ -80,6 +82,7 @@ impl BalancerConfig {
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             retry: None,
             max_in_flight_per_member: None,
+            outlier_ejection: None,
         }
     }
 
@@ -89,6 +92,15 @@ impl BalancerConfig {
     /// bound behind a slow member. Must be ≥ 1. Casts are not capped.
     pub fn max_in_flight_per_member(mut self, limit: usize) -> Self {
         self.max_in_flight_per_member = Some(limit);
+        self
+    }
+
+    /// Stops picking members that fail or go silent, whatever the algorithm (default: off):
+    /// see [`OutlierEjection`](crate::OutlierEjection) for the rules and their defaults.
+    /// The options are checked when the balancer starts ([`Error::InvalidConfig`] naming the
+    /// option). Not for [`CallDirect`](crate::CallDirect), which never selects.
+    pub fn outlier_ejection(mut self, options: crate::OutlierEjection) -> Self {
+        self.outlier_ejection = Some(options);
         self
     }
 

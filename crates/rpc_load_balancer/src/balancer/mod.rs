@@ -148,6 +148,15 @@ impl Balancer {
         self.current().shared.config.algorithm.name()
     }
 
+    /// What outlier ejection did on this node so far (members ejected and suspected, in all
+    /// and now), or `None` when the balancer has it off (see
+    /// [`BalancerConfig::outlier_ejection`]). Counts this node's view only: each node's
+    /// balancer judges members by its own calls.
+    pub fn ejection_stats(&self) -> Option<crate::routing::EjectionStats> {
+        let current = self.current();
+        current.shared.ejection.as_ref().map(|e| e.stats())
+    }
+
     /// Whether this node is a member (matches `node_match_list`).
     pub fn is_member(&self) -> bool {
         self.current().shared.member

@@ -16,7 +16,7 @@ use super::members::{Member, Members};
 use super::selection_metrics::SelectionMetrics;
 use super::{Balancer, BalancerConfig, Releaser};
 use crate::node::shared::NodeShared;
-use crate::routing::{BuildContext, Change, Clock, MemberView, Needs, Request, Selector};
+use crate::routing::{BuildContext, Change, Clock, Ejecting, MemberView, Needs, Request, Selector};
 use crate::wire::SCOPE;
 use crate::Error;
 
@@ -38,6 +38,8 @@ pub(crate) struct BalancerShared {
     /// Whether the selector learns from call outcomes ([`Selector::learns`]): only then does
     /// the call path read the clock and report outcomes.
     pub(crate) learns: bool,
+    /// The selector's outlier ejection, when the balancer has it on (for its counts).
+    pub(crate) ejection: Option<Arc<Ejecting>>,
     /// The clock the selector reads (outcome latencies are measured on it).
     pub(crate) clock: Clock,
     /// This balancer's `cpu_cache_ttl` registered with the node's CPU cache, if its
@@ -100,13 +102,24 @@ impl BalancerShared {
     pub(crate) fn new(config: BalancerConfig, node: Arc<NodeShared>) -> Result<Self, Error> {
         let member = config.matches_excluding(&node.name, &node.config.excluded_node_patterns);
         let clock = Clock::system();
-        let selector: Arc<dyn Selector> = Arc::from(config.algorithm.build(&BuildContext {
+        let context = BuildContext {
             balancer: &config.name,
             clock: clock.clone(),
             seed: None,
             cpu_sample_interval: Some(node.config.cpu_sample_interval),
-        })?);
-        let needs = config.algorithm.needs();
+        };
+        let mut needs = config.algorithm.needs();
+        let (selector, ejection): (Arc<dyn Selector>, _) = match &config.outlier_ejection {
+            Some(options) => {
+                options.validate()?;
+                let inner = config.algorithm.build(&context)?;
+                let ejecting = Arc::new(Ejecting::new(inner, options.clone(), clock.clone()));
+                // Suspicion reads each member's calls in flight.
+                needs = needs.in_flight();
+                (Arc::clone(&ejecting) as Arc<dyn Selector>, Some(ejecting))
+            }
+            None => (Arc::from(config.algorithm.build(&context)?), None),
+        };
         if let Some(polling) = &needs.cpu {
             polling.validate()?;
         }
@@ -117,6 +130,7 @@ impl BalancerShared {
             .map(|cpu| CpuTtl::register(cpu.cpu_cache_ttl.as_millis() as u64));
         Ok(Self {
             selector,
+            ejection,
             needs,
             learns,
             clock,

@@ -33,6 +33,7 @@
 mod algorithm;
 mod clock;
 mod outcome;
+mod outlier;
 mod per_list;
 mod rng;
 mod selector;
@@ -41,6 +42,8 @@ mod view;
 pub use algorithm::{Algorithm, BuildContext, CpuPolling, Needs};
 pub use clock::{Clock, ManualClock};
 pub use outcome::{Outcome, OutcomeKind};
+pub(crate) use outlier::Ejecting;
+pub use outlier::{EjectionStats, OutlierEjection};
 pub use per_list::PerList;
 pub use rng::Rng;
 pub use selector::{Change, Derived, Explanation, Request, Selector};

@@ -1,0 +1,464 @@
+//! The selector of an algorithm with [`OutlierEjection`]: the algorithm's own selector
+//! picks, and a pick of an ejected or suspected member is re-drawn.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+
+use super::health::Health;
+use super::OutlierEjection;
+use crate::routing::{
+    Change, Clock, Derived, Explanation, MemberView, Outcome, OutcomeKind, Request, Selector,
+};
+use crate::{Error, ErrorCode};
+
+/// How often (ns) outcomes look over every member: suspicion, ejections that ended, and the
+/// success-rate interval.
+const SWEEP_EVERY_NS: u64 = 10_000_000;
+
+/// How many times a pick of an ejected or suspected member is re-drawn from the algorithm
+/// before the next member in the list that is in is taken.
+const REDRAWS: usize = 2;
+
+/// Every member's health by node.
+type ByNode = HashMap<Arc<str>, Arc<Health>, foldhash::fast::RandomState>;
+
+/// What this selector derives from a member list: the algorithm's own, and the members'
+/// health by index.
+struct Wrapped {
+    inner: Option<Derived>,
+    health: Vec<Arc<Health>>,
+}
+
+/// Counts of what outlier ejection did, since the balancer started (see
+/// [`Ejecting::stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EjectionStats {
+    /// Members ejected, in all.
+    pub ejections: u64,
+    /// Members found silent and suspected, in all.
+    pub suspicions: u64,
+    /// Members ejected now (as of the last look over the members).
+    pub ejected: usize,
+    /// Members suspected now (as of the last look over the members).
+    pub suspected: usize,
+}
+
+/// An algorithm's selector with outlier ejection on top.
+pub(crate) struct Ejecting {
+    inner: Box<dyn Selector>,
+    inner_learns: bool,
+    options: OutlierEjection,
+    clock: Clock,
+    by_node: ArcSwap<ByNode>,
+    /// Members ejected or suspected: while 0, a pick reads no clock and no health.
+    out: AtomicUsize,
+    /// Members ejected (against the cap).
+    ejected: AtomicUsize,
+    suspected: AtomicUsize,
+    /// The last reply from any member (ns).
+    replied: AtomicU64,
+    /// When outcomes next look over every member (ns).
+    next_sweep: AtomicU64,
+    /// When the success-rate interval ends (ns; 0: not started).
+    interval_end: AtomicU64,
+    sweeping: AtomicBool,
+    ejections: AtomicU64,
+    suspicions: AtomicU64,
+}
+
+impl Ejecting {
+    pub(crate) fn new(inner: Box<dyn Selector>, options: OutlierEjection, clock: Clock) -> Self {
+        Self {
+            inner_learns: inner.learns(),
+            inner,
+            options,
+            clock,
+            by_node: ArcSwap::from_pointee(ByNode::default()),
+            out: AtomicUsize::new(0),
+            ejected: AtomicUsize::new(0),
+            suspected: AtomicUsize::new(0),
+            replied: AtomicU64::new(0),
+            next_sweep: AtomicU64::new(0),
+            interval_end: AtomicU64::new(0),
+            sweeping: AtomicBool::new(false),
+            ejections: AtomicU64::new(0),
+            suspicions: AtomicU64::new(0),
+        }
+    }
+
+    /// What ejection did so far.
+    pub(crate) fn stats(&self) -> EjectionStats {
+        EjectionStats {
+            ejections: self.ejections.load(Ordering::Relaxed),
+            suspicions: self.suspicions.load(Ordering::Relaxed),
+            ejected: self.ejected.load(Ordering::Relaxed),
+            suspected: self.suspected.load(Ordering::Relaxed),
+        }
+    }
+
+    #[inline]
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.clock.now().as_nanos())
+            .unwrap_or(u64::MAX)
+            .max(1)
+    }
+
+    /// The request the algorithm's selector sees, and the members' health by index (for a
+    /// published list).
+    #[inline]
+    fn unwrap<'a>(&self, request: &Request<'a>) -> (Request<'a>, Option<&'a [Arc<Health>]>) {
+        let wrapped = request.derived_as::<Wrapped>();
+        let mut inner = *request;
+        inner.derived = wrapped.and_then(|w| w.inner.as_ref());
+        (inner, wrapped.map(|w| &w.health[..]))
+    }
+
+    /// Whether `members[index]` may not be picked at `now`.
+    fn is_out(
+        &self,
+        members: &[MemberView],
+        health: Option<&[Arc<Health>]>,
+        by_node: &ByNode,
+        index: usize,
+        now: u64,
+    ) -> bool {
+        let member = &members[index];
+        let found = match health {
+            Some(list) if list.len() == members.len() => list.get(index),
+            _ => by_node.get(member.node()),
+        };
+        let Some(health) = found else {
+            return false;
+        };
+        health.is_ejected(now)
+            || (health.suspected.load(Ordering::Relaxed)
+                && member.in_flight() >= self.options.suspicion_min_in_flight)
+    }
+
+    /// Ejects `health`'s member at `now` unless it is ejected already or the cap is reached.
+    fn eject(&self, health: &Health, now: u64, members: usize) {
+        if health.ejected_until.load(Ordering::Relaxed) != 0 {
+            return;
+        }
+        self.eject_now(health, now, members);
+    }
+
+    /// Ends `health`'s ejection if its time is up at `now`: it is picked again, with a clean
+    /// run of failures.
+    fn end_ejection_if_due(&self, health: &Health, now: u64) {
+        let until = health.ejected_until.load(Ordering::Relaxed);
+        if until == 0 || now < until {
+            return;
+        }
+        let ended = health
+            .ejected_until
+            .compare_exchange(until, 0, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok();
+        if ended {
+            health.consecutive.store(0, Ordering::Relaxed);
+            for count in [&self.ejected, &self.out] {
+                let _ =
+                    count.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+            }
+        }
+    }
+
+    fn eject_now(&self, health: &Health, now: u64, members: usize) {
+        let cap = (members * usize::from(self.options.max_ejected_percent) / 100).max(1);
+        let taken = self
+            .ejected
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < cap).then_some(n + 1)
+            })
+            .is_ok();
+        if !taken {
+            return;
+        }
+        let times = health.times_ejected.fetch_add(1, Ordering::Relaxed) + 1;
+        let base = self.options.base_ejection_time.as_nanos() as u64;
+        let most = self.options.max_ejection_time.as_nanos() as u64;
+        let length = base.saturating_mul(u64::from(times)).min(most);
+        health
+            .ejected_until
+            .store(now.saturating_add(length), Ordering::Relaxed);
+        health.consecutive.store(0, Ordering::Relaxed);
+        self.out.fetch_add(1, Ordering::Relaxed);
+        self.ejections.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Looks over every member at `now` (at most once per [`SWEEP_EVERY_NS`], by one thread):
+    /// ends ejections whose time is up, suspects silent members, and at the end of each
+    /// interval runs the success-rate detector and decays ejection counts.
+    fn sweep(&self, now: u64) {
+        let next = self.next_sweep.load(Ordering::Relaxed);
+        if now < next || self.sweeping.swap(true, Ordering::Acquire) {
+            return;
+        }
+        self.next_sweep
+            .store(now.saturating_add(SWEEP_EVERY_NS), Ordering::Relaxed);
+        let by_node = self.by_node.load();
+        let replied = self.replied.load(Ordering::Relaxed);
+        let (mut ejected, mut suspected) = (0, 0);
+        for health in by_node.values() {
+            self.end_ejection_if_due(health, now);
+            self.look_for_silence(health, now, replied);
+            ejected += usize::from(health.is_ejected(now));
+            suspected += usize::from(health.suspected.load(Ordering::Relaxed));
+        }
+        let interval_end = self.interval_end.load(Ordering::Relaxed);
+        if interval_end == 0 {
+            let interval = self.options.interval.as_nanos() as u64;
+            self.interval_end
+                .store(now.saturating_add(interval), Ordering::Relaxed);
+        } else if now >= interval_end {
+            ejected += self.end_interval(&by_node, now);
+        }
+        // Recounted exactly: the counts the picks and the cap read heal from any race.
+        self.ejected.store(ejected, Ordering::Relaxed);
+        self.suspected.store(suspected, Ordering::Relaxed);
+        self.out.store(ejected + suspected, Ordering::Relaxed);
+        self.sweeping.store(false, Ordering::Release);
+    }
+
+    /// Notes when `health`'s member became busy, and suspects it if it has been silent with
+    /// calls in flight for long enough while another member replied since.
+    fn look_for_silence(&self, health: &Health, now: u64, replied: u64) {
+        let in_flight = health.view.in_flight();
+        if in_flight == 0 {
+            health.busy_since.store(0, Ordering::Relaxed);
+            return;
+        }
+        if health.busy_since.load(Ordering::Relaxed) == 0 {
+            health.busy_since.store(now, Ordering::Relaxed);
+        }
+        if !self.options.suspicion
+            || in_flight < self.options.suspicion_min_in_flight
+            || health.suspected.load(Ordering::Relaxed)
+        {
+            return;
+        }
+        let Some(since) = health.silent_since() else {
+            return;
+        };
+        let floor = self.options.suspicion_floor.as_nanos() as u64;
+        let p99 = health.p99_ns().unwrap_or(0) as f64;
+        let limit = floor.max((p99 * self.options.suspicion_p99_factor) as u64);
+        // Others replied since it went silent, and lately: not a stall of every member.
+        let others_reply = replied > since && replied.saturating_add(limit) >= now;
+        if now.saturating_sub(since) >= limit && others_reply {
+            health.suspected.store(true, Ordering::Relaxed);
+            self.suspicions.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The end of a success-rate interval: ejects members whose success rate is far below
+    /// the others', takes one off the ejection count of members not ejected, and starts the
+    /// next interval. Returns how many members it ejected.
+    fn end_interval(&self, by_node: &ByNode, now: u64) -> usize {
+        let interval = self.options.interval.as_nanos() as u64;
+        self.interval_end
+            .store(now.saturating_add(interval), Ordering::Relaxed);
+        let mut rates: Vec<(&Arc<Health>, f64)> = Vec::new();
+        for health in by_node.values() {
+            let calls = health.calls.swap(0, Ordering::Relaxed);
+            let failures = health.failures.swap(0, Ordering::Relaxed);
+            if calls >= self.options.success_rate_min_calls {
+                rates.push((health, 1.0 - failures.min(calls) as f64 / calls as f64));
+            }
+            if !health.is_ejected(now) {
+                let _ =
+                    health
+                        .times_ejected
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+            }
+        }
+        let enough = self.options.success_rate_min_members;
+        if enough == 0 || rates.len() < enough {
+            return 0;
+        }
+        let n = rates.len() as f64;
+        let mean = rates.iter().map(|(_, r)| r).sum::<f64>() / n;
+        let variance = rates.iter().map(|(_, r)| (r - mean).powi(2)).sum::<f64>() / n;
+        let threshold = mean - self.options.success_rate_stdev_factor * variance.sqrt();
+        let mut newly = 0;
+        for (health, rate) in rates {
+            if rate < threshold && !health.is_ejected(now) {
+                self.eject(health, now, by_node.len());
+                newly += usize::from(health.is_ejected(now));
+            }
+        }
+        newly
+    }
+}
+
+impl Selector for Ejecting {
+    #[inline]
+    fn pick(&self, members: &[MemberView], request: &Request<'_>) -> Result<usize, Error> {
+        let (inner_request, health) = self.unwrap(request);
+        let first = self.inner.pick(members, &inner_request)?;
+        if self.out.load(Ordering::Relaxed) == 0 || first >= members.len() {
+            return Ok(first);
+        }
+        self.pick_in(members, &inner_request, health, first)
+    }
+
+    fn pick_many(
+        &self,
+        members: &[MemberView],
+        count: usize,
+        request: &Request<'_>,
+    ) -> Result<Vec<usize>, Error> {
+        let (inner_request, _) = self.unwrap(request);
+        self.inner.pick_many(members, count, &inner_request)
+    }
+
+    fn members_changed(&self, change: &Change<'_>) {
+        let before = self.by_node.load();
+        let next: ByNode = change
+            .members
+            .iter()
+            .map(|m| {
+                let health = match before.get(m.node()) {
+                    // The same member (its view shares the estimates): its health carries.
+                    Some(h) if !change.joined.iter().any(|j| j == m.node_arc()) => Arc::clone(h),
+                    _ => Arc::new(Health::new(m.clone())),
+                };
+                (Arc::clone(m.node_arc()), health)
+            })
+            .collect();
+        self.by_node.store(Arc::new(next));
+        self.inner.members_changed(change);
+    }
+
+    fn derive(&self, change: &Change<'_>) -> Option<Derived> {
+        let by_node = self.by_node.load();
+        let health = change
+            .members
+            .iter()
+            .map(|m| {
+                by_node
+                    .get(m.node())
+                    .cloned()
+                    .unwrap_or_else(|| Arc::new(Health::new(m.clone())))
+            })
+            .collect();
+        Some(Arc::new(Wrapped {
+            inner: self.inner.derive(change),
+            health,
+        }))
+    }
+
+    fn released(&self, member: &MemberView) {
+        self.inner.released(member);
+    }
+
+    fn learns(&self) -> bool {
+        true
+    }
+
+    fn observe(&self, outcome: &Outcome<'_>) {
+        if self.inner_learns {
+            self.inner.observe(outcome);
+        }
+        let by_node = self.by_node.load();
+        let Some(health) = by_node.get(outcome.member.node()) else {
+            return;
+        };
+        let now = self.now_ns();
+        self.end_ejection_if_due(health, now);
+        let latency = u64::try_from(outcome.latency.as_nanos()).unwrap_or(u64::MAX);
+        let failed = match outcome.kind {
+            OutcomeKind::Cancelled => {
+                self.sweep(now);
+                return;
+            }
+            OutcomeKind::Ok | OutcomeKind::Error(ErrorCode::BadRequest) => {
+                health.replied(now, latency, true);
+                false
+            }
+            OutcomeKind::Error(_) => {
+                health.replied(now, latency, false);
+                true
+            }
+            OutcomeKind::Timeout => true,
+        };
+        if outcome.kind != OutcomeKind::Timeout {
+            self.replied.fetch_max(now, Ordering::Relaxed);
+            if health.suspected.swap(false, Ordering::Relaxed) {
+                // It replied: picked again (recounted exactly at the next sweep).
+                let _ = self
+                    .out
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+            }
+        }
+        health.calls.fetch_add(1, Ordering::Relaxed);
+        if failed {
+            health.failures.fetch_add(1, Ordering::Relaxed);
+            let run = health.consecutive.fetch_add(1, Ordering::Relaxed) + 1;
+            let limit = self.options.consecutive_failures;
+            if limit != 0 && run >= limit {
+                self.eject(health, now, by_node.len());
+            }
+        } else {
+            health.consecutive.store(0, Ordering::Relaxed);
+        }
+        self.sweep(now);
+    }
+
+    fn explain(&self, members: &[MemberView], chosen: usize, request: &Request<'_>) -> Explanation {
+        let (inner_request, _) = self.unwrap(request);
+        let mut explanation = self.inner.explain(members, chosen, &inner_request);
+        let by_node = self.by_node.load();
+        let now = self.now_ns();
+        let out: Vec<&str> = members
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| self.is_out(members, None, &by_node, i, now))
+            .map(|(_, m)| m.node())
+            .collect();
+        if !out.is_empty() {
+            explanation.rule = format!(
+                "{}; ejected or suspected, not picked: {}",
+                explanation.rule,
+                out.join(", ")
+            );
+        }
+        explanation
+    }
+}
+
+impl Ejecting {
+    /// A pick that must avoid members out: the algorithm's `first` pick if it is in, else up
+    /// to [`REDRAWS`] more of its picks, else the next member in the list that is in; if every
+    /// member is out, `first` (fail open).
+    #[cold]
+    #[inline(never)]
+    fn pick_in(
+        &self,
+        members: &[MemberView],
+        request: &Request<'_>,
+        health: Option<&[Arc<Health>]>,
+        first: usize,
+    ) -> Result<usize, Error> {
+        let now = self.now_ns();
+        let by_node = self.by_node.load();
+        let out = |i: usize| self.is_out(members, health, &by_node, i, now);
+        if !out(first) {
+            return Ok(first);
+        }
+        for _ in 0..REDRAWS {
+            let again = self.inner.pick(members, request)?;
+            if again < members.len() && !out(again) {
+                return Ok(again);
+            }
+        }
+        let len = members.len();
+        Ok((1..len)
+            .map(|step| (first + step) % len)
+            .find(|&i| !out(i))
+            .unwrap_or(first))
+    }
+}

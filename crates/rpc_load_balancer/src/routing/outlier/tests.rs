@@ -1,0 +1,338 @@
+//! Outlier ejection's rules, on the test kit (manual clock, seeded algorithms).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::*;
+use crate::routing::OutcomeKind;
+use crate::testkit::{Picked, SelectorKit};
+use crate::{Error, ErrorCode, RoundRobin};
+
+const MS: Duration = Duration::from_millis(1);
+const FAILED: OutcomeKind = OutcomeKind::Error(ErrorCode::ServiceUnavailable);
+
+/// A seeded kit of RoundRobin with `options` over `nodes`.
+fn kit_of(options: OutlierEjection, nodes: &[&str]) -> SelectorKit {
+    let algorithm = options.wrap(Arc::new(RoundRobin::new()));
+    let mut kit = SelectorKit::seeded(&*algorithm, 7).unwrap();
+    kit.join(nodes);
+    kit
+}
+
+/// A pick of `node` alone (as a re-selection that excludes every other member).
+fn pick_of(kit: &SelectorKit, node: &str) -> Picked {
+    let others: Vec<String> = kit.nodes().into_iter().filter(|n| n != node).collect();
+    let others: Vec<&str> = others.iter().map(String::as_str).collect();
+    let pick = kit.pick_excluding(&others, None).unwrap();
+    assert_eq!(pick.node(), node);
+    pick
+}
+
+/// Completes `times` calls of `node`, each ending as `kind` after 1 ms.
+fn answer(kit: &SelectorKit, node: &str, times: usize, kind: OutcomeKind) {
+    for _ in 0..times {
+        let pick = pick_of(kit, node);
+        kit.complete(pick, MS, kind);
+    }
+}
+
+/// How often `node` is picked in `n` picks (released at once).
+fn share(kit: &SelectorKit, n: usize, node: &str) -> usize {
+    kit.counts(n, None).unwrap().get(node).copied().unwrap_or(0)
+}
+
+#[test]
+fn consecutive_failures_eject_a_member_for_the_base_time() {
+    let kit = kit_of(
+        OutlierEjection::new().max_ejected_percent(50),
+        &["a", "b", "c", "d"],
+    );
+    answer(&kit, "b", 4, FAILED);
+    assert_eq!(
+        share(&kit, 400, "b"),
+        100,
+        "4 failures in a row: still picked"
+    );
+    answer(&kit, "b", 1, FAILED);
+    assert_eq!(share(&kit, 400, "b"), 0, "the 5th ejects it");
+    assert_eq!(
+        share(&kit, 300, "a"),
+        100,
+        "the others take its turns evenly"
+    );
+    kit.clock().advance(Duration::from_secs(29));
+    assert_eq!(share(&kit, 400, "b"), 0, "still ejected at 29 s");
+    kit.clock().advance(Duration::from_secs(1));
+    assert_eq!(share(&kit, 400, "b"), 100, "back after 30 s");
+}
+
+#[test]
+fn a_success_or_a_bad_request_ends_a_run_of_failures_and_cancelled_counts_nothing() {
+    let kit = kit_of(OutlierEjection::new().max_ejected_percent(50), &["a", "b"]);
+    answer(&kit, "b", 4, OutcomeKind::Timeout);
+    answer(&kit, "b", 1, OutcomeKind::Error(ErrorCode::BadRequest));
+    answer(&kit, "b", 4, FAILED);
+    for _ in 0..10 {
+        let pick = pick_of(&kit, "b");
+        kit.release(pick);
+    }
+    assert_eq!(share(&kit, 100, "b"), 50, "never 5 failures in a row");
+    answer(&kit, "b", 1, OutcomeKind::Error(ErrorCode::InternalError));
+    assert_eq!(share(&kit, 100, "b"), 0, "the 5th in a row");
+}
+
+#[test]
+fn each_ejection_lasts_longer_up_to_the_maximum() {
+    let options = OutlierEjection::new()
+        .max_ejected_percent(50)
+        .base_ejection_time(Duration::from_secs(10))
+        .max_ejection_time(Duration::from_secs(25));
+    let kit = kit_of(options, &["a", "b"]);
+    // Lengths: 10 s, 20 s, then 25 s (capped).
+    for length in [10, 20, 25] {
+        answer(&kit, "b", 5, FAILED);
+        assert_eq!(share(&kit, 10, "b"), 0);
+        kit.clock().advance(Duration::from_secs(length) - MS);
+        assert_eq!(share(&kit, 10, "b"), 0, "ejected for {length} s");
+        kit.clock().advance(MS);
+        assert_eq!(share(&kit, 10, "b"), 5, "back after {length} s");
+    }
+}
+
+#[test]
+fn at_most_the_set_share_of_members_is_ejected_at_once() {
+    // 10 % of 4 members rounds down to 0: one member may still be ejected.
+    let kit = kit_of(OutlierEjection::new(), &["a", "b", "c", "d"]);
+    answer(&kit, "b", 5, FAILED);
+    answer(&kit, "c", 5, FAILED);
+    let counts = kit.counts(300, None).unwrap();
+    assert_eq!(counts.get("b"), None, "{counts:?}");
+    assert_eq!(counts.get("c"), Some(&100), "over the cap: kept {counts:?}");
+}
+
+#[test]
+fn a_success_rate_far_below_the_others_ejects_at_the_end_of_the_interval() {
+    let nodes = ["a", "b", "c", "d", "e", "f"];
+    let options = OutlierEjection::new()
+        .consecutive_failures(0)
+        .max_ejected_percent(50);
+    let kit = kit_of(options, &nodes);
+    // Starts the interval.
+    answer(&kit, "a", 1, OutcomeKind::Ok);
+    for node in nodes {
+        for i in 0..120 {
+            // e fails every other call: 50 %, never 5 in a row.
+            let kind = if node == "e" && i % 2 == 0 {
+                FAILED
+            } else {
+                OutcomeKind::Ok
+            };
+            answer(&kit, node, 1, kind);
+        }
+    }
+    assert_eq!(share(&kit, 600, "e"), 100, "not before the interval ends");
+    kit.clock().advance(Duration::from_secs(10));
+    answer(&kit, "a", 1, OutcomeKind::Ok);
+    assert_eq!(share(&kit, 600, "e"), 0, "ejected once the interval ended");
+}
+
+#[test]
+fn too_few_busy_members_run_no_success_rate_detector() {
+    let nodes = ["a", "b", "c", "d"];
+    let kit = kit_of(
+        OutlierEjection::new()
+            .consecutive_failures(0)
+            .max_ejected_percent(50),
+        &nodes,
+    );
+    answer(&kit, "a", 1, OutcomeKind::Ok);
+    for node in nodes {
+        for i in 0..120 {
+            let kind = if node == "d" && i % 2 == 0 {
+                FAILED
+            } else {
+                OutcomeKind::Ok
+            };
+            answer(&kit, node, 1, kind);
+        }
+    }
+    kit.clock().advance(Duration::from_secs(10));
+    answer(&kit, "a", 1, OutcomeKind::Ok);
+    assert_eq!(share(&kit, 400, "d"), 100, "4 members < 5: no verdict");
+}
+
+/// Holds two calls of `node`, then lets `silence` pass with the other members replying.
+fn go_silent(kit: &SelectorKit, node: &str, silence: Duration) -> Vec<Picked> {
+    let held = vec![pick_of(kit, node), pick_of(kit, node)];
+    // A reply elsewhere: the look over the members sees `node` busy from now.
+    answer(kit, "a", 1, OutcomeKind::Ok);
+    kit.clock().advance(silence);
+    answer(kit, "a", 1, OutcomeKind::Ok);
+    held
+}
+
+#[test]
+fn a_silent_member_with_calls_in_flight_is_suspected_until_it_replies() {
+    let kit = kit_of(OutlierEjection::new(), &["a", "b", "c", "d"]);
+    let mut held = go_silent(&kit, "b", 40 * MS);
+    assert_eq!(
+        share(&kit, 400, "b"),
+        100,
+        "40 ms of silence: under the 50 ms floor"
+    );
+    kit.clock().advance(10 * MS);
+    answer(&kit, "a", 1, OutcomeKind::Ok);
+    assert_eq!(share(&kit, 400, "b"), 0, "50 ms: suspected");
+    // One of its calls ends: it replied.
+    kit.complete(held.pop().unwrap(), 60 * MS, OutcomeKind::Ok);
+    assert_eq!(share(&kit, 400, "b"), 100, "picked again after a reply");
+}
+
+#[test]
+fn a_suspect_whose_calls_ended_without_reply_may_take_calls_below_the_count() {
+    let kit = kit_of(OutlierEjection::new(), &["a", "b", "c", "d"]);
+    let mut held = go_silent(&kit, "b", 60 * MS);
+    assert_eq!(share(&kit, 400, "b"), 0, "suspected");
+    // One call times out: 1 in flight, under the 2 that suspicion needs.
+    kit.complete(held.pop().unwrap(), 60 * MS, OutcomeKind::Timeout);
+    let pick = kit.pick(None).unwrap();
+    let mut seen_b = pick.node() == "b";
+    let mut picks = vec![pick];
+    for _ in 0..8 {
+        let pick = kit.pick(None).unwrap();
+        seen_b |= pick.node() == "b";
+        picks.push(pick);
+    }
+    assert!(seen_b, "one more call goes to it");
+    assert_eq!(kit.in_flight("b"), Some(2), "then it is at the count again");
+    let to_b = picks.iter().filter(|p| p.node() == "b").count();
+    assert_eq!(to_b, 1, "only one");
+}
+
+#[test]
+fn nobody_is_suspected_while_no_member_replies() {
+    let kit = kit_of(OutlierEjection::new(), &["a", "b", "c", "d"]);
+    let _held = go_silent(&kit, "b", 10 * MS);
+    // Everyone silent from here: no reply to compare with.
+    kit.clock().advance(Duration::from_secs(1));
+    let pick = pick_of(&kit, "c");
+    kit.complete(pick, Duration::from_secs(1), OutcomeKind::Timeout);
+    assert_eq!(share(&kit, 400, "b"), 100);
+}
+
+#[test]
+fn the_silence_that_suspects_grows_with_the_members_p99() {
+    let kit = kit_of(OutlierEjection::new(), &["a", "b", "c", "d"]);
+    // b's replies take 20 ms: p99 bucket [16, 32) ms, so 320 ms of silence.
+    for _ in 0..50 {
+        let pick = pick_of(&kit, "b");
+        kit.complete(pick, 20 * MS, OutcomeKind::Ok);
+    }
+    let _held = go_silent(&kit, "b", 200 * MS);
+    assert_eq!(share(&kit, 400, "b"), 100, "200 ms < 10 × p99");
+    kit.clock().advance(130 * MS);
+    answer(&kit, "a", 1, OutcomeKind::Ok);
+    assert_eq!(share(&kit, 400, "b"), 0, "330 ms ≥ 10 × p99");
+}
+
+#[test]
+fn with_suspicion_off_a_silent_member_keeps_its_turns() {
+    let kit = kit_of(
+        OutlierEjection::new().suspicion(false),
+        &["a", "b", "c", "d"],
+    );
+    let _held = go_silent(&kit, "b", Duration::from_secs(1));
+    assert_eq!(share(&kit, 400, "b"), 100);
+}
+
+#[test]
+fn when_every_member_is_out_the_algorithms_pick_stands() {
+    let kit = kit_of(OutlierEjection::new().max_ejected_percent(100), &["a", "b"]);
+    answer(&kit, "a", 5, FAILED);
+    answer(&kit, "b", 5, FAILED);
+    assert_eq!(share(&kit, 100, "a"), 50, "fail open");
+}
+
+#[test]
+fn a_member_that_rejoins_starts_with_a_clean_record() {
+    let mut kit = kit_of(OutlierEjection::new(), &["a", "b", "c"]);
+    answer(&kit, "b", 5, FAILED);
+    assert_eq!(share(&kit, 300, "b"), 0);
+    kit.leave(["b"]);
+    kit.join(["b"]);
+    assert_eq!(share(&kit, 300, "b"), 100);
+}
+
+#[test]
+fn options_are_checked_by_name() {
+    let cases = [
+        ("interval", OutlierEjection::new().interval(Duration::ZERO)),
+        (
+            "base_ejection_time",
+            OutlierEjection::new().base_ejection_time(Duration::ZERO),
+        ),
+        (
+            "max_ejection_time",
+            OutlierEjection::new().max_ejection_time(Duration::from_secs(1)),
+        ),
+        (
+            "max_ejected_percent",
+            OutlierEjection::new().max_ejected_percent(0),
+        ),
+        (
+            "max_ejected_percent",
+            OutlierEjection::new().max_ejected_percent(101),
+        ),
+        (
+            "success_rate_min_calls",
+            OutlierEjection::new().success_rate_min_calls(0),
+        ),
+        (
+            "success_rate_stdev_factor",
+            OutlierEjection::new().success_rate_stdev_factor(f64::NAN),
+        ),
+        (
+            "success_rate_stdev_factor",
+            OutlierEjection::new().success_rate_stdev_factor(-1.0),
+        ),
+        (
+            "suspicion_floor",
+            OutlierEjection::new().suspicion_floor(Duration::ZERO),
+        ),
+        (
+            "suspicion_p99_factor",
+            OutlierEjection::new().suspicion_p99_factor(0.0),
+        ),
+        (
+            "suspicion_p99_factor",
+            OutlierEjection::new().suspicion_p99_factor(f64::INFINITY),
+        ),
+        (
+            "suspicion_min_in_flight",
+            OutlierEjection::new().suspicion_min_in_flight(0),
+        ),
+    ];
+    for (name, options) in cases {
+        match SelectorKit::new(&*options.wrap(Arc::new(RoundRobin::new()))) {
+            Err(Error::InvalidConfig { option, .. }) => assert_eq!(option, name),
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+    assert!(OutlierEjection::new().validate().is_ok());
+}
+
+#[test]
+fn a_wrapped_algorithm_is_named_after_it_and_counts_calls_in_flight() {
+    let wrapped = OutlierEjection::new().wrap(Arc::new(RoundRobin::new()));
+    assert_eq!(wrapped.name(), "round_robin+ejection");
+    assert!(wrapped.needs().in_flight);
+    let by_name = crate::algorithm::by_name("round_robin+ejection").unwrap();
+    assert_eq!(by_name.name(), "round_robin+ejection");
+    assert!(matches!(
+        crate::algorithm::by_name("fastest+ejection"),
+        Err(Error::InvalidConfig {
+            option: "algorithm",
+            ..
+        })
+    ));
+}
