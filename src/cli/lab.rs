@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 
-use clap::builder::PossibleValuesParser;
 use clap::Args;
 use rpc_load_balancer::algorithm::BUILT_IN;
 
@@ -36,8 +35,10 @@ pub struct LabArgs {
     /// or a scenario file (TOML); repeatable. Default: every built-in scenario.
     #[arg(long, value_name = "NAME|FILE")]
     pub scenario: Vec<String>,
-    /// An algorithm's name; repeatable. Default: every built-in algorithm.
-    #[arg(long, value_parser = PossibleValuesParser::new(BUILT_IN))]
+    /// An algorithm's name, optionally with `+ejection` (that algorithm with outlier ejection
+    /// at its defaults, e.g. `round_robin+ejection`); repeatable. Default: every built-in
+    /// algorithm, without ejection.
+    #[arg(long, value_parser = algorithm_name)]
     pub algorithm: Vec<String>,
     /// The seeds, `A..B` inclusive, or one seed.
     #[arg(long, default_value = "1..10", value_parser = seed_range)]
@@ -61,4 +62,19 @@ pub struct LabArgs {
     /// whose faulty member changes over time, its share over time (the first seed's runs).
     #[arg(long, value_name = "DIR")]
     pub svg: Option<PathBuf>,
+}
+
+/// A built-in algorithm's name, optionally with the `+ejection` suffix.
+fn algorithm_name(name: &str) -> Result<String, String> {
+    let base = name
+        .strip_suffix(rpc_load_balancer::algorithm::EJECTION_SUFFIX)
+        .unwrap_or(name);
+    if BUILT_IN.contains(&base) {
+        Ok(name.to_string())
+    } else {
+        Err(format!(
+            "unknown algorithm {name:?}; known: {} (each optionally with +ejection)",
+            BUILT_IN.join(", ")
+        ))
+    }
 }

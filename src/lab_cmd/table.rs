@@ -189,6 +189,7 @@ mod tests {
             shed_ms: None,
             fault_goodput_ratio: None,
             faulty_picks_per_caller: None,
+            last_faulty_pick_ms: None,
             little: Little::default(),
             simulated_calls: 10,
             overloaded_at_s,

@@ -123,6 +123,7 @@ mod tests {
             never_shed: 0,
             fault_goodput_ratio: None,
             faulty_picks_per_caller: None,
+            last_faulty_pick_ms: None,
             little_max_error: 0.0,
             overloaded: 0,
             overloaded_at_s: None,

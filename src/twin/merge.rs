@@ -84,6 +84,7 @@ pub fn run_report(
         // (Not measured on real processes yet.)
         fault_goodput_ratio: None,
         faulty_picks_per_caller: None,
+        last_faulty_pick_ms: None,
         little: Little::default(),
         simulated_calls: callers.iter().map(|c| c.totals.iter().sum::<u64>()).sum(),
         overloaded_at_s: None,

@@ -29,6 +29,7 @@ mod lifecycle;
 mod local;
 mod mesh;
 mod node_death;
+mod outlier;
 mod overload;
 mod parent_end;
 mod payload;

@@ -57,6 +57,11 @@ pub struct RunReport {
     /// (absent from JSON): no fault.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub faulty_picks_per_caller: Option<u64>,
+    /// How long after the fault began any caller last sent a call to the faulty member while
+    /// the fault lasted, ms (e.g. how soon a paused member stopped getting calls). `None`
+    /// (absent from JSON): no fault, or no call went to it while the fault lasted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_faulty_pick_ms: Option<f64>,
     /// Little's law over the window.
     pub little: Little,
     /// Calls simulated in the whole run (warm-up and drain included).
@@ -197,6 +202,10 @@ pub struct Summary {
     /// without a fault.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub faulty_picks_per_caller: Option<f64>,
+    /// Median [`RunReport::last_faulty_pick_ms`] of the complete runs that have one; absent
+    /// from JSON when none has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_faulty_pick_ms: Option<f64>,
     /// The largest windowed Little's-law error of the complete runs.
     pub little_max_error: f64,
     /// Runs stopped as overloaded ([`RunReport::overloaded_at_s`]); absent from JSON when 0.
@@ -249,6 +258,10 @@ impl Summary {
             .iter()
             .filter_map(|r| r.faulty_picks_per_caller.map(|p| p as f64))
             .collect();
+        let last_picks: Vec<f64> = complete
+            .iter()
+            .filter_map(|r| r.last_faulty_pick_ms)
+            .collect();
         Some(Summary {
             scenario: first.scenario.clone(),
             load: first.load.clone(),
@@ -269,6 +282,7 @@ impl Summary {
             },
             fault_goodput_ratio: median(&ratios),
             faulty_picks_per_caller: median(&picks),
+            last_faulty_pick_ms: median(&last_picks),
             little_max_error: complete
                 .iter()
                 .map(|r| r.little.relative_error)
@@ -304,6 +318,7 @@ mod tests {
             shed_ms: None,
             fault_goodput_ratio: None,
             faulty_picks_per_caller: None,
+            last_faulty_pick_ms: None,
             little: Little::default(),
             simulated_calls: 0,
             overloaded_at_s: None,

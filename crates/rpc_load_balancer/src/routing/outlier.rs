@@ -20,8 +20,10 @@
 //!   [`suspicion_min_in_flight`](OutlierEjection::suspicion_min_in_flight) calls in flight and
 //!   no reply for max([`suspicion_floor`](OutlierEjection::suspicion_floor),
 //!   [`suspicion_p99_factor`](OutlierEjection::suspicion_p99_factor) × its p99 latency), while
-//!   other members reply, is not picked until it replies or its calls in flight fall below
-//!   that count.
+//!   other members reply lately, is not picked while any of its calls is in flight, until it
+//!   replies. A suspect whose call times out (silent past the whole call timeout) is ejected as
+//!   above; at the ejection cap it stays suspected, and takes one call — a probe — whenever
+//!   none of its calls is in flight.
 //!
 //! A failure is an outcome of kind [`Timeout`](super::OutcomeKind::Timeout) or
 //! [`Error`](super::OutcomeKind::Error) with any code but

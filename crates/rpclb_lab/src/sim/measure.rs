@@ -144,6 +144,7 @@ impl Sim<'_> {
                 self.fault.as_ref().and_then(|f| f.goodput_ratio())
             },
             faulty_picks_per_caller: self.fault.as_ref().map(|f| f.most_picks_by_a_caller()),
+            last_faulty_pick_ms: self.fault.as_ref().and_then(|f| f.last_pick_ms()),
             little: Little {
                 mean_in_flight,
                 arrival_rate_per_s: arrival_rate,

@@ -30,6 +30,8 @@ pub(super) struct Fault {
     pub(super) ok_before: u64,
     /// Each caller's picks of the faulty member while the fault lasted (by caller index).
     pub(super) picks_by_caller: Vec<u64>,
+    /// The last pick of the faulty member by any caller while the fault lasted (ns).
+    pub(super) last_pick: Option<u64>,
 }
 
 impl Fault {
@@ -50,6 +52,7 @@ impl Fault {
                 self.picks_by_caller.resize(c + 1, 0);
             }
             self.picks_by_caller[c] += 1;
+            self.last_pick = Some(now);
         }
     }
 
@@ -62,6 +65,13 @@ impl Fault {
         }
         let during = self.ok_during as f64 / (self.end - self.start) as f64;
         Some(during / (self.ok_before as f64 / before_span as f64))
+    }
+
+    /// How long after the fault began the faulty member was last picked while it lasted (ms);
+    /// `None` when it was not picked then.
+    pub(super) fn last_pick_ms(&self) -> Option<f64> {
+        self.last_pick
+            .map(|at| (at - self.start) as f64 / super::NS_PER_MS)
     }
 
     /// The most picks of the faulty member by one caller while the fault lasted.
@@ -118,6 +128,7 @@ pub(super) fn find_fault(s: &Scenario, run_end: u64, joins_later: &[bool]) -> Op
         ok_during: 0,
         ok_before: 0,
         picks_by_caller: Vec::new(),
+        last_pick: None,
     })
 }
 

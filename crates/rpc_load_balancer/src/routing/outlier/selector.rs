@@ -133,9 +133,11 @@ impl Ejecting {
         let Some(health) = found else {
             return false;
         };
+        // A suspect takes no call while any of its calls is still out: one that was
+        // stuck in it still may reply (which clears it); once all ended without a reply, it
+        // was ejected (see `observe`) or — at the cap — takes one call again, as a probe.
         health.is_ejected(now)
-            || (health.suspected.load(Ordering::Relaxed)
-                && member.in_flight() >= self.options.suspicion_min_in_flight)
+            || (health.suspected.load(Ordering::Relaxed) && member.in_flight() >= 1)
     }
 
     /// Ejects `health`'s member at `now` unless it is ejected already or the cap is reached.
@@ -389,6 +391,16 @@ impl Selector for Ejecting {
             self.replied.fetch_max(now, Ordering::Relaxed);
             if health.suspected.swap(false, Ordering::Relaxed) {
                 // It replied: picked again (recounted exactly at the next sweep).
+                let _ = self
+                    .out
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+            }
+        }
+        if outcome.kind == OutcomeKind::Timeout && health.suspected.load(Ordering::Relaxed) {
+            // Silent past a call's whole timeout: an outlier, ejected like one (this ends its
+            // suspicion, unless the cap keeps it in).
+            self.eject(health, now, by_node.len());
+            if health.is_ejected(now) && health.suspected.swap(false, Ordering::Relaxed) {
                 let _ = self
                     .out
                     .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));

@@ -164,7 +164,9 @@ fn too_few_busy_members_run_no_success_rate_detector() {
 /// Holds two calls of `node`, then lets `silence` pass with the other members replying.
 fn go_silent(kit: &SelectorKit, node: &str, silence: Duration) -> Vec<Picked> {
     let held = vec![pick_of(kit, node), pick_of(kit, node)];
-    // A reply elsewhere: the look over the members sees `node` busy from now.
+    // A reply elsewhere, past the 10 ms between looks over the members: the look sees `node`
+    // busy from now.
+    kit.clock().advance(10 * MS);
     answer(kit, "a", 1, OutcomeKind::Ok);
     kit.clock().advance(silence);
     answer(kit, "a", 1, OutcomeKind::Ok);
@@ -189,24 +191,61 @@ fn a_silent_member_with_calls_in_flight_is_suspected_until_it_replies() {
 }
 
 #[test]
-fn a_suspect_whose_calls_ended_without_reply_may_take_calls_below_the_count() {
+fn a_suspect_takes_no_call_while_one_is_out_and_is_ejected_when_one_times_out() {
     let kit = kit_of(OutlierEjection::new(), &["a", "b", "c", "d"]);
     let mut held = go_silent(&kit, "b", 60 * MS);
-    assert_eq!(share(&kit, 400, "b"), 0, "suspected");
-    // One call times out: 1 in flight, under the 2 that suspicion needs.
-    kit.complete(held.pop().unwrap(), 60 * MS, OutcomeKind::Timeout);
-    let pick = kit.pick(None).unwrap();
-    let mut seen_b = pick.node() == "b";
-    let mut picks = vec![pick];
-    for _ in 0..8 {
-        let pick = kit.pick(None).unwrap();
-        seen_b |= pick.node() == "b";
-        picks.push(pick);
-    }
-    assert!(seen_b, "one more call goes to it");
-    assert_eq!(kit.in_flight("b"), Some(2), "then it is at the count again");
-    let to_b = picks.iter().filter(|p| p.node() == "b").count();
-    assert_eq!(to_b, 1, "only one");
+    // One of its calls ends with an error reply: it replied, so it is picked again.
+    kit.complete(held.pop().unwrap(), 60 * MS, FAILED);
+    assert_eq!(share(&kit, 400, "b"), 100, "a reply clears the suspicion");
+    let mut held = go_silent(&kit, "c", 60 * MS);
+    assert_eq!(share(&kit, 400, "c"), 0, "suspected");
+    // One call times out: one still out, so still no call.
+    kit.complete(
+        held.pop().unwrap(),
+        Duration::from_secs(1),
+        OutcomeKind::Timeout,
+    );
+    assert_eq!(share(&kit, 400, "c"), 0, "silent past the timeout: ejected");
+    kit.complete(
+        held.pop().unwrap(),
+        Duration::from_secs(1),
+        OutcomeKind::Timeout,
+    );
+    assert_eq!(share(&kit, 400, "c"), 0, "ejected, nothing in flight");
+    kit.clock().advance(Duration::from_secs(30));
+    assert_eq!(
+        share(&kit, 400, "c"),
+        100,
+        "back after the base ejection time"
+    );
+}
+
+#[test]
+fn a_suspect_at_the_ejection_cap_takes_one_probe_at_a_time() {
+    let kit = kit_of(OutlierEjection::new(), &["a", "b", "c", "d"]);
+    answer(&kit, "d", 5, FAILED);
+    assert_eq!(
+        share(&kit, 400, "d"),
+        0,
+        "d takes the one ejection of 4 members"
+    );
+    let mut held = go_silent(&kit, "b", 60 * MS);
+    assert_eq!(share(&kit, 300, "b"), 0, "suspected");
+    kit.complete(
+        held.pop().unwrap(),
+        Duration::from_secs(1),
+        OutcomeKind::Timeout,
+    );
+    kit.complete(
+        held.pop().unwrap(),
+        Duration::from_secs(1),
+        OutcomeKind::Timeout,
+    );
+    // Nothing in flight and not ejected (the cap): one probe, then nothing while it is out.
+    let picks: Vec<Picked> = (0..30).map(|_| kit.pick(None).unwrap()).collect();
+    let probes = picks.iter().filter(|p| p.node() == "b").count();
+    assert_eq!(probes, 1, "one probe");
+    assert_eq!(kit.in_flight("b"), Some(1));
 }
 
 #[test]
