@@ -23,6 +23,9 @@ use rpc_load_balancer::routing::{BuildContext, Change, Request};
 use rpc_load_balancer::{Balancer, BalancerConfig, Node, NodeConfig};
 use rpclb::harness::join_stand_ins;
 
+/// Algorithms also measured with outlier ejection on top (its cost over the algorithm's).
+const WITH_EJECTION: [&str; 2] = ["round_robin+ejection", "peak_ewma+ejection"];
+
 fn selection(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -39,7 +42,7 @@ fn selection(c: &mut Criterion) {
         group
             .warm_up_time(Duration::from_millis(500))
             .measurement_time(Duration::from_secs(2));
-        for name in BUILT_IN {
+        for name in BUILT_IN.iter().copied().chain(WITH_EJECTION) {
             let balancer_name = format!("bench-{name}-{size}");
             let algorithm = by_name(name).unwrap();
             let config = BalancerConfig::new(&balancer_name).algorithm_arc(Arc::clone(&algorithm));

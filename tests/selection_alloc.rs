@@ -115,7 +115,8 @@ fn allocations_per_selection() -> Vec<(&'static str, u64)> {
         ))
         .unwrap();
     let mut results = Vec::new();
-    for name in BUILT_IN {
+    let with_ejection = ["round_robin+ejection", "peak_ewma+ejection"];
+    for name in BUILT_IN.iter().copied().chain(with_ejection) {
         let balancer_name = format!("alloc-{name}");
         let config = BalancerConfig::new(&balancer_name).algorithm_arc(by_name(name).unwrap());
         let balancer = runtime.block_on(Balancer::start(config)).unwrap();
@@ -136,7 +137,7 @@ fn allocations_per_selection() -> Vec<(&'static str, u64)> {
             std::hint::black_box(guard.node());
             drop(guard);
         }
-        results.push((*name, allocations() - before));
+        results.push((name, allocations() - before));
         runtime.block_on(balancer.stop());
         for actor in stand_ins {
             actor.stop(None);

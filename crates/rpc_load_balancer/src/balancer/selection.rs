@@ -54,7 +54,9 @@ impl SelectionGuard {
         // arc-swap slots; a thread whose slots are all taken (many guards held at once) loads
         // by a full reference instead — the cost of converting here, paid only then. What the
         // release needs comes with the snapshot: the balancer's state is not referenced.
-        Self(Selection::new(members, index))
+        // It carries no call: no clock is read for it (a learning selector observes its
+        // release as `Cancelled` with a zero latency).
+        Self(Selection::count(members, index, true, false))
     }
 
     /// The selected member's node (full name).
@@ -87,29 +89,41 @@ pub(crate) struct Selection {
     stripe: usize,
     /// When the member was picked, in ns on the balancer's precise clock — only when its selector
     /// learns (no clock is read otherwise); 0 = nothing to report (the selector does not
-    /// learn, or the outcome was reported). The clock never reads 0 (it starts at 2^32 ms).
+    /// learn, or the outcome was reported); [`NO_CALL`] for a selection that carries no call
+    /// (a [`SelectionGuard`]: no clock is read). The clock never reads 0 (it starts at
+    /// 2^32 ms).
     picked_at: u64,
 }
+
+/// [`Selection::picked_at`] of a selection that carries no call: its release is observed as
+/// `Cancelled` after a zero latency, with no clock read.
+const NO_CALL: u64 = u64::MAX;
 
 impl Selection {
     /// Counts a selection of `members[index]`, the member's count included when the balancer
     /// keeps one.
     #[inline]
     pub(crate) fn new(members: arc_swap::Guard<Arc<Members>>, index: usize) -> Self {
-        Self::count(members, index, true)
+        Self::count(members, index, true, true)
     }
 
     /// Counts a selection whose member count is already taken (by [`Member::try_acquire`]),
     /// or not kept, in the balancer's in-flight total and gauge (until dropped).
     #[inline]
     pub(crate) fn acquired(members: arc_swap::Guard<Arc<Members>>, index: usize) -> Self {
-        Self::count(members, index, false)
+        Self::count(members, index, false, true)
     }
 
     /// Counts the selection (the member's count too when `member` and the balancer keeps
-    /// one). A snapshot no balancer published counts nothing.
+    /// one); `call`: it carries a call, whose latency a learning selector is told. A snapshot
+    /// no balancer published counts nothing.
     #[inline(always)]
-    fn count(members: arc_swap::Guard<Arc<Members>>, index: usize, member: bool) -> Self {
+    fn count(
+        members: arc_swap::Guard<Arc<Members>>,
+        index: usize,
+        member: bool,
+        call: bool,
+    ) -> Self {
         let (stripe, picked_at) = match members.releaser() {
             Some(releaser) => {
                 if member && releaser.counts_members {
@@ -117,7 +131,11 @@ impl Selection {
                 }
                 releaser.metrics.enter();
                 let stripe = releaser.in_flight.acquire();
-                let at = if releaser.learns { now_ns(releaser) } else { 0 };
+                let at = match (releaser.learns, call) {
+                    (false, _) => 0,
+                    (true, false) => NO_CALL,
+                    (true, true) => now_ns(releaser),
+                };
                 (stripe, at)
             }
             None => (0, 0),
@@ -151,7 +169,10 @@ impl Selection {
         let Some(releaser) = self.members.releaser() else {
             return;
         };
-        let latency = Duration::from_nanos(now_ns(releaser).saturating_sub(at));
+        let latency = match at {
+            NO_CALL => Duration::ZERO,
+            _ => Duration::from_nanos(now_ns(releaser).saturating_sub(at)),
+        };
         let outcome = Outcome::new(self.member().view(), latency, kind, timeout);
         contain(releaser, "observe", || releaser.selector.observe(&outcome));
     }

@@ -13,9 +13,12 @@ use crate::{Error, ErrorCode};
 pub struct Outcome<'a> {
     /// The member the selection picked.
     pub member: &'a MemberView,
-    /// From the pick to the reply (for a cast: to the send; for a cancelled selection: to its
-    /// release), on the balancer's [`Clock::now_precise`](super::Clock::now_precise): ns
-    /// resolution on a node, the manual clock's time in the test kit or a simulator.
+    /// From the pick to the reply (for a cast: to the send; for a cancelled routed call: to
+    /// its release), on the balancer's [`Clock::now_precise`](super::Clock::now_precise): ns
+    /// resolution on a node, the manual clock's time in the test kit or a simulator. Zero for
+    /// a [`SelectionGuard`](crate::SelectionGuard) from
+    /// [`Balancer::select_node`](crate::Balancer::select_node): it carries no call, and no
+    /// clock is read for it.
     pub latency: Duration,
     /// How it ended.
     pub kind: OutcomeKind,

@@ -365,6 +365,11 @@ impl Selector for Ejecting {
         if self.inner_learns {
             self.inner.observe(outcome);
         }
+        // A selection that ended without a result teaches nothing (and a guard's release
+        // costs no lookup).
+        if outcome.kind == OutcomeKind::Cancelled {
+            return;
+        }
         let by_node = self.by_node.load();
         let Some(health) = by_node.get(outcome.member.node()) else {
             return;
@@ -373,10 +378,7 @@ impl Selector for Ejecting {
         self.end_ejection_if_due(health, now);
         let latency = u64::try_from(outcome.latency.as_nanos()).unwrap_or(u64::MAX);
         let failed = match outcome.kind {
-            OutcomeKind::Cancelled => {
-                self.sweep(now);
-                return;
-            }
+            OutcomeKind::Cancelled => return,
             OutcomeKind::Ok | OutcomeKind::Error(ErrorCode::BadRequest) => {
                 health.replied(now, latency, true);
                 false
