@@ -1,35 +1,5 @@
 //! [`OutlierEjection`]: a balancer option that stops picking members that fail or go silent,
-//! whatever the algorithm (Envoy's outlier detection; gRPC's `outlier_detection` policy,
-//! gRFC A50). Its selector wraps the algorithm's ([`OutlierEjection::wrap`]).
-//!
-//! - **Ejection** (Envoy's `consecutive_5xx` and success-rate detectors): a member with
-//!   [`consecutive_failures`](OutlierEjection::consecutive_failures) failures in a row, or —
-//!   when at least [`success_rate_min_members`](OutlierEjection::success_rate_min_members)
-//!   members each made at least
-//!   [`success_rate_min_calls`](OutlierEjection::success_rate_min_calls) calls in one
-//!   [`interval`](OutlierEjection::interval) — a success rate below mean −
-//!   [`success_rate_stdev_factor`](OutlierEjection::success_rate_stdev_factor) × standard
-//!   deviation, is not picked for
-//!   [`base_ejection_time`](OutlierEjection::base_ejection_time) × the times it was ejected (at
-//!   most [`max_ejection_time`](OutlierEjection::max_ejection_time)). At most
-//!   [`max_ejected_percent`](OutlierEjection::max_ejected_percent) of the members (at least
-//!   one) are ejected at once. Each interval a member spends un-ejected takes one off its count
-//!   of ejections.
-//! - **Suspicion of a silent member** (this library's own; the timeout and the heartbeat are
-//!   far too slow to see a paused member): a member with at least
-//!   [`suspicion_min_in_flight`](OutlierEjection::suspicion_min_in_flight) calls in flight and
-//!   no reply for max([`suspicion_floor`](OutlierEjection::suspicion_floor),
-//!   [`suspicion_p99_factor`](OutlierEjection::suspicion_p99_factor) × its p99 latency), while
-//!   other members reply lately, is not picked while any of its calls is in flight, until it
-//!   replies. A suspect whose call times out (silent past the whole call timeout) is ejected as
-//!   above; at the ejection cap it stays suspected, and takes one call — a probe — whenever
-//!   none of its calls is in flight.
-//!
-//! A failure is an outcome of kind [`Timeout`](super::OutcomeKind::Timeout) or
-//! [`Error`](super::OutcomeKind::Error) with any code but
-//! [`BadRequest`](crate::ErrorCode::BadRequest) (the caller's own fault); a
-//! [`Cancelled`](super::OutcomeKind::Cancelled) selection counts for nothing. When every member
-//! is out, the algorithm's own pick stands (fail open, as Envoy's panic threshold).
+//! whatever the algorithm; its selector wraps the algorithm's.
 
 mod health;
 mod selector;
@@ -45,8 +15,40 @@ use crate::Error;
 pub(crate) use selector::Ejecting;
 pub use selector::EjectionStats;
 
-/// Outlier ejection and suspicion of silent members, as options (see the
-/// [module docs](self) for the rules). [`Default`]: Envoy's defaults where it has them.
+/// Outlier ejection, a balancer option that stops picking members that fail or go silent,
+/// whatever the algorithm (Envoy's outlier detection; gRPC's `outlier_detection` policy,
+/// gRFC A50). Its selector wraps the algorithm's ([`OutlierEjection::wrap`]).
+///
+/// - **Ejection** (Envoy's `consecutive_5xx` and success-rate detectors): a member with
+///   [`consecutive_failures`](OutlierEjection::consecutive_failures) failures in a row, or —
+///   when at least [`success_rate_min_members`](OutlierEjection::success_rate_min_members)
+///   members each made at least
+///   [`success_rate_min_calls`](OutlierEjection::success_rate_min_calls) calls in one
+///   [`interval`](OutlierEjection::interval) — a success rate below mean −
+///   [`success_rate_stdev_factor`](OutlierEjection::success_rate_stdev_factor) × standard
+///   deviation, is not picked for
+///   [`base_ejection_time`](OutlierEjection::base_ejection_time) × the times it was ejected (at
+///   most [`max_ejection_time`](OutlierEjection::max_ejection_time)). At most
+///   [`max_ejected_percent`](OutlierEjection::max_ejected_percent) of the members (at least
+///   one) are ejected at once. Each interval a member spends un-ejected takes one off its count
+///   of ejections.
+/// - **Suspicion of a silent member** (this library's own; the timeout and the heartbeat are
+///   far too slow to see a paused member): a member with at least
+///   [`suspicion_min_in_flight`](OutlierEjection::suspicion_min_in_flight) calls in flight and
+///   no reply for max([`suspicion_floor`](OutlierEjection::suspicion_floor),
+///   [`suspicion_p99_factor`](OutlierEjection::suspicion_p99_factor) × its p99 latency), while
+///   other members reply lately, is not picked while any of its calls is in flight, until it
+///   replies. A suspect whose call times out (silent past the whole call timeout) is ejected as
+///   above; at the ejection cap it stays suspected, and takes one call — a probe — whenever
+///   none of its calls is in flight.
+///
+/// A failure is an outcome of kind [`Timeout`](crate::routing::OutcomeKind::Timeout) or
+/// [`Error`](crate::routing::OutcomeKind::Error) with any code but
+/// [`BadRequest`](crate::ErrorCode::BadRequest) (the caller's own fault); a
+/// [`Cancelled`](crate::routing::OutcomeKind::Cancelled) selection counts for nothing. When every member
+/// is out, the algorithm's own pick stands (fail open, as Envoy's panic threshold).
+///
+/// [`Default`]: Envoy's defaults where it has them.
 ///
 /// ```
 /// use std::time::Duration;

@@ -93,6 +93,12 @@ impl MemberView {
         &self.stats
     }
 
+    /// Whether `other` is the same member as this view (it shares this view's estimates: the
+    /// same actor, carried into a new list), not only the same node.
+    pub(crate) fn is_same_member(&self, other: &MemberView) -> bool {
+        Arc::ptr_eq(&self.stats, &other.stats)
+    }
+
     /// Shares `other`'s estimates (the same member in a new list).
     pub(crate) fn keep_stats_of(&mut self, other: &MemberView) {
         self.stats = Arc::clone(&other.stats);

@@ -2,15 +2,16 @@
 //! picks, and a pick of an ejected or suspected member is re-drawn.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
 use super::health::Health;
 use super::OutlierEjection;
 use crate::routing::{
-    Change, Clock, Derived, Explanation, MemberView, Outcome, OutcomeKind, Request, Selector,
+    Change, Clock, Derived, Explanation, MemberView, Outcome, OutcomeKind, Request, Rng, Selector,
 };
 use crate::{Error, ErrorCode};
 
@@ -21,6 +22,9 @@ const SWEEP_EVERY_NS: u64 = 10_000_000;
 /// How many times a pick of an ejected or suspected member is re-drawn from the algorithm
 /// before the next member in the list that is in is taken.
 const REDRAWS: usize = 2;
+
+/// How many members at random a pick tries once the algorithm's own picks were out.
+const RANDOM_LOOKS: usize = 8;
 
 /// Every member's health by node.
 type ByNode = HashMap<Arc<str>, Arc<Health>, foldhash::fast::RandomState>;
@@ -33,7 +37,7 @@ struct Wrapped {
 }
 
 /// Counts of what outlier ejection did, since the balancer started (see
-/// [`Ejecting::stats`]).
+/// [`Balancer::ejection_stats`](crate::Balancer::ejection_stats)).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EjectionStats {
     /// Members ejected, in all.
@@ -64,7 +68,10 @@ pub(crate) struct Ejecting {
     next_sweep: AtomicU64,
     /// When the success-rate interval ends (ns; 0: not started).
     interval_end: AtomicU64,
-    sweeping: AtomicBool,
+    /// Held by a look over the members and by each ejection: the counts a look stores can
+    /// then never miss an ejection (a count too high only sends picks down the slow path
+    /// until the next look; one too low would pick an ejected member, or pass the cap).
+    verdicts: Mutex<()>,
     ejections: AtomicU64,
     suspicions: AtomicU64,
 }
@@ -83,7 +90,7 @@ impl Ejecting {
             replied: AtomicU64::new(0),
             next_sweep: AtomicU64::new(0),
             interval_end: AtomicU64::new(0),
-            sweeping: AtomicBool::new(false),
+            verdicts: Mutex::new(()),
             ejections: AtomicU64::new(0),
             suspicions: AtomicU64::new(0),
         }
@@ -142,10 +149,11 @@ impl Ejecting {
 
     /// Ejects `health`'s member at `now` unless it is ejected already or the cap is reached.
     fn eject(&self, health: &Health, now: u64, members: usize) {
-        if health.ejected_until.load(Ordering::Relaxed) != 0 {
+        if health.is_ejected(now) {
             return;
         }
-        self.eject_now(health, now, members);
+        let verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
+        self.eject_locked(&verdicts, health, now, members);
     }
 
     /// Ends `health`'s ejection if its time is up at `now`: it is picked again, with a clean
@@ -168,24 +176,27 @@ impl Ejecting {
         }
     }
 
-    fn eject_now(&self, health: &Health, now: u64, members: usize) {
-        let cap = (members * usize::from(self.options.max_ejected_percent) / 100).max(1);
-        let taken = self
-            .ejected
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < cap).then_some(n + 1)
-            })
-            .is_ok();
-        if !taken {
+    /// [`eject`](Self::eject) with the verdicts' lock held.
+    fn eject_locked(&self, _held: &MutexGuard<'_, ()>, health: &Health, now: u64, members: usize) {
+        self.end_ejection_if_due(health, now);
+        if health.ejected_until.load(Ordering::Relaxed) != 0 {
             return;
         }
-        let times = health.times_ejected.fetch_add(1, Ordering::Relaxed) + 1;
-        let base = self.options.base_ejection_time.as_nanos() as u64;
-        let most = self.options.max_ejection_time.as_nanos() as u64;
+        let cap = (members * usize::from(self.options.max_ejected_percent) / 100).max(1);
+        if self.ejected.load(Ordering::Relaxed) >= cap {
+            return;
+        }
+        self.ejected.fetch_add(1, Ordering::Relaxed);
+        let times = health
+            .times_ejected
+            .fetch_add(1, Ordering::Relaxed)
+            .saturating_add(1);
+        let base = nanos(self.options.base_ejection_time);
+        let most = nanos(self.options.max_ejection_time);
         let length = base.saturating_mul(u64::from(times)).min(most);
         health
             .ejected_until
-            .store(now.saturating_add(length), Ordering::Relaxed);
+            .store(now.saturating_add(length).max(1), Ordering::Relaxed);
         health.consecutive.store(0, Ordering::Relaxed);
         self.out.fetch_add(1, Ordering::Relaxed);
         self.ejections.fetch_add(1, Ordering::Relaxed);
@@ -196,9 +207,13 @@ impl Ejecting {
     /// interval runs the success-rate detector and decays ejection counts.
     fn sweep(&self, now: u64) {
         let next = self.next_sweep.load(Ordering::Relaxed);
-        if now < next || self.sweeping.swap(true, Ordering::Acquire) {
+        if now < next {
             return;
         }
+        let Ok(verdicts) = self.verdicts.try_lock() else {
+            // Another thread is looking, or ejecting: this outcome need not wait for it.
+            return;
+        };
         self.next_sweep
             .store(now.saturating_add(SWEEP_EVERY_NS), Ordering::Relaxed);
         let by_node = self.by_node.load();
@@ -212,17 +227,17 @@ impl Ejecting {
         }
         let interval_end = self.interval_end.load(Ordering::Relaxed);
         if interval_end == 0 {
-            let interval = self.options.interval.as_nanos() as u64;
+            let interval = nanos(self.options.interval);
             self.interval_end
                 .store(now.saturating_add(interval), Ordering::Relaxed);
         } else if now >= interval_end {
-            ejected += self.end_interval(&by_node, now);
+            ejected += self.end_interval(&verdicts, &by_node, now, interval_end);
         }
         // Recounted exactly: the counts the picks and the cap read heal from any race.
         self.ejected.store(ejected, Ordering::Relaxed);
         self.suspected.store(suspected, Ordering::Relaxed);
         self.out.store(ejected + suspected, Ordering::Relaxed);
-        self.sweeping.store(false, Ordering::Release);
+        drop(verdicts);
     }
 
     /// Notes when `health`'s member became busy, and suspects it if it has been silent with
@@ -245,7 +260,7 @@ impl Ejecting {
         let Some(since) = health.silent_since() else {
             return;
         };
-        let floor = self.options.suspicion_floor.as_nanos() as u64;
+        let floor = nanos(self.options.suspicion_floor);
         let p99 = health.p99_ns().unwrap_or(0) as f64;
         let limit = floor.max((p99 * self.options.suspicion_p99_factor) as u64);
         // Others replied since it went silent, and lately: not a stall of every member.
@@ -256,13 +271,22 @@ impl Ejecting {
         }
     }
 
-    /// The end of a success-rate interval: ejects members whose success rate is far below
-    /// the others', takes one off the ejection count of members not ejected, and starts the
-    /// next interval. Returns how many members it ejected.
-    fn end_interval(&self, by_node: &ByNode, now: u64) -> usize {
-        let interval = self.options.interval.as_nanos() as u64;
+    /// The end of a success-rate interval (due at `due`; looked at `now`): ejects members
+    /// whose success rate is far below the others', takes one off the ejection count of
+    /// members not ejected per interval that passed, and starts the next interval. Returns how
+    /// many members it ejected.
+    fn end_interval(
+        &self,
+        held: &MutexGuard<'_, ()>,
+        by_node: &ByNode,
+        now: u64,
+        due: u64,
+    ) -> usize {
+        let interval = nanos(self.options.interval).max(1);
         self.interval_end
             .store(now.saturating_add(interval), Ordering::Relaxed);
+        // Intervals with no outcome pass with no look: they count all the same.
+        let passed = u32::try_from(1 + (now - due) / interval).unwrap_or(u32::MAX);
         let mut rates: Vec<(&Arc<Health>, f64)> = Vec::new();
         for health in by_node.values() {
             let calls = health.calls.swap(0, Ordering::Relaxed);
@@ -274,7 +298,9 @@ impl Ejecting {
                 let _ =
                     health
                         .times_ejected
-                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                            Some(n.saturating_sub(passed))
+                        });
             }
         }
         let enough = self.options.success_rate_min_members;
@@ -284,11 +310,16 @@ impl Ejecting {
         let n = rates.len() as f64;
         let mean = rates.iter().map(|(_, r)| r).sum::<f64>() / n;
         let variance = rates.iter().map(|(_, r)| (r - mean).powi(2)).sum::<f64>() / n;
-        let threshold = mean - self.options.success_rate_stdev_factor * variance.sqrt();
+        let deviation = variance.sqrt();
+        if deviation < 1e-9 {
+            // Equal rates (up to rounding): nobody is an outlier.
+            return 0;
+        }
+        let threshold = mean - self.options.success_rate_stdev_factor * deviation;
         let mut newly = 0;
         for (health, rate) in rates {
             if rate < threshold && !health.is_ejected(now) {
-                self.eject(health, now, by_node.len());
+                self.eject_locked(held, health, now, by_node.len());
                 newly += usize::from(health.is_ejected(now));
             }
         }
@@ -324,8 +355,14 @@ impl Selector for Ejecting {
             .iter()
             .map(|m| {
                 let health = match before.get(m.node()) {
-                    // The same member (its view shares the estimates): its health carries.
-                    Some(h) if !change.joined.iter().any(|j| j == m.node_arc()) => Arc::clone(h),
+                    // The same member (the same actor: its view shares the estimates): its health
+                    // carries. A new actor on the node is a new member.
+                    Some(h)
+                        if h.view.is_same_member(m)
+                            && !change.joined.iter().any(|j| j == m.node_arc()) =>
+                    {
+                        Arc::clone(h)
+                    }
                     _ => Arc::new(Health::new(m.clone())),
                 };
                 (Arc::clone(m.node_arc()), health)
@@ -411,7 +448,10 @@ impl Selector for Ejecting {
         health.calls.fetch_add(1, Ordering::Relaxed);
         if failed {
             health.failures.fetch_add(1, Ordering::Relaxed);
-            let run = health.consecutive.fetch_add(1, Ordering::Relaxed) + 1;
+            let run = health
+                .consecutive
+                .fetch_add(1, Ordering::Relaxed)
+                .saturating_add(1);
             let limit = self.options.consecutive_failures;
             if limit != 0 && run >= limit {
                 self.eject(health, now, by_node.len());
@@ -469,10 +509,25 @@ impl Ejecting {
                 return Ok(again);
             }
         }
+        // A member in, at random: the member out's share spreads evenly over the others (an
+        // algorithm that keeps choosing it — LeastConnections, HashRing — would otherwise hand
+        // all of it to one neighbour). With most members out, the first in from a random place.
         let len = members.len();
-        Ok((1..len)
-            .map(|step| (first + step) % len)
+        for _ in 0..RANDOM_LOOKS {
+            let i = Rng::Thread.below(len);
+            if !out(i) {
+                return Ok(i);
+            }
+        }
+        let start = Rng::Thread.below(len);
+        Ok((0..len)
+            .map(|step| (start + step) % len)
             .find(|&i| !out(i))
             .unwrap_or(first))
     }
+}
+
+/// `duration` in ns, saturating (an option of centuries stays centuries).
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }

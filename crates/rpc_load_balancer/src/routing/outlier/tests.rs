@@ -86,7 +86,9 @@ fn each_ejection_lasts_longer_up_to_the_maximum() {
     let options = OutlierEjection::new()
         .max_ejected_percent(50)
         .base_ejection_time(Duration::from_secs(10))
-        .max_ejection_time(Duration::from_secs(25));
+        .max_ejection_time(Duration::from_secs(25))
+        // (No interval ends between: none of the ejections decays.)
+        .interval(Duration::from_secs(1_000));
     let kit = kit_of(options, &["a", "b"]);
     // Lengths: 10 s, 20 s, then 25 s (capped).
     for length in [10, 20, 25] {
@@ -374,4 +376,91 @@ fn a_wrapped_algorithm_is_named_after_it_and_counts_calls_in_flight() {
             ..
         })
     ));
+}
+
+#[test]
+fn an_ejected_members_share_spreads_when_the_algorithm_keeps_choosing_it() {
+    // LeastConnections always wants the idle (ejected) member: its calls must not all go to
+    // the next member in the list.
+    let algorithm = OutlierEjection::new().wrap(Arc::new(crate::LeastConnections::new()));
+    let mut kit = SelectorKit::seeded(&*algorithm, 7).unwrap();
+    kit.join(["a", "b", "c", "d"]);
+    answer(&kit, "b", 5, FAILED);
+    let held: Vec<Picked> = (0..300).map(|_| kit.pick(None).unwrap()).collect();
+    assert_eq!(kit.in_flight("b"), Some(0));
+    for node in ["a", "c", "d"] {
+        let n = kit.in_flight(node).unwrap();
+        assert!((60..=140).contains(&n), "{node}: {n} of 300");
+    }
+    drop(held);
+}
+
+#[test]
+fn durations_beyond_u64_nanoseconds_saturate() {
+    let huge = Duration::MAX;
+    let options = OutlierEjection::new()
+        .max_ejected_percent(50)
+        .base_ejection_time(huge)
+        .max_ejection_time(huge)
+        .suspicion_floor(huge)
+        .interval(huge);
+    let kit = kit_of(options, &["a", "b", "c", "d"]);
+    answer(&kit, "b", 5, FAILED);
+    kit.clock().advance(Duration::from_secs(1_000_000));
+    assert_eq!(share(&kit, 400, "b"), 0, "ejected for ever, not for 0 ns");
+    let _held = go_silent(&kit, "c", Duration::from_secs(3_600));
+    assert_eq!(
+        share(&kit, 300, "c"),
+        100,
+        "a floor of centuries never passes"
+    );
+}
+
+#[test]
+fn equal_success_rates_eject_nobody_even_with_a_zero_factor() {
+    let nodes = ["a", "b", "c", "d", "e", "f"];
+    let options = OutlierEjection::new()
+        .consecutive_failures(0)
+        .success_rate_stdev_factor(0.0)
+        .max_ejected_percent(100);
+    let kit = kit_of(options, &nodes);
+    // (This call and the one that ends the interval count for a: 98 more.)
+    answer(&kit, "a", 1, OutcomeKind::Ok);
+    for node in nodes {
+        let calls = if node == "a" { 98 } else { 100 };
+        for i in 0..calls {
+            // 99 % each: the same rate, up to rounding.
+            let kind = if i == 0 { FAILED } else { OutcomeKind::Ok };
+            answer(&kit, node, 1, kind);
+        }
+    }
+    kit.clock().advance(Duration::from_secs(10));
+    answer(&kit, "a", 1, OutcomeKind::Ok);
+    let counts = kit.counts(600, None).unwrap();
+    assert_eq!(counts.len(), 6, "{counts:?}");
+}
+
+#[test]
+fn ejection_counts_decay_over_idle_intervals_too() {
+    let options = OutlierEjection::new()
+        .max_ejected_percent(50)
+        .base_ejection_time(Duration::from_secs(10))
+        .interval(Duration::from_secs(100));
+    let kit = kit_of(options, &["a", "b"]);
+    answer(&kit, "a", 1, OutcomeKind::Ok);
+    for _ in 0..3 {
+        answer(&kit, "b", 5, FAILED);
+        kit.clock().advance(Duration::from_secs(40));
+        assert_eq!(share(&kit, 10, "b"), 5);
+    }
+    // Three ejections: the next would last 40 s. An idle hour (36 intervals) decays them all.
+    kit.clock().advance(Duration::from_secs(3_600));
+    answer(&kit, "a", 1, OutcomeKind::Ok);
+    answer(&kit, "b", 5, FAILED);
+    kit.clock().advance(Duration::from_secs(10));
+    assert_eq!(
+        share(&kit, 10, "b"),
+        5,
+        "back after 10 s: the count decayed"
+    );
 }
