@@ -324,3 +324,41 @@ fn a_file_is_judged_with_the_command_lines_lengths_and_a_bad_svg_dir_stops_befor
     assert!(String::from_utf8_lossy(&out.stderr).contains("--svg"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn algorithm_suffixes_combine_and_an_unknown_one_is_a_usage_error() {
+    let out = lab(&[
+        "--scenario",
+        "new-member",
+        "--seeds",
+        "1",
+        "--warmup-s",
+        "0",
+        "--measure-s",
+        "0.2",
+        "--algorithm",
+        "round_robin+slow_start+ejection",
+        "--algorithm",
+        "peak_ewma+slow_start",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: std::collections::BTreeSet<&str> = doc["scenarios"][0]["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["algorithm"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names.into_iter().collect::<Vec<_>>(),
+        ["peak_ewma+slow_start", "round_robin+slow_start+ejection"]
+    );
+    let out = lab(&["--algorithm", "round_robin+fast_start"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("+slow_start"));
+}

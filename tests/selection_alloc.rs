@@ -115,8 +115,13 @@ fn allocations_per_selection() -> Vec<(&'static str, u64)> {
         ))
         .unwrap();
     let mut results = Vec::new();
-    let with_ejection = ["round_robin+ejection", "peak_ewma+ejection"];
-    for name in BUILT_IN.iter().copied().chain(with_ejection) {
+    let wrapped = [
+        "round_robin+ejection",
+        "peak_ewma+ejection",
+        "round_robin+slow_start",
+        "peak_ewma+slow_start+ejection",
+    ];
+    for name in BUILT_IN.iter().copied().chain(wrapped) {
         let balancer_name = format!("alloc-{name}");
         let config = BalancerConfig::new(&balancer_name).algorithm_arc(by_name(name).unwrap());
         let balancer = runtime.block_on(Balancer::start(config)).unwrap();

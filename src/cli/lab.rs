@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use rpc_load_balancer::algorithm::BUILT_IN;
+use rpc_load_balancer::algorithm::{BUILT_IN, SUFFIXES};
 
 /// Parses `--seeds`: `A..B` (inclusive, A ≤ B) or one seed `N`.
 fn seed_range(text: &str) -> Result<(u64, u64), String> {
@@ -36,7 +36,8 @@ pub struct LabArgs {
     #[arg(long, value_name = "NAME|FILE")]
     pub scenario: Vec<String>,
     /// An algorithm's name, optionally with `+ejection` (that algorithm with outlier ejection
-    /// at its defaults, e.g. `round_robin+ejection`); repeatable. Default: every built-in
+    /// at its defaults, e.g. `round_robin+ejection`) and `+slow_start` (with slow start at
+    /// its defaults; both: `round_robin+slow_start+ejection`); repeatable. Default: every built-in
     /// algorithm, without ejection.
     #[arg(long, value_parser = algorithm_name)]
     pub algorithm: Vec<String>,
@@ -64,17 +65,20 @@ pub struct LabArgs {
     pub svg: Option<PathBuf>,
 }
 
-/// A built-in algorithm's name, optionally with the `+ejection` suffix.
+/// A built-in algorithm's name, optionally with suffixes (`+ejection`, `+slow_start`, in any
+/// order: each wraps what is before it).
 fn algorithm_name(name: &str) -> Result<String, String> {
-    let base = name
-        .strip_suffix(rpc_load_balancer::algorithm::EJECTION_SUFFIX)
-        .unwrap_or(name);
+    let mut base = name;
+    while let Some(rest) = SUFFIXES.iter().find_map(|s| base.strip_suffix(s)) {
+        base = rest;
+    }
     if BUILT_IN.contains(&base) {
         Ok(name.to_string())
     } else {
         Err(format!(
-            "unknown algorithm {name:?}; known: {} (each optionally with +ejection)",
-            BUILT_IN.join(", ")
+            "unknown algorithm {name:?}; known: {} (each optionally with {})",
+            BUILT_IN.join(", "),
+            SUFFIXES.join(", ")
         ))
     }
 }

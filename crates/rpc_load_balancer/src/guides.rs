@@ -17,6 +17,8 @@ pub struct HowToLeastCpu;
 pub struct HowToLatencyAwareRouting;
 #[doc = include_str!("../../../docs/how-to/outlier-ejection.md")]
 pub struct HowToOutlierEjection;
+#[doc = include_str!("../../../docs/how-to/slow-start.md")]
+pub struct HowToSlowStart;
 #[doc = include_str!("../../../docs/how-to/node-filtering.md")]
 pub struct HowToNodeFiltering;
 #[doc = include_str!("../../../docs/how-to/retries.md")]

@@ -47,8 +47,11 @@ use crate::Error;
 
 /// The built-in algorithm called `name` (one of [`BUILT_IN`]), with default options; with
 /// the suffix `+ejection` (e.g. `round_robin+ejection`), that algorithm with
-/// [`OutlierEjection`](crate::OutlierEjection)'s defaults on top. Used by the `rpclb` binary
-/// (`rpclb lab` compares algorithms so) and admin control.
+/// [`OutlierEjection`](crate::OutlierEjection)'s defaults on top; with `+slow_start`, with
+/// [`SlowStart`](crate::SlowStart)'s defaults on top. Suffixes combine, each wrapping what
+/// is before it (`round_robin+slow_start+ejection`: ejection outside, as a balancer with
+/// both options builds it); see [`SUFFIXES`]. Used by the `rpclb` binary (`rpclb lab`
+/// compares algorithms so) and admin control.
 ///
 /// Errors: [`Error::InvalidConfig`] (`algorithm`) for an unknown name.
 ///
@@ -56,6 +59,8 @@ use crate::Error;
 /// use rpc_load_balancer::{algorithm, Error};
 ///
 /// assert_eq!(algorithm::by_name("hash_ring")?.name(), "hash_ring");
+/// let both = algorithm::by_name("round_robin+slow_start+ejection")?;
+/// assert_eq!(both.name(), "round_robin+slow_start+ejection");
 /// assert!(matches!(
 ///     algorithm::by_name("fastest"),
 ///     Err(Error::InvalidConfig { option: "algorithm", .. })
@@ -63,8 +68,12 @@ use crate::Error;
 /// # Ok::<(), Error>(())
 /// ```
 pub fn by_name(name: &str) -> Result<Arc<dyn Algorithm>, Error> {
+    // The last suffix is the outermost wrapper.
     if let Some(algorithm) = name.strip_suffix(EJECTION_SUFFIX) {
         return Ok(crate::OutlierEjection::new().wrap(by_name(algorithm)?));
+    }
+    if let Some(algorithm) = name.strip_suffix(SLOW_START_SUFFIX) {
+        return Ok(crate::SlowStart::new().wrap(by_name(algorithm)?));
     }
     match name {
         "random" => Ok(Arc::new(Random::new())),
@@ -88,6 +97,12 @@ pub fn by_name(name: &str) -> Result<Arc<dyn Algorithm>, Error> {
 
 /// The suffix of an algorithm name that [`by_name`] reads as "with outlier ejection".
 pub const EJECTION_SUFFIX: &str = "+ejection";
+
+/// The suffix of an algorithm name that [`by_name`] reads as "with slow start".
+pub const SLOW_START_SUFFIX: &str = "+slow_start";
+
+/// The suffixes [`by_name`] knows, in any number and order after a [`BUILT_IN`] name.
+pub const SUFFIXES: &[&str] = &[EJECTION_SUFFIX, SLOW_START_SUFFIX];
 
 /// Names of the built-in algorithms [`by_name`] knows.
 pub const BUILT_IN: &[&str] = &[

@@ -44,6 +44,7 @@ pub struct BalancerConfig {
     pub(crate) retry: Option<crate::Retry>,
     pub(crate) max_in_flight_per_member: Option<usize>,
     pub(crate) outlier_ejection: Option<crate::OutlierEjection>,
+    pub(crate) slow_start: Option<crate::SlowStart>,
 }
 
 /// Default [`BalancerConfig::leave_grace`]: 500 ms.
@@ -63,6 +64,7 @@ impl std::fmt::Debug for BalancerConfig {
             .field("retry", &self.retry)
             .field("max_in_flight_per_member", &self.max_in_flight_per_member)
             .field("outlier_ejection", &self.outlier_ejection)
+            .field("slow_start", &self.slow_start)
             .field("children", &self.children)
             .finish()
     }
@@ -83,6 +85,7 @@ impl BalancerConfig {
             retry: None,
             max_in_flight_per_member: None,
             outlier_ejection: None,
+            slow_start: None,
         }
     }
 
@@ -101,6 +104,17 @@ impl BalancerConfig {
     /// option). Not for [`CallDirect`](crate::CallDirect), which never selects.
     pub fn outlier_ejection(mut self, options: crate::OutlierEjection) -> Self {
         self.outlier_ejection = Some(options);
+        self
+    }
+
+    /// Ramps a member that joined (or rejoined) up to its full share of the calls over a
+    /// window (default: off): see [`SlowStart`](crate::SlowStart) for the rule and its
+    /// defaults. The options are checked when the balancer starts ([`Error::InvalidConfig`]
+    /// naming the option, or `slow_start` for [`HashRing`](crate::HashRing) and
+    /// [`CallDirect`](crate::CallDirect), which it does not apply to). With
+    /// [`outlier_ejection`](Self::outlier_ejection) too, ejection looks at slow start's picks.
+    pub fn slow_start(mut self, options: crate::SlowStart) -> Self {
+        self.slow_start = Some(options);
         self
     }
 

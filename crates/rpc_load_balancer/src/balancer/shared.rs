@@ -16,7 +16,9 @@ use super::members::{Member, Members};
 use super::selection_metrics::SelectionMetrics;
 use super::{Balancer, BalancerConfig, Releaser};
 use crate::node::shared::NodeShared;
-use crate::routing::{BuildContext, Change, Clock, Ejecting, MemberView, Needs, Request, Selector};
+use crate::routing::{
+    BuildContext, Change, Clock, Ejecting, MemberView, Needs, Ramping, Request, Selector,
+};
 use crate::wire::SCOPE;
 use crate::Error;
 
@@ -109,16 +111,26 @@ impl BalancerShared {
             cpu_sample_interval: Some(node.config.cpu_sample_interval),
         };
         let mut needs = config.algorithm.needs();
+        if let Some(options) = &config.outlier_ejection {
+            options.validate()?;
+        }
+        let built = match &config.slow_start {
+            Some(options) => {
+                options.check(&*config.algorithm)?;
+                let inner = config.algorithm.build(&context)?;
+                Box::new(Ramping::new(inner, options.clone(), &context)) as Box<dyn Selector>
+            }
+            None => config.algorithm.build(&context)?,
+        };
         let (selector, ejection): (Arc<dyn Selector>, _) = match &config.outlier_ejection {
             Some(options) => {
-                options.validate()?;
-                let inner = config.algorithm.build(&context)?;
-                let ejecting = Arc::new(Ejecting::new(inner, options.clone(), clock.clone()));
+                // Slow start inside, ejection outside: ejection looks at slow start's picks.
+                let ejecting = Arc::new(Ejecting::new(built, options.clone(), clock.clone()));
                 // Suspicion reads each member's calls in flight.
                 needs = needs.in_flight();
                 (Arc::clone(&ejecting) as Arc<dyn Selector>, Some(ejecting))
             }
-            None => (Arc::from(config.algorithm.build(&context)?), None),
+            None => (Arc::from(built), None),
         };
         if let Some(polling) = &needs.cpu {
             polling.validate()?;

@@ -32,11 +32,13 @@
 
 mod algorithm;
 mod clock;
+mod names;
 mod outcome;
 mod outlier;
 mod per_list;
 mod rng;
 mod selector;
+mod slow_start;
 mod view;
 
 pub use algorithm::{Algorithm, BuildContext, CpuPolling, Needs};
@@ -47,6 +49,8 @@ pub use outlier::{EjectionStats, OutlierEjection};
 pub use per_list::PerList;
 pub use rng::Rng;
 pub use selector::{Change, Derived, Explanation, Request, Selector};
+pub(crate) use slow_start::Ramping;
+pub use slow_start::SlowStart;
 pub use view::MemberView;
 
 #[cfg(test)]

@@ -1,0 +1,248 @@
+//! The selector of an algorithm with [`SlowStart`]: the algorithm's own selector picks, and
+//! a pick of a member in its window is kept with probability its factor, else redrawn.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+
+use super::SlowStart;
+use crate::routing::rng::splitmix64;
+use crate::routing::{
+    BuildContext, Change, Clock, Derived, Explanation, MemberView, Outcome, Request, Rng, Selector,
+};
+use crate::Error;
+
+/// How many times a skipped pick is redrawn from the algorithm; the last draw is kept.
+const REDRAWS: usize = 2;
+
+/// Mixed into the balancer's seed, so the skips' random numbers are not the algorithm's own
+/// sequence (a seeded [`Rng`] from the same seed draws the same numbers).
+const SEED_MIX: u64 = 0x736c_6f77_5f73_7461;
+
+/// When each member joined (ns on the selector's clock), by node; 0: it ramps not (a member
+/// of the first list).
+type ByNode = HashMap<Arc<str>, u64, foldhash::fast::RandomState>;
+
+/// What this selector derives from a member list: the algorithm's own, and when the members
+/// joined by index (as in [`ByNode`]).
+struct Wrapped {
+    inner: Option<Derived>,
+    joined: Vec<u64>,
+}
+
+/// An algorithm's selector with slow start on top.
+pub(crate) struct Ramping {
+    inner: Box<dyn Selector>,
+    options: SlowStart,
+    clock: Clock,
+    rng: Rng,
+    by_node: ArcSwap<ByNode>,
+    /// When the last member's window ends (ns); 0: no member is in its window, and a pick
+    /// reads no clock.
+    ramp_end: AtomicU64,
+    /// Whether a non-empty member list came: the members of the first do not ramp.
+    started: AtomicBool,
+}
+
+impl Ramping {
+    pub(crate) fn new(
+        inner: Box<dyn Selector>,
+        options: SlowStart,
+        context: &BuildContext<'_>,
+    ) -> Self {
+        Self {
+            inner,
+            options,
+            clock: context.clock.clone(),
+            rng: Rng::from_seed(context.seed.map(|seed| splitmix64(seed ^ SEED_MIX))),
+            by_node: ArcSwap::from_pointee(ByNode::default()),
+            ramp_end: AtomicU64::new(0),
+            started: AtomicBool::new(false),
+        }
+    }
+
+    #[inline]
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.clock.now().as_nanos())
+            .unwrap_or(u64::MAX)
+            .max(1)
+    }
+
+    /// The request the algorithm's selector sees, and when the members joined by index (for
+    /// a published list).
+    #[inline]
+    fn unwrap<'a>(&self, request: &Request<'a>) -> (Request<'a>, Option<&'a [u64]>) {
+        let wrapped = request.derived_as::<Wrapped>();
+        let mut inner = *request;
+        inner.derived = wrapped.and_then(|w| w.inner.as_ref());
+        (inner, wrapped.map(|w| &w.joined[..]))
+    }
+
+    /// `members[index]`'s factor at `now`.
+    fn factor(
+        &self,
+        members: &[MemberView],
+        joined: Option<&[u64]>,
+        by_node: &ByNode,
+        index: usize,
+        now: u64,
+    ) -> f64 {
+        let at = match joined {
+            Some(list) if list.len() == members.len() => list.get(index).copied(),
+            _ => members
+                .get(index)
+                .and_then(|m| by_node.get(m.node()).copied()),
+        };
+        match at {
+            Some(at) if at != 0 => self
+                .options
+                .factor(std::time::Duration::from_nanos(now.saturating_sub(at))),
+            _ => 1.0,
+        }
+    }
+
+    /// Whether a draw keeps a pick of factor `factor`.
+    #[inline]
+    fn keeps(&self, factor: f64) -> bool {
+        if factor >= 1.0 {
+            return true;
+        }
+        // 53 random bits: uniform in [0, 1).
+        let draw = (self.rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
+        draw < factor
+    }
+
+    /// A pick while some member may be in its window: `first` if the draw keeps it, else up
+    /// to [`REDRAWS`] more of the algorithm's picks, the last kept whatever its factor.
+    #[cold]
+    #[inline(never)]
+    fn pick_ramping(
+        &self,
+        members: &[MemberView],
+        request: &Request<'_>,
+        joined: Option<&[u64]>,
+        first: usize,
+        ramp_end: u64,
+    ) -> Result<usize, Error> {
+        let now = self.now_ns();
+        if now >= ramp_end {
+            // Every window ended: picks read no clock again, unless a member joined since.
+            let _ =
+                self.ramp_end
+                    .compare_exchange(ramp_end, 0, Ordering::Relaxed, Ordering::Relaxed);
+            return Ok(first);
+        }
+        let by_node = self.by_node.load();
+        let mut pick = first;
+        for _ in 0..REDRAWS {
+            if self.keeps(self.factor(members, joined, &by_node, pick, now)) {
+                return Ok(pick);
+            }
+            let again = self.inner.pick(members, request)?;
+            if again >= members.len() {
+                return Ok(again);
+            }
+            pick = again;
+        }
+        Ok(pick)
+    }
+}
+
+impl Selector for Ramping {
+    #[inline]
+    fn pick(&self, members: &[MemberView], request: &Request<'_>) -> Result<usize, Error> {
+        let (inner_request, joined) = self.unwrap(request);
+        let first = self.inner.pick(members, &inner_request)?;
+        let ramp_end = self.ramp_end.load(Ordering::Relaxed);
+        if ramp_end == 0 || first >= members.len() {
+            return Ok(first);
+        }
+        self.pick_ramping(members, &inner_request, joined, first, ramp_end)
+    }
+
+    fn pick_many(
+        &self,
+        members: &[MemberView],
+        count: usize,
+        request: &Request<'_>,
+    ) -> Result<Vec<usize>, Error> {
+        let (inner_request, _) = self.unwrap(request);
+        self.inner.pick_many(members, count, &inner_request)
+    }
+
+    fn members_changed(&self, change: &Change<'_>) {
+        let before = self.by_node.load();
+        // The first non-empty list is the balancer starting: nobody ramps.
+        let first = !change.members.is_empty() && !self.started.swap(true, Ordering::Relaxed);
+        let now = self.now_ns();
+        let window = u64::try_from(self.options.window.as_nanos()).unwrap_or(u64::MAX);
+        let mut ramp_end = 0;
+        let next: ByNode = change
+            .members
+            .iter()
+            .map(|m| {
+                let rejoined = change.joined.iter().any(|j| j == m.node_arc());
+                let at = match before.get(m.node()) {
+                    _ if first => 0,
+                    Some(&at) if !rejoined => at,
+                    _ => now,
+                };
+                if at != 0 && at.saturating_add(window) > now {
+                    ramp_end = ramp_end.max(at.saturating_add(window));
+                }
+                (Arc::clone(m.node_arc()), at)
+            })
+            .collect();
+        self.by_node.store(Arc::new(next));
+        self.ramp_end.store(ramp_end, Ordering::Relaxed);
+        self.inner.members_changed(change);
+    }
+
+    fn derive(&self, change: &Change<'_>) -> Option<Derived> {
+        let by_node = self.by_node.load();
+        let joined = change
+            .members
+            .iter()
+            .map(|m| by_node.get(m.node()).copied().unwrap_or(0))
+            .collect();
+        Some(Arc::new(Wrapped {
+            inner: self.inner.derive(change),
+            joined,
+        }))
+    }
+
+    fn released(&self, member: &MemberView) {
+        self.inner.released(member);
+    }
+
+    fn learns(&self) -> bool {
+        self.inner.learns()
+    }
+
+    fn observe(&self, outcome: &Outcome<'_>) {
+        self.inner.observe(outcome);
+    }
+
+    fn explain(&self, members: &[MemberView], chosen: usize, request: &Request<'_>) -> Explanation {
+        let (inner_request, joined) = self.unwrap(request);
+        let mut explanation = self.inner.explain(members, chosen, &inner_request);
+        let by_node = self.by_node.load();
+        let now = self.now_ns();
+        let ramping: Vec<String> = (0..members.len())
+            .filter_map(|i| {
+                let factor = self.factor(members, joined, &by_node, i, now);
+                (factor < 1.0).then(|| format!("{} ×{factor:.2}", members[i].node()))
+            })
+            .collect();
+        if !ramping.is_empty() {
+            explanation.rule = format!(
+                "{}; slow start, kept with probability: {}",
+                explanation.rule,
+                ramping.join(", ")
+            );
+        }
+        explanation
+    }
+}
