@@ -120,3 +120,58 @@ async fn bad_hash_ring_weighted_round_robin_and_cpu_polling_options_fail_the_sta
     }
     node.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_outlier_ejection_options_and_a_second_ejection_fail_the_start() {
+    use rpc_load_balancer::{OutlierEjection, RoundRobin};
+    let node = Node::start(NodeConfig::new("ejection", "127.0.0.1:0").cookie("ejection"))
+        .await
+        .unwrap();
+    let wrapped = rpc_load_balancer::algorithm::by_name("round_robin+ejection").unwrap();
+    let cases: Vec<(&str, BalancerConfig, &str)> = vec![
+        (
+            "a zero interval",
+            BalancerConfig::new("ejection")
+                .outlier_ejection(OutlierEjection::new().interval(Duration::ZERO)),
+            "interval",
+        ),
+        (
+            "a cap of 0 %",
+            BalancerConfig::new("ejection")
+                .algorithm(RoundRobin::new())
+                .outlier_ejection(OutlierEjection::new().max_ejected_percent(0)),
+            "max_ejected_percent",
+        ),
+        (
+            "ejection on an algorithm that has it",
+            BalancerConfig::new("ejection")
+                .algorithm_arc(wrapped)
+                .outlier_ejection(OutlierEjection::new()),
+            "outlier_ejection",
+        ),
+    ];
+    for (what, config, option) in cases {
+        match Balancer::start(config).await {
+            Err(Error::InvalidConfig { option: named, .. }) => assert_eq!(named, option, "{what}"),
+            other => panic!("{what}: {other:?}"),
+        }
+        assert!(
+            matches!(
+                Balancer::lookup("ejection"),
+                Err(Error::UnknownBalancer { .. })
+            ),
+            "{what}: nothing was started"
+        );
+    }
+    let balancer = Balancer::start(
+        BalancerConfig::new("ejection")
+            .algorithm(RoundRobin::new())
+            .outlier_ejection(OutlierEjection::new()),
+    )
+    .await
+    .unwrap();
+    let stats = balancer.ejection_stats().expect("ejection is on");
+    assert_eq!((stats.ejections, stats.ejected), (0, 0));
+    balancer.stop().await;
+    node.shutdown().await;
+}

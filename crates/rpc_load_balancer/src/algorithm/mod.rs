@@ -68,6 +68,12 @@ use crate::Error;
 /// # Ok::<(), Error>(())
 /// ```
 pub fn by_name(name: &str) -> Result<Arc<dyn Algorithm>, Error> {
+    if let Some(twice) = SUFFIXES.iter().find(|s| name.matches(**s).count() > 1) {
+        return Err(Error::InvalidConfig {
+            option: "algorithm",
+            reason: format!("{name:?} gives {twice} twice"),
+        });
+    }
     // The last suffix is the outermost wrapper.
     if let Some(algorithm) = name.strip_suffix(EJECTION_SUFFIX) {
         return Ok(crate::OutlierEjection::new().wrap(by_name(algorithm)?));

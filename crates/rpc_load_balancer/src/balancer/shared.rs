@@ -114,6 +114,30 @@ impl BalancerShared {
         if let Some(options) = &config.outlier_ejection {
             options.validate()?;
         }
+        // One of each: a wrapped algorithm and the same option would keep two records (and
+        // two caps) of the same members.
+        let name = config.algorithm.name();
+        for (set, option, suffix) in [
+            (
+                config.outlier_ejection.is_some(),
+                "outlier_ejection",
+                crate::algorithm::EJECTION_SUFFIX,
+            ),
+            (
+                config.slow_start.is_some(),
+                "slow_start",
+                crate::algorithm::SLOW_START_SUFFIX,
+            ),
+        ] {
+            if set && name.contains(suffix) {
+                return Err(Error::InvalidConfig {
+                    option,
+                    reason: format!(
+                        "the algorithm {name} has it already; set the option or the {suffix} wrapper, not both"
+                    ),
+                });
+            }
+        }
         let built = match &config.slow_start {
             Some(options) => {
                 options.check(&*config.algorithm)?;

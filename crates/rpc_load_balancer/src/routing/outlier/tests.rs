@@ -370,6 +370,13 @@ fn a_wrapped_algorithm_is_named_after_it_and_counts_calls_in_flight() {
     let by_name = crate::algorithm::by_name("round_robin+ejection").unwrap();
     assert_eq!(by_name.name(), "round_robin+ejection");
     assert!(matches!(
+        crate::algorithm::by_name("round_robin+ejection+ejection"),
+        Err(Error::InvalidConfig {
+            option: "algorithm",
+            ..
+        })
+    ));
+    assert!(matches!(
         crate::algorithm::by_name("fastest+ejection"),
         Err(Error::InvalidConfig {
             option: "algorithm",
