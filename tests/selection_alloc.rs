@@ -96,9 +96,10 @@ impl Recorder for AtomicRecorder {
     }
 }
 
-/// Starts a node with an 8-member balancer per built-in algorithm (this node plus 7 stand-in
-/// actors under member names) and counts this thread's allocations over 10,000 selections
-/// each, with a key (after a warm-up that builds any per-snapshot cache).
+/// Starts a node with an 8-member balancer per built-in algorithm, and per extra name or
+/// wrapped one below (this node plus 7 stand-in actors under member names), and counts this
+/// thread's allocations over 10,000 selections each, with a key (after a warm-up that builds
+/// any per-snapshot cache).
 fn allocations_per_selection() -> Vec<(&'static str, u64)> {
     // The counter sees this thread's allocations.
     let before = allocations();
@@ -116,6 +117,7 @@ fn allocations_per_selection() -> Vec<(&'static str, u64)> {
         .unwrap();
     let mut results = Vec::new();
     let wrapped = [
+        "hash_ring_bounded",
         "round_robin+ejection",
         "peak_ewma+ejection",
         "round_robin+slow_start",

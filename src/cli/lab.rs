@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use rpc_load_balancer::algorithm::{BUILT_IN, SUFFIXES};
+use rpc_load_balancer::algorithm::{BUILT_IN, EXTRA, SUFFIXES};
 
 /// Parses `--seeds`: `A..B` (inclusive, A ≤ B) or one seed `N`.
 fn seed_range(text: &str) -> Result<(u64, u64), String> {
@@ -37,8 +37,9 @@ pub struct LabArgs {
     pub scenario: Vec<String>,
     /// An algorithm's name, optionally with `+ejection` (that algorithm with outlier ejection
     /// at its defaults, e.g. `round_robin+ejection`) and `+slow_start` (with slow start at
-    /// its defaults; both: `round_robin+slow_start+ejection`); repeatable. Default: every built-in
-    /// algorithm, without ejection.
+    /// its defaults; both: `round_robin+slow_start+ejection`); repeatable. Besides the built-in
+    /// algorithms' names: `hash_ring_bounded` (HashRing with `balance_factor` 1.25). Default:
+    /// every built-in algorithm, without ejection.
     #[arg(long, value_parser = algorithm_name)]
     pub algorithm: Vec<String>,
     /// The seeds, `A..B` inclusive, or one seed.
@@ -65,19 +66,20 @@ pub struct LabArgs {
     pub svg: Option<PathBuf>,
 }
 
-/// A built-in algorithm's name, optionally with suffixes (`+ejection`, `+slow_start`, in any
+/// A built-in algorithm's name (or an extra one, `hash_ring_bounded`), optionally with suffixes (`+ejection`, `+slow_start`, in any
 /// order: each wraps what is before it).
 fn algorithm_name(name: &str) -> Result<String, String> {
     let mut base = name;
     while let Some(rest) = SUFFIXES.iter().find_map(|s| base.strip_suffix(s)) {
         base = rest;
     }
-    if BUILT_IN.contains(&base) {
+    if BUILT_IN.contains(&base) || EXTRA.contains(&base) {
         Ok(name.to_string())
     } else {
         Err(format!(
-            "unknown algorithm {name:?}; known: {} (each optionally with {})",
+            "unknown algorithm {name:?}; known: {}, {} (each optionally with {})",
             BUILT_IN.join(", "),
+            EXTRA.join(", "),
             SUFFIXES.join(", ")
         ))
     }

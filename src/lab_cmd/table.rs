@@ -190,6 +190,8 @@ mod tests {
             fault_goodput_ratio: None,
             faulty_picks_per_caller: None,
             last_faulty_pick_ms: None,
+            member_in_flight: Vec::new(),
+            calls_moved_from_home: None,
             little: Little::default(),
             simulated_calls: 10,
             overloaded_at_s,

@@ -85,6 +85,8 @@ pub fn run_report(
         fault_goodput_ratio: None,
         faulty_picks_per_caller: None,
         last_faulty_pick_ms: None,
+        member_in_flight: Vec::new(),
+        calls_moved_from_home: None,
         little: Little::default(),
         simulated_calls: callers.iter().map(|c| c.totals.iter().sum::<u64>()).sum(),
         overloaded_at_s: None,

@@ -62,6 +62,19 @@ pub struct RunReport {
     /// (absent from JSON): no fault, or no call went to it while the fault lasted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_faulty_pick_ms: Option<f64>,
+    /// Each member's calls in flight as the member holds them (queued or being served, from
+    /// when a request reaches it until it is served, fails, or is dropped on a cancel),
+    /// averaged over the window, by member index. Empty (absent from JSON) where not
+    /// measured.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub member_in_flight: Vec<f64>,
+    /// Of the window's keyed calls that picked a member, the share that did not go to the
+    /// key's home: its owner on a plain [`HashRing`](rpc_load_balancer::HashRing) (128
+    /// points per member) over the members present. 0 for a plain ring, about `1 − 1/members`
+    /// for a key-blind algorithm. `None` (absent from JSON): calls without keys, or not
+    /// measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls_moved_from_home: Option<f64>,
     /// Little's law over the window.
     pub little: Little,
     /// Calls simulated in the whole run (warm-up and drain included).
@@ -206,6 +219,18 @@ pub struct Summary {
     /// from JSON when none has.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_faulty_pick_ms: Option<f64>,
+    /// Median over the complete runs of the busiest member's
+    /// [`RunReport::member_in_flight`]; absent from JSON when not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busiest_member_in_flight: Option<f64>,
+    /// Median over the complete runs of the members' mean [`RunReport::member_in_flight`];
+    /// absent from JSON when not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_member_in_flight: Option<f64>,
+    /// Median [`RunReport::calls_moved_from_home`] of the complete runs that have one; absent
+    /// from JSON when none has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls_moved_from_home: Option<f64>,
     /// The largest windowed Little's-law error of the complete runs.
     pub little_max_error: f64,
     /// Runs stopped as overloaded ([`RunReport::overloaded_at_s`]); absent from JSON when 0.
@@ -262,6 +287,20 @@ impl Summary {
             .iter()
             .filter_map(|r| r.last_faulty_pick_ms)
             .collect();
+        let busiest: Vec<f64> = complete
+            .iter()
+            .filter(|r| !r.member_in_flight.is_empty())
+            .map(|r| r.member_in_flight.iter().copied().fold(0.0, f64::max))
+            .collect();
+        let mean: Vec<f64> = complete
+            .iter()
+            .filter(|r| !r.member_in_flight.is_empty())
+            .map(|r| r.member_in_flight.iter().sum::<f64>() / r.member_in_flight.len() as f64)
+            .collect();
+        let moved: Vec<f64> = complete
+            .iter()
+            .filter_map(|r| r.calls_moved_from_home)
+            .collect();
         Some(Summary {
             scenario: first.scenario.clone(),
             load: first.load.clone(),
@@ -283,6 +322,9 @@ impl Summary {
             fault_goodput_ratio: median(&ratios),
             faulty_picks_per_caller: median(&picks),
             last_faulty_pick_ms: median(&last_picks),
+            busiest_member_in_flight: median(&busiest),
+            mean_member_in_flight: median(&mean),
+            calls_moved_from_home: median(&moved),
             little_max_error: complete
                 .iter()
                 .map(|r| r.little.relative_error)
@@ -319,6 +361,8 @@ mod tests {
             fault_goodput_ratio: None,
             faulty_picks_per_caller: None,
             last_faulty_pick_ms: None,
+            member_in_flight: vec![],
+            calls_moved_from_home: None,
             little: Little::default(),
             simulated_calls: 0,
             overloaded_at_s: None,

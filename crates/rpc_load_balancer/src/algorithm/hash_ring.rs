@@ -6,7 +6,8 @@ use std::sync::Arc;
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::routing::{
-    Algorithm, BuildContext, Change, Derived, Explanation, MemberView, Request, Rng, Selector,
+    Algorithm, BuildContext, Change, Derived, Explanation, MemberView, Needs, Request, Rng,
+    Selector,
 };
 use crate::Error;
 
@@ -30,6 +31,12 @@ use crate::Error;
 /// the key's position, wrapping around, and returns `min(count, members)` distinct nodes; the
 /// first is the single-key answer.
 ///
+/// **Bounded loads** (off by default): with [`balance_factor`](Self::balance_factor) `c`, a
+/// key's owner takes the call only while its load is below `⌈c × (total + 1) ÷ members⌉`;
+/// otherwise the key passes to the next member on the ring that is (Mirrokni, Thorup,
+/// Zadimoghaddam, "Consistent Hashing with Bounded Loads", SODA 2018; Envoy's
+/// `hash_balance_factor`). See that option for what a member's load is.
+///
 /// Each balancer's selector rebuilds its ring once per membership change, before the balancer
 /// publishes the new member list, which carries the ring to every selection over it; a
 /// selection over another list (a re-selection that excludes
@@ -38,6 +45,8 @@ use crate::Error;
 pub struct HashRing {
     weight: u32,
     seed: Option<u64>,
+    /// Bounded loads: the balance factor `c` (≥ 1), or `None` (plain consistent hashing).
+    balance_factor: Option<f64>,
     /// Keyless selections of every selector built from this instance.
     keyless: Arc<AtomicU64>,
 }
@@ -64,6 +73,7 @@ impl HashRing {
         Self {
             weight: 128,
             seed: None,
+            balance_factor: None,
             keyless: Arc::default(),
         }
     }
@@ -75,6 +85,39 @@ impl HashRing {
     /// [`Error::InvalidConfig`] naming `weight` when it is 0 or above [`Self::MAX_WEIGHT`].
     pub fn weight(mut self, points: u32) -> Self {
         self.weight = points;
+        self
+    }
+
+    /// Bounded loads (default: off): a member whose load is at or above the cap
+    /// `⌈factor × (total + 1) ÷ members⌉` passes the key on, where `total` is the members'
+    /// loads summed. A keyed pick walks the ring from the key's position, as replica selection
+    /// does, and takes the first member whose load is below the cap — the key's owner while it
+    /// is not overloaded, else the next member clockwise that is not. Some member is always
+    /// below the cap (the cap is above the mean load); should concurrent picks change the
+    /// loads mid-walk so that none is, the pick fails open to the owner. `1.25` is a common
+    /// choice (Envoy's `hash_balance_factor` 125): no member carries more than about 1.25 ×
+    /// the mean load, at the cost of some keys leaving their owner while it is busy; the
+    /// closer to 1, the more keys move. Mirrokni, Thorup, Zadimoghaddam, "Consistent Hashing
+    /// with Bounded Loads", SODA 2018.
+    ///
+    /// **Load** is, for now, this balancer's calls and casts in flight to the member
+    /// ([`MemberView::in_flight`]: selections not yet ended, which the balancer counts when
+    /// this option is set): the issue's full definition — the member's last reported calls in
+    /// flight plus this caller's calls sent to it since — waits on load reports in replies,
+    /// which do not exist yet. So each caller bounds its own calls; members' totals are
+    /// bounded as far as callers' traffic is alike.
+    ///
+    /// Cost: a keyed pick sums the members' in-flight counts (one atomic load each, O(members)
+    /// per pick, only when this is set; members are typically at most a few hundred) and walks
+    /// the ring past overloaded members' points; no lock, no allocation. Keyless calls stay
+    /// uniform random; replica selection ([`Balancer::select_nodes`](crate::Balancer::select_nodes))
+    /// keeps the plain ring order. With this set the algorithm is named `hash_ring_bounded`
+    /// (logs, the `algorithm` metric label, `rpclb lab`).
+    ///
+    /// Errors: [`Balancer::start`](crate::Balancer::start) fails with
+    /// [`Error::InvalidConfig`] naming `balance_factor` unless it is finite and ≥ 1.
+    pub fn balance_factor(mut self, factor: f64) -> Self {
+        self.balance_factor = Some(factor);
         self
     }
 
@@ -107,7 +150,8 @@ impl HashRing {
         xxh3_64(key)
     }
 
-    /// Checks the options. Errors: [`Error::InvalidConfig`] naming `weight`.
+    /// Checks the options, `weight` first. Errors: [`Error::InvalidConfig`] naming `weight` or
+    /// `balance_factor`.
     fn validate(&self) -> Result<(), Error> {
         if self.weight == 0 || self.weight > Self::MAX_WEIGHT {
             return Err(Error::InvalidConfig {
@@ -119,20 +163,42 @@ impl HashRing {
                 ),
             });
         }
+        if let Some(factor) = self.balance_factor {
+            if !factor.is_finite() || factor < 1.0 {
+                return Err(Error::InvalidConfig {
+                    option: "balance_factor",
+                    reason: format!("{factor}: must be finite and at least 1.0"),
+                });
+            }
+        }
         Ok(())
     }
 }
 
 impl Algorithm for HashRing {
     fn name(&self) -> &'static str {
-        "hash_ring"
+        if self.balance_factor.is_some() {
+            "hash_ring_bounded"
+        } else {
+            "hash_ring"
+        }
     }
 
-    /// Errors: [`Error::InvalidConfig`] naming `weight`.
+    /// In-flight counts with a [`balance_factor`](Self::balance_factor); else nothing.
+    fn needs(&self) -> Needs {
+        if self.balance_factor.is_some() {
+            Needs::default().in_flight()
+        } else {
+            Needs::default()
+        }
+    }
+
+    /// Errors: [`Error::InvalidConfig`] naming `weight` or `balance_factor`.
     fn build(&self, context: &BuildContext<'_>) -> Result<Box<dyn Selector>, Error> {
         self.validate()?;
         Ok(Box::new(HashRingSelector {
             weight: self.weight,
+            balance_factor: self.balance_factor,
             rng: context.rng(self.seed),
             keyless: Arc::clone(&self.keyless),
         }))
@@ -144,6 +210,7 @@ impl Algorithm for HashRing {
 #[derive(Debug)]
 struct HashRingSelector {
     weight: u32,
+    balance_factor: Option<f64>,
     rng: Rng,
     keyless: Arc<AtomicU64>,
 }
@@ -198,6 +265,35 @@ impl HashRingSelector {
         }
     }
 
+    /// Bounded loads' cap for `members` with balance factor `factor`:
+    /// `⌈factor × (total + 1) ÷ members⌉` with `total` their in-flight counts summed; and
+    /// that total.
+    fn cap(members: &[MemberView], factor: f64) -> (usize, usize) {
+        let total: usize = members.iter().map(MemberView::in_flight).sum();
+        let cap = (factor * (total as f64 + 1.0) / members.len() as f64).ceil();
+        (cap as usize, total)
+    }
+
+    /// The member a key starting at ring position `start` goes to under bounded loads: the
+    /// first member on the ring from there whose in-flight count is below `cap`; the owner
+    /// (fail open) when a whole turn finds none.
+    fn bounded(ring: &Ring, members: &[MemberView], start: usize, cap: usize) -> usize {
+        let n = ring.points.len();
+        let owner = ring.points[start].1 as usize;
+        let mut last = usize::MAX;
+        for step in 0..n {
+            let index = ring.points[(start + step) % n].1 as usize;
+            // Consecutive points of one member: tested once.
+            if index != last {
+                if members[index].in_flight() < cap {
+                    return index;
+                }
+                last = index;
+            }
+        }
+        owner
+    }
+
     fn keyless_pick(&self, members: &[MemberView], request: &Request<'_>) -> usize {
         self.keyless.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(
@@ -219,7 +315,11 @@ impl Selector for HashRingSelector {
             return Ok(self.keyless_pick(members, request));
         };
         Ok(self.with_ring(members, request, |ring| {
-            ring.points[Self::start(ring, key)].1 as usize
+            let start = Self::start(ring, key);
+            match self.balance_factor {
+                None => ring.points[start].1 as usize,
+                Some(factor) => Self::bounded(ring, members, start, Self::cap(members, factor).0),
+            }
         }))
     }
 
@@ -251,14 +351,31 @@ impl Selector for HashRingSelector {
     }
 
     fn explain(&self, members: &[MemberView], chosen: usize, request: &Request<'_>) -> Explanation {
-        let rule = match request.key {
-            Some(key) => format!(
+        let rule = match (request.key, self.balance_factor) {
+            (Some(key), Some(factor)) => {
+                let (cap, total) = Self::cap(members, factor);
+                let owner = self.with_ring(members, request, |ring| {
+                    ring.points[Self::start(ring, key)].1 as usize
+                });
+                let owner_view = members.get(owner);
+                format!(
+                    "bounded loads (factor {factor}): key point {:#018x} on a ring of {} points per member; \
+                     owner {} has {} in flight, cap {cap} (⌈{factor} × ({total} + 1) ÷ {}⌉); chose {}",
+                    HashRing::key_point(key),
+                    self.weight,
+                    owner_view.map_or("?", MemberView::node),
+                    owner_view.map_or(0, MemberView::in_flight),
+                    members.len(),
+                    members.get(chosen).map_or("?", MemberView::node)
+                )
+            }
+            (Some(key), None) => format!(
                 "owner of key point {:#018x} on a ring of {} points per member ({})",
                 HashRing::key_point(key),
                 self.weight,
                 members.get(chosen).map_or("?", MemberView::node)
             ),
-            None => "no key: uniform random".to_string(),
+            (None, _) => "no key: uniform random".to_string(),
         };
         Explanation {
             rule,
@@ -267,5 +384,7 @@ impl Selector for HashRingSelector {
     }
 }
 
+#[cfg(test)]
+mod bounded_tests;
 #[cfg(test)]
 mod tests;

@@ -45,7 +45,8 @@ pub use weighted_round_robin::WeightedRoundRobin;
 use crate::routing::Algorithm;
 use crate::Error;
 
-/// The built-in algorithm called `name` (one of [`BUILT_IN`]), with default options; with
+/// The built-in algorithm called `name` (one of [`BUILT_IN`], or of [`EXTRA`]: a built-in
+/// algorithm with a named set of options), with default options; with
 /// the suffix `+ejection` (e.g. `round_robin+ejection`), that algorithm with
 /// [`OutlierEjection`](crate::OutlierEjection)'s defaults on top; with `+slow_start`, with
 /// [`SlowStart`](crate::SlowStart)'s defaults on top. Suffixes combine, each wrapping what
@@ -89,13 +90,15 @@ pub fn by_name(name: &str) -> Result<Arc<dyn Algorithm>, Error> {
         "power_of_two" => Ok(Arc::new(PowerOfTwo::new())),
         "peak_ewma" => Ok(Arc::new(PeakEwma::new())),
         "hash_ring" => Ok(Arc::new(HashRing::new())),
+        "hash_ring_bounded" => Ok(Arc::new(HashRing::new().balance_factor(1.25))),
         "least_cpu" => Ok(Arc::new(LeastCpu::new())),
         "call_direct" => Ok(Arc::new(CallDirect)),
         other => Err(Error::InvalidConfig {
             option: "algorithm",
             reason: format!(
-                "unknown algorithm {other:?}; known: {}",
-                BUILT_IN.join(", ")
+                "unknown algorithm {other:?}; known: {}, {}",
+                BUILT_IN.join(", "),
+                EXTRA.join(", ")
             ),
         }),
     }
@@ -107,7 +110,8 @@ pub const EJECTION_SUFFIX: &str = "+ejection";
 /// The suffix of an algorithm name that [`by_name`] reads as "with slow start".
 pub const SLOW_START_SUFFIX: &str = "+slow_start";
 
-/// The suffixes [`by_name`] knows, in any number and order after a [`BUILT_IN`] name.
+/// The suffixes [`by_name`] knows, in any number and order after a [`BUILT_IN`] or [`EXTRA`]
+/// name.
 pub const SUFFIXES: &[&str] = &[EJECTION_SUFFIX, SLOW_START_SUFFIX];
 
 /// Names of the built-in algorithms [`by_name`] knows.
@@ -122,6 +126,11 @@ pub const BUILT_IN: &[&str] = &[
     "least_cpu",
     "peak_ewma",
 ];
+
+/// Names [`by_name`] knows beyond [`BUILT_IN`]: a built-in algorithm with a named set of
+/// options. `hash_ring_bounded`: [`HashRing`] with
+/// [`balance_factor`](HashRing::balance_factor) 1.25 (bounded loads).
+pub const EXTRA: &[&str] = &["hash_ring_bounded"];
 
 #[cfg(test)]
 mod test_support;

@@ -150,7 +150,8 @@ impl SlowStart {
     pub(crate) fn check(&self, algorithm: &dyn Algorithm) -> Result<(), Error> {
         self.validate()?;
         let base = algorithm.name().split('+').next().unwrap_or_default();
-        if algorithm.is_local() || matches!(base, "hash_ring" | "call_direct") {
+        if algorithm.is_local() || matches!(base, "hash_ring" | "hash_ring_bounded" | "call_direct")
+        {
             return Err(Error::InvalidConfig {
                 option: "slow_start",
                 reason: format!(

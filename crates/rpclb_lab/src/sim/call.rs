@@ -47,6 +47,15 @@ impl Sim<'_> {
             return;
         };
         self.count_pick(member, caller);
+        if in_window {
+            if let (Some(key), Some(home)) = (&key, &self.home) {
+                self.keyed_calls += 1;
+                if let Ok(pick) = home.pick(Some(key)) {
+                    self.moved_from_home += u64::from(member_index(pick.node()) != member);
+                    home.release(pick);
+                }
+            }
+        }
         self.account_in_flight();
         self.in_flight += 1;
         if in_window {
@@ -93,6 +102,7 @@ impl Sim<'_> {
 
     pub(super) fn at_member(&mut self, call: u32) {
         let m = self.calls[call as usize].member as usize;
+        self.account_held(m, true);
         let member = &self.members[m];
         if member.paused_since.is_some() || member.in_service.len() >= member.capacity {
             self.calls[call as usize].stage = Stage::Queued;
@@ -115,6 +125,7 @@ impl Sim<'_> {
     fn start(&mut self, call: u32) {
         let m = self.calls[call as usize].member as usize;
         if self.faults.chance(self.members[m].fail) {
+            self.account_held(m, false);
             self.calls[call as usize].failed = true;
             self.calls[call as usize].stage = Stage::Replying;
             self.queue
@@ -146,6 +157,7 @@ impl Sim<'_> {
     pub(super) fn service_done(&mut self, call: u32) {
         let m = self.calls[call as usize].member as usize;
         self.account_busy(m);
+        self.account_held(m, false);
         let member = &mut self.members[m];
         if let Some(i) = member.in_service.iter().position(|&c| c == call) {
             member.in_service.swap_remove(i);
@@ -201,6 +213,7 @@ impl Sim<'_> {
             Stage::Done => self.free.push(call),
             Stage::Queued => {
                 c.stage = Stage::Done;
+                self.account_held(m, false);
                 // Calls time out in issue order, so it is at or near the queue's front.
                 let queue = &mut self.members[m].queue;
                 if let Some(i) = queue.iter().position(|&q| q == call) {
@@ -212,6 +225,7 @@ impl Sim<'_> {
                 c.stage = Stage::Done;
                 c.generation = c.generation.wrapping_add(1);
                 self.account_busy(m);
+                self.account_held(m, false);
                 let member = &mut self.members[m];
                 if let Some(i) = member.in_service.iter().position(|&s| s == call) {
                     member.in_service.swap_remove(i);

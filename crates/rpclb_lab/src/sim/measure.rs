@@ -13,6 +13,23 @@ impl Sim<'_> {
         self.in_flight_last = self.now;
     }
 
+    /// A call reaches member `m` (`arrives`) or leaves it (served, failed, or dropped on a
+    /// cancel): its held calls change by one, their time-integral over the window accounted
+    /// first.
+    pub(super) fn account_held(&mut self, m: usize, arrives: bool) {
+        let (start, end) = (self.window_start, self.window_end);
+        let clamp = |t: u64| t.clamp(start, end);
+        let member = &mut self.members[m];
+        let span = clamp(self.now) - clamp(member.held_last);
+        member.held_area += u128::from(member.held) * u128::from(span);
+        member.held_last = self.now;
+        if arrives {
+            member.held += 1;
+        } else {
+            member.held = member.held.saturating_sub(1);
+        }
+    }
+
     pub(super) fn count_pick(&mut self, member: u32, caller: u32) {
         let m = member as usize;
         if self.now >= self.window_start && self.now < self.window_end {
@@ -72,6 +89,19 @@ impl Sim<'_> {
             }
         };
         let shares = self.picks.iter().map(|&p| share(p, total_picks)).collect();
+        let window_ns = (window_end - self.window_start) as f64;
+        let member_in_flight = if window_ns > 0.0 {
+            let clamp = |t: u64| t.clamp(self.window_start, window_end);
+            self.members
+                .iter()
+                .map(|m| {
+                    let tail = u128::from(m.held) * u128::from(window_end - clamp(m.held_last));
+                    (m.held_area + tail) as f64 / window_ns
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let share_over_time = self.buckets.as_ref().map(|buckets| ShareOverTime {
             bucket_s: BUCKET_NS as f64 / NS_PER_S,
             shares: buckets
@@ -145,6 +175,9 @@ impl Sim<'_> {
             },
             faulty_picks_per_caller: self.fault.as_ref().map(|f| f.most_picks_by_a_caller()),
             last_faulty_pick_ms: self.fault.as_ref().and_then(|f| f.last_pick_ms()),
+            member_in_flight,
+            calls_moved_from_home: (self.home.is_some() && self.keyed_calls > 0)
+                .then(|| share(self.moved_from_home, self.keyed_calls)),
             little: Little {
                 mean_in_flight,
                 arrival_rate_per_s: arrival_rate,

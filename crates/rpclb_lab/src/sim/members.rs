@@ -52,6 +52,9 @@ impl Sim<'_> {
                             kit.join([node]);
                         }
                     }
+                    if let Some(home) = &mut self.home {
+                        home.join([self.members[mi].node.as_str()]);
+                    }
                 }
             }
             Change::WarmEnd => self.members[mi].warm = 1.0,
@@ -65,6 +68,9 @@ impl Sim<'_> {
                         if let Some(kit) = &mut self.callers[c].kit {
                             kit.leave([node]);
                         }
+                    }
+                    if let Some(home) = &mut self.home {
+                        home.leave([self.members[mi].node.as_str()]);
                     }
                 }
             }

@@ -173,6 +173,11 @@ struct Member {
     area_at_sample: u128,
     /// The latest utilization sample: (%, when).
     sample: Option<(f64, u64)>,
+    /// Calls the member holds (queued or in service), ∫ of that over the window (ns), and
+    /// when it was last accounted.
+    held: u64,
+    held_area: u128,
+    held_last: u64,
 }
 
 struct Caller {
@@ -273,6 +278,12 @@ struct Sim<'a> {
     picks: Vec<u64>,
     buckets: Option<Vec<Vec<u64>>>,
     fault: Option<Fault>,
+    /// Each keyed call's home (its owner on a plain ring over the members present), when
+    /// the calls carry keys.
+    home: Option<SelectorKit>,
+    /// Keyed calls of the window that picked a member, and those not sent to their home.
+    keyed_calls: u64,
+    moved_from_home: u64,
     in_flight: u64,
     in_flight_area: u128,
     in_flight_last: u64,

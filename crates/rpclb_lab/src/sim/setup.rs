@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use rpc_load_balancer::testkit::SelectorKit;
+use rpc_load_balancer::HashRing;
 
 use super::schedule::{expand_timeline, find_fault};
 use super::{
@@ -48,6 +49,9 @@ impl<'a> Sim<'a> {
                     busy_last: 0,
                     area_at_sample: 0,
                     sample: None,
+                    held: 0,
+                    held_area: 0,
+                    held_last: 0,
                 }
             })
             .collect();
@@ -121,6 +125,19 @@ impl<'a> Sim<'a> {
             vec![vec![0; s.members]; n]
         });
         let fault = find_fault(s, window_end, &joins_later);
+        // Keyed calls' homes: the owners on a plain ring (not for CallDirect's local calls).
+        let home = match s.keys {
+            Some(_) if !local => {
+                let mut kit =
+                    SelectorKit::new(&HashRing::new()).map_err(|source| RunError::Algorithm {
+                        algorithm: "hash_ring".to_string(),
+                        source,
+                    })?;
+                kit.join(initial.iter().copied());
+                Some(kit)
+            }
+            _ => None,
+        };
         let mut sim = Sim {
             scenario: s,
             local,
@@ -167,6 +184,9 @@ impl<'a> Sim<'a> {
             picks: vec![0; s.members],
             buckets,
             fault,
+            home,
+            keyed_calls: 0,
+            moved_from_home: 0,
             in_flight: 0,
             in_flight_area: 0,
             in_flight_last: 0,
