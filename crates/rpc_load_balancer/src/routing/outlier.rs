@@ -3,8 +3,6 @@
 
 mod health;
 mod selector;
-#[cfg(test)]
-mod tests;
 
 use std::sync::Arc;
 use std::time::Duration;

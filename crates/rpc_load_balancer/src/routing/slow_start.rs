@@ -30,8 +30,6 @@
 //! algorithm's own.
 
 mod selector;
-#[cfg(test)]
-mod tests;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,10 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::*;
-use crate::routing::OutcomeKind;
-use crate::testkit::{Picked, SelectorKit};
-use crate::{Error, ErrorCode, RoundRobin};
+use rpc_load_balancer::routing::{OutcomeKind, OutlierEjection};
+use rpc_load_balancer::testkit::{Picked, SelectorKit};
+use rpc_load_balancer::{Error, ErrorCode, RoundRobin};
 
 const MS: Duration = Duration::from_millis(1);
 const FAILED: OutcomeKind = OutcomeKind::Error(ErrorCode::ServiceUnavailable);
@@ -367,17 +366,17 @@ fn a_wrapped_algorithm_is_named_after_it_and_counts_calls_in_flight() {
     let wrapped = OutlierEjection::new().wrap(Arc::new(RoundRobin::new()));
     assert_eq!(wrapped.name(), "round_robin+ejection");
     assert!(wrapped.needs().in_flight);
-    let by_name = crate::algorithm::by_name("round_robin+ejection").unwrap();
+    let by_name = rpc_load_balancer::algorithm::by_name("round_robin+ejection").unwrap();
     assert_eq!(by_name.name(), "round_robin+ejection");
     assert!(matches!(
-        crate::algorithm::by_name("round_robin+ejection+ejection"),
+        rpc_load_balancer::algorithm::by_name("round_robin+ejection+ejection"),
         Err(Error::InvalidConfig {
             option: "algorithm",
             ..
         })
     ));
     assert!(matches!(
-        crate::algorithm::by_name("fastest+ejection"),
+        rpc_load_balancer::algorithm::by_name("fastest+ejection"),
         Err(Error::InvalidConfig {
             option: "algorithm",
             ..
@@ -389,7 +388,8 @@ fn a_wrapped_algorithm_is_named_after_it_and_counts_calls_in_flight() {
 fn an_ejected_members_share_spreads_when_the_algorithm_keeps_choosing_it() {
     // LeastConnections always wants the idle (ejected) member: its calls must not all go to
     // the next member in the list.
-    let algorithm = OutlierEjection::new().wrap(Arc::new(crate::LeastConnections::new()));
+    let algorithm =
+        OutlierEjection::new().wrap(Arc::new(rpc_load_balancer::LeastConnections::new()));
     let mut kit = SelectorKit::seeded(&*algorithm, 7).unwrap();
     kit.join(["a", "b", "c", "d"]);
     answer(&kit, "b", 5, FAILED);

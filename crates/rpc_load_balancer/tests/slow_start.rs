@@ -3,9 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::*;
-use crate::testkit::SelectorKit;
-use crate::{algorithm, CallDirect, HashRing, Random, RoundRobin};
+use rpc_load_balancer::routing::SlowStart;
+use rpc_load_balancer::testkit::SelectorKit;
+use rpc_load_balancer::{algorithm, CallDirect, HashRing, Random, RoundRobin};
+use rpc_load_balancer::{Algorithm, Error};
 
 const S: Duration = Duration::from_secs(1);
 const PICKS: usize = 20_000;
