@@ -110,8 +110,48 @@ async fn a_paused_member_is_suspected_and_called_again_once_it_replies() {
     cluster.shutdown().await;
 }
 
+/// Metric `name`'s value with `load_balancer` = `work` in `snapshot` (counters summed over their
+/// other labels, with `reason` = `reason` when given; a gauge's value).
+#[cfg(feature = "telemetry")]
+fn metric(
+    snapshot: &[(
+        metrics_util::CompositeKey,
+        Option<metrics::Unit>,
+        Option<metrics::SharedString>,
+        metrics_util::debugging::DebugValue,
+    )],
+    name: &str,
+    reason: Option<&str>,
+) -> f64 {
+    use metrics_util::debugging::DebugValue;
+    snapshot
+        .iter()
+        .filter(|(key, ..)| {
+            let labels: Vec<_> = key.key().labels().collect();
+            key.key().name() == name
+                && labels
+                    .iter()
+                    .any(|l| l.key() == "load_balancer" && l.value() == "work")
+                && reason
+                    .is_none_or(|r| labels.iter().any(|l| l.key() == "reason" && l.value() == r))
+        })
+        .map(|(.., value)| match value {
+            DebugValue::Counter(n) => *n as f64,
+            DebugValue::Gauge(g) => g.into_inner(),
+            DebugValue::Histogram(_) => 0.0,
+        })
+        .sum()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn members_failing_every_call_are_ejected_only_up_to_the_cap() {
+    #[cfg(feature = "telemetry")]
+    let snapshotter = {
+        let recorder = metrics_util::debugging::DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        recorder.install().unwrap();
+        snapshotter
+    };
     let cluster = Cluster::start(BIN, 3, &["--balancer", "work"])
         .await
         .unwrap();
@@ -139,6 +179,19 @@ async fn members_failing_every_call_are_ejected_only_up_to_the_cap() {
     }
     assert_eq!(served.len(), 2, "{served:?}");
     assert!(served.values().all(|&n| n == 20), "{served:?}");
+    // The metrics say the same (the gauges as of the last look over the members: one more
+    // call, 20 ms on, makes one).
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    work.call::<Whoami>(()).await.unwrap();
+    #[cfg(feature = "telemetry")]
+    {
+        use rpc_load_balancer::telemetry::{MEMBERS_EJECTED, MEMBER_EJECTED};
+        // One snapshot: the debugging recorder's snapshots take the counters.
+        let snapshot = snapshotter.snapshot().into_vec();
+        let by_failures = metric(&snapshot, MEMBER_EJECTED, Some("consecutive_failures"));
+        assert_eq!(by_failures, 1.0);
+        assert_eq!(metric(&snapshot, MEMBERS_EJECTED, None), 1.0);
+    }
     work.stop().await;
     me.shutdown().await;
     cluster.shutdown().await;

@@ -48,6 +48,7 @@ mod config;
 pub(crate) mod cpu_poller;
 mod cpu_selection;
 mod drain;
+mod ejection_metrics;
 mod in_flight;
 mod keeper;
 mod load_balancer;

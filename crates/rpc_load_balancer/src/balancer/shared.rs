@@ -10,6 +10,7 @@ use ractor::ActorRef;
 use tokio::sync::watch;
 
 use super::drain::DrainReport;
+use super::ejection_metrics::EjectionMetrics;
 use super::in_flight::InFlightTotal;
 use super::keeper::KeeperMsg;
 use super::members::{Member, Members};
@@ -149,7 +150,11 @@ impl BalancerShared {
         let (selector, ejection): (Arc<dyn Selector>, _) = match &config.outlier_ejection {
             Some(options) => {
                 // Slow start inside, ejection outside: ejection looks at slow start's picks.
-                let ejecting = Arc::new(Ejecting::new(built, options.clone(), clock.clone()));
+                let metrics = EjectionMetrics::new(&config.name);
+                let ejecting = Arc::new(
+                    Ejecting::new(built, options.clone(), clock.clone())
+                        .with_listener(Box::new(move |event| metrics.record(event))),
+                );
                 // Suspicion reads each member's calls in flight.
                 needs = needs.in_flight();
                 (Arc::clone(&ejecting) as Arc<dyn Selector>, Some(ejecting))

@@ -44,7 +44,7 @@ mod view;
 pub use algorithm::{Algorithm, BuildContext, CpuPolling, Needs};
 pub use clock::{Clock, ManualClock};
 pub use outcome::{Outcome, OutcomeKind};
-pub(crate) use outlier::Ejecting;
+pub(crate) use outlier::{Ejecting, EjectionEvent};
 pub use outlier::{EjectionStats, OutlierEjection};
 pub use per_list::PerList;
 pub use rng::Rng;

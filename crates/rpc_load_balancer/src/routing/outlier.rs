@@ -10,8 +10,8 @@ use std::time::Duration;
 use super::{Algorithm, BuildContext, Needs, Selector};
 use crate::Error;
 
-pub(crate) use selector::Ejecting;
 pub use selector::EjectionStats;
+pub(crate) use selector::{Ejecting, EjectionEvent};
 
 /// Outlier ejection, a balancer option that stops picking members that fail or go silent,
 /// whatever the algorithm (Envoy's outlier detection; gRPC's `outlier_detection` policy,

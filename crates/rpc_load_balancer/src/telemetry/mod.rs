@@ -53,6 +53,18 @@ pub const NODE_SELECTED_EMPTY: &str = "rpc_load_balancer.node.selected.empty.cou
 /// `rpc_load_balancer.node.pool_size`: members per snapshot, recorded when it changes.
 pub const POOL_SIZE: &str = "rpc_load_balancer.node.pool_size";
 
+/// `rpc_load_balancer.member.ejected.count`: members outlier ejection ejected, by node and
+/// `reason` (`consecutive_failures`, `success_rate`, `silent`).
+pub const MEMBER_EJECTED: &str = "rpc_load_balancer.member.ejected.count";
+/// `rpc_load_balancer.member.suspected.count`: members outlier ejection suspected of being
+/// silent, by node.
+pub const MEMBER_SUSPECTED: &str = "rpc_load_balancer.member.suspected.count";
+/// `rpc_load_balancer.members.ejected`: members ejected now (as of the last look over them).
+pub const MEMBERS_EJECTED: &str = "rpc_load_balancer.members.ejected";
+/// `rpc_load_balancer.members.suspected`: members suspected now (as of the last look over
+/// them).
+pub const MEMBERS_SUSPECTED: &str = "rpc_load_balancer.members.suspected";
+
 /// `rpc_load_balancer.least_cpu.poll.duration.milliseconds`: how long a LeastCpu Poller's
 /// cycle took.
 pub const LEAST_CPU_POLL_DURATION: &str = "rpc_load_balancer.least_cpu.poll.duration.milliseconds";

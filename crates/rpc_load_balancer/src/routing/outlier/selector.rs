@@ -50,6 +50,47 @@ pub struct EjectionStats {
     pub suspected: usize,
 }
 
+/// Why a member was ejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reason {
+    /// Its failures in a row reached `consecutive_failures`.
+    ConsecutiveFailures,
+    /// Its success rate was far below the others' at the end of an interval.
+    SuccessRate,
+    /// It was suspected and a call to it timed out.
+    Silent,
+}
+
+impl Reason {
+    /// The `reason` label and log field.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Reason::ConsecutiveFailures => "consecutive_failures",
+            Reason::SuccessRate => "success_rate",
+            Reason::Silent => "silent",
+        }
+    }
+}
+
+/// What outlier ejection tells whoever drives it (a balancer: its metrics and log). The
+/// routing core does no I/O: it only calls the listener it was given.
+#[derive(Debug)]
+pub(crate) enum EjectionEvent<'a> {
+    /// `node` was ejected for `for_ns` (why: `reason`).
+    Ejected {
+        node: &'a str,
+        reason: Reason,
+        for_ns: u64,
+    },
+    /// `node` was suspected of being silent.
+    Suspected { node: &'a str },
+    /// The counts after a look over the members.
+    Counts(EjectionStats),
+}
+
+/// A listener of [`EjectionEvent`]s.
+pub(crate) type Listener = Box<dyn Fn(&EjectionEvent<'_>) + Send + Sync>;
+
 /// An algorithm's selector with outlier ejection on top.
 pub(crate) struct Ejecting {
     inner: Box<dyn Selector>,
@@ -74,6 +115,7 @@ pub(crate) struct Ejecting {
     verdicts: Mutex<()>,
     ejections: AtomicU64,
     suspicions: AtomicU64,
+    listener: Option<Listener>,
 }
 
 impl Ejecting {
@@ -93,6 +135,20 @@ impl Ejecting {
             verdicts: Mutex::new(()),
             ejections: AtomicU64::new(0),
             suspicions: AtomicU64::new(0),
+            listener: None,
+        }
+    }
+
+    /// Tells `listener` of every ejection, suspicion and look over the members.
+    pub(crate) fn with_listener(mut self, listener: Listener) -> Self {
+        self.listener = Some(listener);
+        self
+    }
+
+    fn tell(&self, event: &EjectionEvent<'_>) {
+        if let Some(listener) = &self.listener {
+            // A listener's panic is the listener's: the pick and its outcome go on.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| listener(event)));
         }
     }
 
@@ -148,12 +204,12 @@ impl Ejecting {
     }
 
     /// Ejects `health`'s member at `now` unless it is ejected already or the cap is reached.
-    fn eject(&self, health: &Health, now: u64, members: usize) {
+    fn eject(&self, health: &Health, now: u64, members: usize, reason: Reason) {
         if health.is_ejected(now) {
             return;
         }
         let verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
-        self.eject_locked(&verdicts, health, now, members);
+        self.eject_locked(&verdicts, health, now, members, reason);
     }
 
     /// Ends `health`'s ejection if its time is up at `now`: it is picked again, with a clean
@@ -177,7 +233,14 @@ impl Ejecting {
     }
 
     /// [`eject`](Self::eject) with the verdicts' lock held.
-    fn eject_locked(&self, _held: &MutexGuard<'_, ()>, health: &Health, now: u64, members: usize) {
+    fn eject_locked(
+        &self,
+        _held: &MutexGuard<'_, ()>,
+        health: &Health,
+        now: u64,
+        members: usize,
+        reason: Reason,
+    ) {
         self.end_ejection_if_due(health, now);
         if health.ejected_until.load(Ordering::Relaxed) != 0 {
             return;
@@ -200,6 +263,11 @@ impl Ejecting {
         health.consecutive.store(0, Ordering::Relaxed);
         self.out.fetch_add(1, Ordering::Relaxed);
         self.ejections.fetch_add(1, Ordering::Relaxed);
+        self.tell(&EjectionEvent::Ejected {
+            node: health.view.node(),
+            reason,
+            for_ns: length,
+        });
     }
 
     /// Looks over every member at `now` (at most once per [`SWEEP_EVERY_NS`], by one thread):
@@ -238,6 +306,7 @@ impl Ejecting {
         self.suspected.store(suspected, Ordering::Relaxed);
         self.out.store(ejected + suspected, Ordering::Relaxed);
         drop(verdicts);
+        self.tell(&EjectionEvent::Counts(self.stats()));
     }
 
     /// Notes when `health`'s member became busy, and suspects it if it has been silent with
@@ -268,6 +337,9 @@ impl Ejecting {
         if now.saturating_sub(since) >= limit && others_reply {
             health.suspected.store(true, Ordering::Relaxed);
             self.suspicions.fetch_add(1, Ordering::Relaxed);
+            self.tell(&EjectionEvent::Suspected {
+                node: health.view.node(),
+            });
         }
     }
 
@@ -319,7 +391,7 @@ impl Ejecting {
         let mut newly = 0;
         for (health, rate) in rates {
             if rate < threshold && !health.is_ejected(now) {
-                self.eject_locked(held, health, now, by_node.len());
+                self.eject_locked(held, health, now, by_node.len(), Reason::SuccessRate);
                 newly += usize::from(health.is_ejected(now));
             }
         }
@@ -438,7 +510,7 @@ impl Selector for Ejecting {
         if outcome.kind == OutcomeKind::Timeout && health.suspected.load(Ordering::Relaxed) {
             // Silent past a call's whole timeout: an outlier, ejected like one (this ends its
             // suspicion, unless the cap keeps it in).
-            self.eject(health, now, by_node.len());
+            self.eject(health, now, by_node.len(), Reason::Silent);
             if health.is_ejected(now) && health.suspected.swap(false, Ordering::Relaxed) {
                 let _ = self
                     .out
@@ -454,7 +526,7 @@ impl Selector for Ejecting {
                 .saturating_add(1);
             let limit = self.options.consecutive_failures;
             if limit != 0 && run >= limit {
-                self.eject(health, now, by_node.len());
+                self.eject(health, now, by_node.len(), Reason::ConsecutiveFailures);
             }
         } else {
             health.consecutive.store(0, Ordering::Relaxed);
