@@ -229,7 +229,7 @@ impl OutlierEjection {
     /// `round_robin+ejection`. (A balancer's
     /// [`outlier_ejection`](crate::BalancerConfig::outlier_ejection) does this itself.)
     pub fn wrap(self, algorithm: Arc<dyn Algorithm>) -> Arc<dyn Algorithm> {
-        let name = intern(&format!("{}+ejection", algorithm.name()));
+        let name = super::names::intern(&format!("{}+ejection", algorithm.name()));
         Arc::new(WithEjection {
             inner: algorithm,
             options: self,
@@ -268,22 +268,4 @@ impl Algorithm for WithEjection {
     fn is_local(&self) -> bool {
         self.inner.is_local()
     }
-}
-
-/// `name` as a `&'static str`, leaked once per distinct name (names are few: one per
-/// algorithm wrapped).
-fn intern(name: &str) -> &'static str {
-    use std::collections::HashSet;
-    use std::sync::{Mutex, OnceLock};
-    static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
-    let mut names = NAMES
-        .get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some(known) = names.get(name) {
-        return known;
-    }
-    let leaked: &'static str = Box::leak(name.to_string().into_boxed_str());
-    names.insert(leaked);
-    leaked
 }
