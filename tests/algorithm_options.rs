@@ -143,6 +143,14 @@ async fn bad_outlier_ejection_options_and_a_second_ejection_fail_the_start() {
             "max_ejected_percent",
         ),
         (
+            "bad slow start and bad ejection options: slow start's is named first",
+            BalancerConfig::new("ejection")
+                .algorithm(RoundRobin::new())
+                .slow_start(rpc_load_balancer::SlowStart::new().window(Duration::ZERO))
+                .outlier_ejection(OutlierEjection::new().interval(Duration::ZERO)),
+            "window",
+        ),
+        (
             "ejection on an algorithm that has it",
             BalancerConfig::new("ejection")
                 .algorithm_arc(wrapped)

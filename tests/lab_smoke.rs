@@ -361,4 +361,18 @@ fn algorithm_suffixes_combine_and_an_unknown_one_is_a_usage_error() {
     let out = lab(&["--algorithm", "round_robin+fast_start"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("+slow_start"));
+    // Combinations the library refuses are usage errors too, naming the flag and the option.
+    for (name, option) in [
+        ("call_direct+slow_start", "slow_start"),
+        ("hash_ring+slow_start", "slow_start"),
+        ("round_robin+ejection+ejection", "algorithm"),
+    ] {
+        let out = lab(&["--algorithm", name]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(
+            stderr.contains("--algorithm") && stderr.contains(option),
+            "{name}: {stderr}"
+        );
+    }
 }

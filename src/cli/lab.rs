@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use rpc_load_balancer::algorithm::{BUILT_IN, EXTRA, SUFFIXES};
+use rpc_load_balancer::routing::BuildContext;
 
 /// Parses `--seeds`: `A..B` (inclusive, A ≤ B) or one seed `N`.
 fn seed_range(text: &str) -> Result<(u64, u64), String> {
@@ -74,6 +75,11 @@ fn algorithm_name(name: &str) -> Result<String, String> {
         base = rest;
     }
     if BUILT_IN.contains(&base) || EXTRA.contains(&base) {
+        // A combination the library refuses (a suffix twice, slow start on HashRing or
+        // CallDirect) is a usage error here too, not a failure after the scenarios load.
+        rpc_load_balancer::algorithm::by_name(name)
+            .and_then(|algorithm| algorithm.build(&BuildContext::new("lab")).map(drop))
+            .map_err(|error| format!("{name:?}: {error}"))?;
         Ok(name.to_string())
     } else {
         Err(format!(

@@ -112,6 +112,10 @@ impl BalancerShared {
             cpu_sample_interval: Some(node.config.cpu_sample_interval),
         };
         let mut needs = config.algorithm.needs();
+        // Slow start's options first, then ejection's, then the algorithm's (as documented).
+        if let Some(options) = &config.slow_start {
+            options.check(&*config.algorithm)?;
+        }
         if let Some(options) = &config.outlier_ejection {
             options.validate()?;
         }
