@@ -59,6 +59,14 @@ impl Clock {
         }
     }
 
+    /// [`now`](Self::now) in ns, saturating, never 0 (0 can then mean "never").
+    #[inline]
+    pub(crate) fn now_ns(&self) -> u64 {
+        u64::try_from(self.now().as_nanos())
+            .unwrap_or(u64::MAX)
+            .max(1)
+    }
+
     /// The time now in whole milliseconds since the clock's epoch (the unit CPU readings'
     /// sample times are kept in).
     #[inline]

@@ -40,6 +40,7 @@ mod rng;
 mod selector;
 mod slow_start;
 mod view;
+mod wrapped;
 
 pub use algorithm::{Algorithm, BuildContext, CpuPolling, Needs};
 pub use clock::{Clock, ManualClock};

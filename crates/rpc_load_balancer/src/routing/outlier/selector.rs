@@ -10,6 +10,7 @@ use arc_swap::ArcSwap;
 
 use super::health::Health;
 use super::OutlierEjection;
+use crate::routing::wrapped::{record, Wrapped};
 use crate::routing::{
     Change, Clock, Derived, Explanation, MemberView, Outcome, OutcomeKind, Request, Rng, Selector,
 };
@@ -28,13 +29,6 @@ const RANDOM_LOOKS: usize = 8;
 
 /// Every member's health by node.
 type ByNode = HashMap<Arc<str>, Arc<Health>, foldhash::fast::RandomState>;
-
-/// What this selector derives from a member list: the algorithm's own, and the members'
-/// health by index.
-struct Wrapped {
-    inner: Option<Derived>,
-    health: Vec<Arc<Health>>,
-}
 
 /// Counts of what outlier ejection did, since the balancer started (see
 /// [`Balancer::ejection_stats`](crate::Balancer::ejection_stats)).
@@ -164,19 +158,7 @@ impl Ejecting {
 
     #[inline]
     fn now_ns(&self) -> u64 {
-        u64::try_from(self.clock.now().as_nanos())
-            .unwrap_or(u64::MAX)
-            .max(1)
-    }
-
-    /// The request the algorithm's selector sees, and the members' health by index (for a
-    /// published list).
-    #[inline]
-    fn unwrap<'a>(&self, request: &Request<'a>) -> (Request<'a>, Option<&'a [Arc<Health>]>) {
-        let wrapped = request.derived_as::<Wrapped>();
-        let mut inner = *request;
-        inner.derived = wrapped.and_then(|w| w.inner.as_ref());
-        (inner, wrapped.map(|w| &w.health[..]))
+        self.clock.now_ns()
     }
 
     /// Whether `members[index]` may not be picked at `now`.
@@ -189,11 +171,7 @@ impl Ejecting {
         now: u64,
     ) -> bool {
         let member = &members[index];
-        let found = match health {
-            Some(list) if list.len() == members.len() => list.get(index),
-            _ => by_node.get(member.node()),
-        };
-        let Some(health) = found else {
+        let Some(health) = record(members, health, by_node, index) else {
             return false;
         };
         // A suspect takes no call while any of its calls is still out: one that was
@@ -402,7 +380,7 @@ impl Ejecting {
 impl Selector for Ejecting {
     #[inline]
     fn pick(&self, members: &[MemberView], request: &Request<'_>) -> Result<usize, Error> {
-        let (inner_request, health) = self.unwrap(request);
+        let (inner_request, health) = Wrapped::<Arc<Health>>::split(request);
         let first = self.inner.pick(members, &inner_request)?;
         if self.out.load(Ordering::Relaxed) == 0 || first >= members.len() {
             return Ok(first);
@@ -416,7 +394,7 @@ impl Selector for Ejecting {
         count: usize,
         request: &Request<'_>,
     ) -> Result<Vec<usize>, Error> {
-        let (inner_request, _) = self.unwrap(request);
+        let (inner_request, _) = Wrapped::<Arc<Health>>::split(request);
         self.inner.pick_many(members, count, &inner_request)
     }
 
@@ -456,10 +434,7 @@ impl Selector for Ejecting {
                     .unwrap_or_else(|| Arc::new(Health::new(m.clone())))
             })
             .collect();
-        Some(Arc::new(Wrapped {
-            inner: self.inner.derive(change),
-            health,
-        }))
+        Wrapped::derive(self.inner.derive(change), health)
     }
 
     fn released(&self, member: &MemberView) {
@@ -535,7 +510,7 @@ impl Selector for Ejecting {
     }
 
     fn explain(&self, members: &[MemberView], chosen: usize, request: &Request<'_>) -> Explanation {
-        let (inner_request, _) = self.unwrap(request);
+        let (inner_request, _) = Wrapped::<Arc<Health>>::split(request);
         let mut explanation = self.inner.explain(members, chosen, &inner_request);
         let by_node = self.by_node.load();
         let now = self.now_ns();

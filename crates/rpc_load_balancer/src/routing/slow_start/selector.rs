@@ -9,6 +9,7 @@ use arc_swap::ArcSwap;
 
 use super::SlowStart;
 use crate::routing::rng::splitmix64;
+use crate::routing::wrapped::{record, Wrapped};
 use crate::routing::{
     BuildContext, Change, Clock, Derived, Explanation, MemberView, Outcome, Request, Rng, Selector,
 };
@@ -24,13 +25,6 @@ const SEED_MIX: u64 = 0x736c_6f77_5f73_7461;
 /// When each member joined (ns on the selector's clock), by node; 0: it ramps not (a member
 /// of the first list).
 type ByNode = HashMap<Arc<str>, u64, foldhash::fast::RandomState>;
-
-/// What this selector derives from a member list: the algorithm's own, and when the members
-/// joined by index (as in [`ByNode`]).
-struct Wrapped {
-    inner: Option<Derived>,
-    joined: Vec<u64>,
-}
 
 /// An algorithm's selector with slow start on top.
 pub(crate) struct Ramping {
@@ -65,19 +59,7 @@ impl Ramping {
 
     #[inline]
     fn now_ns(&self) -> u64 {
-        u64::try_from(self.clock.now().as_nanos())
-            .unwrap_or(u64::MAX)
-            .max(1)
-    }
-
-    /// The request the algorithm's selector sees, and when the members joined by index (for
-    /// a published list).
-    #[inline]
-    fn unwrap<'a>(&self, request: &Request<'a>) -> (Request<'a>, Option<&'a [u64]>) {
-        let wrapped = request.derived_as::<Wrapped>();
-        let mut inner = *request;
-        inner.derived = wrapped.and_then(|w| w.inner.as_ref());
-        (inner, wrapped.map(|w| &w.joined[..]))
+        self.clock.now_ns()
     }
 
     /// `members[index]`'s factor at `now`.
@@ -89,12 +71,7 @@ impl Ramping {
         index: usize,
         now: u64,
     ) -> f64 {
-        let at = match joined {
-            Some(list) if list.len() == members.len() => list.get(index).copied(),
-            _ => members
-                .get(index)
-                .and_then(|m| by_node.get(m.node()).copied()),
-        };
+        let at = record(members, joined, by_node, index).copied();
         match at {
             Some(at) if at != 0 => self
                 .options
@@ -153,7 +130,7 @@ impl Ramping {
 impl Selector for Ramping {
     #[inline]
     fn pick(&self, members: &[MemberView], request: &Request<'_>) -> Result<usize, Error> {
-        let (inner_request, joined) = self.unwrap(request);
+        let (inner_request, joined) = Wrapped::<u64>::split(request);
         let first = self.inner.pick(members, &inner_request)?;
         let ramp_end = self.ramp_end.load(Ordering::Relaxed);
         if ramp_end == 0 || first >= members.len() {
@@ -168,7 +145,7 @@ impl Selector for Ramping {
         count: usize,
         request: &Request<'_>,
     ) -> Result<Vec<usize>, Error> {
-        let (inner_request, _) = self.unwrap(request);
+        let (inner_request, _) = Wrapped::<u64>::split(request);
         self.inner.pick_many(members, count, &inner_request)
     }
 
@@ -207,10 +184,7 @@ impl Selector for Ramping {
             .iter()
             .map(|m| by_node.get(m.node()).copied().unwrap_or(0))
             .collect();
-        Some(Arc::new(Wrapped {
-            inner: self.inner.derive(change),
-            joined,
-        }))
+        Wrapped::derive(self.inner.derive(change), joined)
     }
 
     fn released(&self, member: &MemberView) {
@@ -226,7 +200,7 @@ impl Selector for Ramping {
     }
 
     fn explain(&self, members: &[MemberView], chosen: usize, request: &Request<'_>) -> Explanation {
-        let (inner_request, joined) = self.unwrap(request);
+        let (inner_request, joined) = Wrapped::<u64>::split(request);
         let mut explanation = self.inner.explain(members, chosen, &inner_request);
         let by_node = self.by_node.load();
         let now = self.now_ns();
