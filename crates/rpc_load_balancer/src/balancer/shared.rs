@@ -145,7 +145,7 @@ impl BalancerShared {
         }
         let built = match &config.slow_start {
             Some(options) => {
-                options.check(&*config.algorithm)?;
+                // (Its options were checked above.)
                 let inner = config.algorithm.build(&context)?;
                 Box::new(Ramping::new(inner, options.clone(), &context)) as Box<dyn Selector>
             }
