@@ -90,9 +90,20 @@ pub(crate) fn dispatch<S: Serving + ?Sized>(shared: &Arc<S>, message: RpcMessage
     dispatch_with(shared, message, (), abandoned);
 }
 
+/// What a served call or cast holds until it is served (e.g. its balancer's served count).
+pub(crate) trait Held: Send + 'static {
+    /// Calls of the balancer this one came through being served here, this one included;
+    /// `None` when it came through none (a direct call).
+    fn balancer_in_flight(&self) -> Option<usize> {
+        None
+    }
+}
+
+impl Held for () {}
+
 /// [`dispatch`], holding `guard` until the call or cast is served (e.g. a served count); the
 /// call is cancelled if `abandoned` fires (its drain gave up).
-pub(crate) fn dispatch_with<S: Serving + ?Sized, G: Send + 'static>(
+pub(crate) fn dispatch_with<S: Serving + ?Sized, G: Held>(
     shared: &Arc<S>,
     message: RpcMessage,
     guard: G,
@@ -105,6 +116,7 @@ pub(crate) fn dispatch_with<S: Serving + ?Sized, G: Send + 'static>(
             // this one is large; a box moves as one word.
             tokio::spawn(Box::pin(async move {
                 let reply = serve_call_in(&transport, bytes, abandoned).await;
+                let reply = reported(&transport, reply, guard.balancer_in_flight());
                 // The caller may have timed out and dropped its port; nothing to do then.
                 let _ = reply_port.send(reply);
                 drop(guard);
@@ -116,6 +128,7 @@ pub(crate) fn dispatch_with<S: Serving + ?Sized, G: Send + 'static>(
                 let reply = serve_call_in(&transport, bytes, abandoned).await;
                 drop(guard);
                 if let Ok((status, _)) = reply::decode(&reply) {
+                    transport.serving_load.finished(status.is_ok());
                     if !status.is_ok() {
                         tracing::warn!(?status, "cast failed on this node");
                     }
@@ -129,6 +142,17 @@ pub(crate) fn dispatch_with<S: Serving + ?Sized, G: Send + 'static>(
             });
         }
     }
+}
+
+/// Counts a call served (in the serving node's rates) and appends the node's load report to
+/// its `reply`; `balancer_in_flight`: the served calls of its balancer, that call included.
+fn reported(transport: &Transport, reply: Vec<u8>, balancer_in_flight: Option<usize>) -> Vec<u8> {
+    let load = &transport.serving_load;
+    load.finished(reply::is_ok(&reply));
+    // The call's own served count has ended: the node's count no longer holds it.
+    let node = transport.served.in_flight.load(Ordering::Relaxed) as usize;
+    let balancer = balancer_in_flight.map_or(node, |n| n.saturating_sub(1));
+    reply::with_report(reply, &load.report(balancer, node))
 }
 
 /// Runs one encoded call and returns the encoded reply. Never panics.

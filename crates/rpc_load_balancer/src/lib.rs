@@ -131,7 +131,9 @@ pub use node::{
 pub use payload::{Payload, PAYLOAD_TAIL_ROOM};
 pub use random_node::{RandomNodeCall, RandomNodeCast};
 pub use retry::{Retry, RetryCount, MIN_RETRY_WAIT};
-pub use routing::{Algorithm, Explanation, MemberView, OutlierEjection, Selector, SlowStart};
+pub use routing::{
+    Algorithm, Explanation, LoadReport, MemberView, OutlierEjection, Selector, SlowStart,
+};
 // Test hook (hidden): `rpclb node --wire-extra-field`.
 #[cfg(feature = "test-hooks")]
 #[doc(hidden)]

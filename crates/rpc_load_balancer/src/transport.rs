@@ -20,9 +20,11 @@ use crate::{Error, Unavailable};
 
 mod call_table;
 mod deadlines;
+mod serving_load;
 
 pub(crate) use call_table::{CallTable, ServedStats};
 pub(crate) use deadlines::{Deadlines, Elapsed};
+pub(crate) use serving_load::ServingLoad;
 
 /// The settings of a node that the transport applies, copied from its validated config.
 #[derive(Debug, Clone)]
@@ -115,6 +117,8 @@ pub(crate) struct Transport {
     pub(crate) peers: Arc<dyn PeerEndpoints>,
     /// The CPU readings the serving side answers with.
     pub(crate) cpu_readings: CpuReadings,
+    /// This node's load as the serving side measures it for the reports replies carry.
+    pub(crate) serving_load: ServingLoad,
 }
 
 impl Transport {
@@ -138,6 +142,7 @@ impl Transport {
             own_endpoint: OnceLock::new(),
             peers,
             cpu_readings: NO_CPU_READINGS,
+            serving_load: ServingLoad::new(None),
         }
     }
 

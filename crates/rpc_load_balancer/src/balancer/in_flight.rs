@@ -76,6 +76,12 @@ impl ServedToken {
     }
 }
 
+impl crate::endpoint::Held for ServedToken {
+    fn balancer_in_flight(&self) -> Option<usize> {
+        Some(self.shared.served.get())
+    }
+}
+
 impl Drop for ServedToken {
     fn drop(&mut self) {
         self.shared.served.release(self.stripe);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Member, Members, Releaser};
-use crate::routing::{Outcome, OutcomeKind};
+use crate::routing::{LoadReport, Outcome, OutcomeKind};
 
 /// One selected member. Dropping the guard releases the selection, exactly once, whatever
 /// happened to the call (success, error, timeout, panic, cancellation) and wherever it is
@@ -151,20 +151,49 @@ impl Selection {
     /// Reports how the routed call of this selection ended to a selector that learns (the
     /// latency: from the pick to now on the balancer's clock); `kind` is not even computed
     /// for one that does not. At most once: later reports, and the drop, report nothing more.
+    /// `load`: the serving node's report that came with the reply, given to the selector
+    /// with the outcome (see [`Self::keep_report`] for the member's view).
     #[inline]
-    pub(crate) fn report(&mut self, timeout: Duration, kind: impl FnOnce() -> OutcomeKind) {
+    pub(crate) fn report(
+        &mut self,
+        timeout: Duration,
+        kind: impl FnOnce() -> OutcomeKind,
+        load: Option<&LoadReport>,
+    ) {
         if self.picked_at != 0 {
             let at = std::mem::take(&mut self.picked_at);
             let kind = kind();
             // A selection that ended without a result carried no call's time.
             let timeout = (kind != OutcomeKind::Cancelled).then_some(timeout);
-            self.observe(at, kind, timeout);
+            self.observe_with(at, kind, timeout, load.copied());
+        }
+    }
+
+    /// Keeps `report`, which a reply of the selected member carried, as the member's latest
+    /// (its view, read by selectors; arrived now on the balancer's clock).
+    pub(crate) fn keep_report(&self, report: &LoadReport) {
+        if let Some(releaser) = self.members.releaser() {
+            self.member()
+                .view()
+                .store_report(report, releaser.clock.now_ms());
         }
     }
 
     #[cold]
     #[inline(never)]
     fn observe(&self, at: u64, kind: OutcomeKind, timeout: Option<Duration>) {
+        self.observe_with(at, kind, timeout, None);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn observe_with(
+        &self,
+        at: u64,
+        kind: OutcomeKind,
+        timeout: Option<Duration>,
+        report: Option<LoadReport>,
+    ) {
         // `picked_at` is set only when there is a releaser.
         let Some(releaser) = self.members.releaser() else {
             return;
@@ -173,7 +202,8 @@ impl Selection {
             NO_CALL => Duration::ZERO,
             _ => Duration::from_nanos(now_ns(releaser).saturating_sub(at)),
         };
-        let outcome = Outcome::new(self.member().view(), latency, kind, timeout);
+        let outcome =
+            Outcome::new(self.member().view(), latency, kind, timeout).with_report(report);
         contain(releaser, "observe", || releaser.selector.observe(&outcome));
     }
 

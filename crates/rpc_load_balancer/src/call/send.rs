@@ -15,6 +15,7 @@ use crate::control::{ControlReply, ControlRequest};
 use crate::function::RemoteFunction;
 use crate::transport::{Deadlines, Elapsed, Transport};
 use crate::wire::reply::{self, ReplyStatus};
+use crate::load::LoadReport;
 use crate::wire::{DecodeError, RpcMessage};
 use crate::{Error, Unavailable};
 
@@ -81,36 +82,44 @@ pub(crate) enum Sent<T> {
 
 /// Sends an encoded call of `F` (id `id`) to `actor` on `node`, waits for the reply until
 /// `deadline` (on `deadlines`), and decodes it; `timeout` is the call's, for its errors.
+/// `load` gets the serving node's load report when the reply carries one.
 pub(crate) async fn send_encoded<F: RemoteFunction>(
     deadlines: &Deadlines,
     actor: &ActorRef<RpcMessage>,
     node: &str,
     (bytes, id): (Vec<u8>, u64),
     (timeout, deadline): (Duration, Instant),
+    load: &mut Option<LoadReport>,
 ) -> Sent<F::Reply> {
     let abandoned = CancelOnDrop::new(actor, id);
     let outcome = send_call(deadlines, actor, RpcMessage::Call, bytes, deadline).await;
     abandoned.settle(&outcome);
     match outcome {
         Err(MessagingErr::SendErr(RpcMessage::Call(bytes, _))) => Sent::Unsent((bytes, id)),
-        Ok(CallResult::Success(reply)) => match reply::decode_range(&reply) {
-            Ok((ReplyStatus::Leaving, value)) => Sent::Refused(
-                Error::ServiceUnavailable {
-                    node: node.to_string(),
-                    reason: crate::Unavailable::Leaving,
-                },
-                reply::refused_call(reply, value),
-            ),
-            // Not run there (a peer of another version is refused as soon as it connects;
-            // this covers the moment before).
-            Ok((ReplyStatus::WireVersion { .. }, _)) | Err(DecodeError::Version(_)) => {
-                match decode_reply::<F::Reply>(node, F::NAME, reply, timeout) {
-                    Err(error) => Sent::Refused(error, None),
-                    Ok(value) => Sent::Replied(Ok(value)),
-                }
+        Ok(CallResult::Success(reply)) => {
+            let decoded = reply::decode_with_report(&reply);
+            if let Ok((_, _, report)) = &decoded {
+                *load = *report;
             }
-            _ => Sent::Replied(decode_reply::<F::Reply>(node, F::NAME, reply, timeout)),
-        },
+            match decoded {
+                Ok((ReplyStatus::Leaving, value, _)) => Sent::Refused(
+                    Error::ServiceUnavailable {
+                        node: node.to_string(),
+                        reason: crate::Unavailable::Leaving,
+                    },
+                    reply::refused_call(reply, value),
+                ),
+                // Not run there (a peer of another version is refused as soon as it connects;
+                // this covers the moment before).
+                Ok((ReplyStatus::WireVersion { .. }, _, _)) | Err(DecodeError::Version(_)) => {
+                    match decode_reply::<F::Reply>(node, F::NAME, reply, timeout) {
+                        Err(error) => Sent::Refused(error, None),
+                        Ok(value) => Sent::Replied(Ok(value)),
+                    }
+                }
+                _ => Sent::Replied(decode_reply::<F::Reply>(node, F::NAME, reply, timeout)),
+            }
+        }
         Ok(CallResult::SenderError) => Sent::Dropped,
         outcome => Sent::Replied(
             outcome_to_reply(node, timeout, outcome)

@@ -5,6 +5,10 @@
 //! can use it.
 
 pub(crate) mod clock;
+mod report;
+
+pub use report::{LoadReport, ReportReading};
+pub(crate) use report::{ReportSlot, WireReport, MAX_WIRE_LEN};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

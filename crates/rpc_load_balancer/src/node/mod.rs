@@ -166,6 +166,29 @@ impl Node {
             })
     }
 
+    /// Sets the application utilization every reply of this node reports from now on
+    /// ([`LoadReport::utilization`](crate::LoadReport::utilization), what gRPC's ORCA calls
+    /// application utilization): a load figure of the service's own — 1.0 meaning fully used;
+    /// it may exceed 1 — that balancers weighing members by load (`LoadWeighted`) prefer to
+    /// the node's CPU. `None` clears it (reports then carry none, and CPU is used). Kept to
+    /// 0.001, at most 16.382.
+    ///
+    /// Errors: [`Error::InvalidConfig`] naming `application_utilization` for a negative or
+    /// non-finite value; the figure reported does not change.
+    pub fn set_application_utilization(&self, utilization: Option<f64>) -> Result<(), Error> {
+        if let Some(u) = utilization {
+            if !u.is_finite() || u < 0.0 {
+                return Err(Error::InvalidConfig {
+                    option: "application_utilization",
+                    reason: format!("must be a finite number ≥ 0, got {u}"),
+                });
+            }
+        }
+        let load = &self.inner.shared.transport.serving_load;
+        load.set_utilization(utilization);
+        Ok(())
+    }
+
     /// Sends a control request to `node` and waits at most `call_timeout` for the answer.
     ///
     /// Errors: as [`Node::call`].

@@ -90,6 +90,8 @@ impl NodeShared {
             own: |node| crate::cpu::cache().get(node),
             all: crate::cpu::readings,
         };
+        transport.serving_load =
+            crate::transport::ServingLoad::new(Some(crate::cpu::cache().slot(&name)));
         Self {
             name,
             listen_addr,

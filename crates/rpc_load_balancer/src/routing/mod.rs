@@ -43,6 +43,7 @@ mod view;
 mod wrapped;
 
 pub use algorithm::{Algorithm, BuildContext, CpuPolling, Needs};
+pub use crate::load::{LoadReport, ReportReading};
 pub use clock::{Clock, ManualClock};
 pub use outcome::{Outcome, OutcomeKind};
 pub(crate) use outlier::{Ejecting, EjectionEvent};

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::MemberView;
+use crate::load::LoadReport;
 use crate::{Error, ErrorCode};
 
 /// A routed call or cast of a member ended: given to
@@ -28,6 +29,11 @@ pub struct Outcome<'a> {
     /// dropped by its user, a routed call whose future was dropped). Learning selectors may
     /// use it to weigh a failure (e.g. [`PeakEwma`](crate::PeakEwma)'s penalty).
     pub timeout: Option<Duration>,
+    /// The serving node's load as its reply reported it (also kept in the member's view:
+    /// [`MemberView::report`]); `None` when the outcome carried no reply from another node
+    /// (a run on this node, a timeout, a lost connection, a cast, a cancelled selection) or
+    /// the member is of a release before reports.
+    pub report: Option<LoadReport>,
 }
 
 impl<'a> Outcome<'a> {
@@ -44,7 +50,14 @@ impl<'a> Outcome<'a> {
             latency,
             kind,
             timeout,
+            report: None,
         }
+    }
+
+    /// This outcome with the serving node's `report` (see [`Self::report`]).
+    pub fn with_report(mut self, report: Option<LoadReport>) -> Self {
+        self.report = report;
+        self
     }
 }
 

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::load::{CpuReading, CpuSlot};
+use crate::load::{CpuReading, CpuSlot, LoadReport, ReportReading, ReportSlot};
 
 /// One member as the routing core sees it: its node, whether it is this node, and the
 /// estimates the balancer keeps for it (its in-flight count, its node's CPU reading). Cheap to
@@ -24,6 +24,8 @@ pub struct MemberView {
 pub(crate) struct MemberStats {
     /// Selections of the member in flight (counted only when the algorithm needs it).
     in_flight: AtomicUsize,
+    /// The latest load report its replies carried.
+    report: ReportSlot,
 }
 
 impl MemberView {
@@ -73,6 +75,33 @@ impl MemberView {
     #[inline]
     pub fn cpu(&self, now_ms: u64, ttl_ms: u64) -> Option<f64> {
         self.cpu.as_ref()?.fresh(now_ms, ttl_ms)
+    }
+
+    /// The latest [`LoadReport`] the member's replies carried (through this balancer), with
+    /// its age at `now_ms` (on the selector's [`Clock::now_ms`](super::Clock::now_ms)),
+    /// whatever its age; `None` before the first reply (or for a member on this node, whose
+    /// calls run here without a reply). Three atomic loads; no lock.
+    #[inline]
+    pub fn report(&self, now_ms: u64) -> Option<ReportReading> {
+        self.stats.report.reading(now_ms)
+    }
+
+    /// When the member's latest report arrived (ms on the selector's clock), if one did: one
+    /// atomic load.
+    #[inline]
+    pub fn report_at_ms(&self) -> Option<u64> {
+        self.stats.report.at_ms()
+    }
+
+    /// Keeps `report`, arrived at `now_ms` (the selector's clock): the member's latest, and —
+    /// when the view keeps its node's CPU reading and the report has one — that reading too
+    /// (sampled now, as far as the caller can tell: the serving node's sampler keeps it at
+    /// most one sampling interval old).
+    pub(crate) fn store_report(&self, report: &LoadReport, now_ms: u64) {
+        self.stats.report.store(report, now_ms);
+        if let (Some(slot), Some(cpu)) = (&self.cpu, report.cpu) {
+            slot.store(cpu, 0, now_ms);
+        }
     }
 
     /// The member's node's CPU reading with its age at `now_ms`, whatever its age; `None`
@@ -166,6 +195,23 @@ mod tests {
         assert_eq!(next.in_flight(), 1);
         next.release();
         assert_eq!(view.in_flight(), 0, "one count, shared");
+    }
+
+    #[test]
+    fn a_report_is_kept_with_its_age_and_feeds_the_cpu_slot() {
+        let view = MemberView::new("a@h", false);
+        assert_eq!(view.report(10), None);
+        let mut report = LoadReport::default();
+        report.qps = 40;
+        report.cpu = Some(70.0);
+        view.store_report(&report, 1_000);
+        assert_eq!(view.report(1_100).map(|r| (r.report, r.age_ms)), Some((report, 100)));
+        assert_eq!(view.report_at_ms(), Some(1_000));
+        assert_eq!(view.cpu(1_000, 10), None, "no slot kept: nothing stored");
+        let slot = Arc::new(CpuSlot::default());
+        let view = view.with_cpu_slot(Arc::clone(&slot));
+        view.store_report(&report, 2_000);
+        assert_eq!(view.cpu(2_050, 100), Some(70.0));
     }
 
     #[test]

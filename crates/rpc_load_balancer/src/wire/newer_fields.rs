@@ -43,3 +43,14 @@ fn append_field(mut out: Vec<u8>) -> Vec<u8> {
     }
     out
 }
+
+/// The bytes [`append`] adds to a section now: the field's length when the hook is on, else
+/// 0 — so a field this release appends later (a reply's load report) goes before it, as a
+/// newer release's field would follow this release's.
+pub(crate) fn appended_len() -> usize {
+    if SEND.load(Ordering::Relaxed) {
+        postcard::to_allocvec(&NEWER_FIELD).map_or(0, |field| field.len())
+    } else {
+        0
+    }
+}

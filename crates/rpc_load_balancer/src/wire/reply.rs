@@ -11,15 +11,17 @@ use super::{
     split_version, stamp_version, start_message, value_len, version_len, DecodeError, TRAILER_LEN,
     VERSION_LEN,
 };
+use crate::load::{LoadReport, WireReport};
 use crate::payload;
 #[cfg(test)]
 use crate::payload::Payload;
 
 /// What happened to a call on the serving node.
 ///
-/// Fields a later release appends to every reply (a load report) follow the status in its
-/// section; [`decode_range`] skips them (see [`super::section`]). A new variant is a new wire
-/// version: an older caller cannot decode it.
+/// The fields appended after the status in its section (see [`super::section`]), in order:
+/// the serving node's [`LoadReport`] (a [`WireReport`], every reply to a call this release
+/// serves; [`with_report`]). [`decode_range`] skips them; [`decode_with_report`] reads the
+/// report. A new variant is a new wire version: an older caller cannot decode it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum ReplyStatus<'a> {
     /// The function returned a value; its encoding follows the status.
@@ -130,6 +132,67 @@ pub(crate) fn decode_range(bytes: &[u8]) -> Result<(ReplyStatus<'_>, Range<usize
     Ok((status, at..at + value.len()))
 }
 
+/// [`decode_range`], with the serving node's load report when the reply carries one (a
+/// report that does not decode is ignored: the reply is still good).
+pub(crate) fn decode_with_report(
+    bytes: &[u8],
+) -> Result<(ReplyStatus<'_>, Range<usize>, Option<LoadReport>), DecodeError> {
+    let body = split_version(bytes)?;
+    let at = bytes.len() - body.len();
+    let (value, trailer) = split_trailer(body, "reply status")?;
+    let (status, mut newer) = decode_trailer(trailer, "reply status")?;
+    let report = newer
+        .next_if_sent::<WireReport>()
+        .ok()
+        .flatten()
+        .map(LoadReport::from_wire);
+    Ok((status, at..at + value.len(), report))
+}
+
+/// `reply` (a complete reply) with `report` appended to its status section, before any field
+/// the test hook appends (see [`super::newer_fields`]). A reply too short to be one is
+/// returned as it is.
+pub(crate) fn with_report(mut reply: Vec<u8>, report: &LoadReport) -> Vec<u8> {
+    let Some(len_at) = reply.len().checked_sub(TRAILER_LEN) else {
+        return reply;
+    };
+    let mut len = [0; TRAILER_LEN];
+    len.copy_from_slice(&reply[len_at..]);
+    let len = u32::from_le_bytes(len) as usize;
+    #[cfg(feature = "test-hooks")]
+    let hooked = super::newer_fields::appended_len().min(len);
+    #[cfg(not(feature = "test-hooks"))]
+    let hooked = 0;
+    let mut field = [0u8; crate::load::MAX_WIRE_LEN];
+    let Ok(field) = postcard::to_slice(&report.to_wire(), &mut field) else {
+        return reply;
+    };
+    let Ok(new_len) = u32::try_from(len + field.len()) else {
+        return reply;
+    };
+    reply.truncate(len_at);
+    let tail_at = len_at - hooked;
+    reply.splice(tail_at..tail_at, field.iter().copied());
+    reply.extend_from_slice(&new_len.to_le_bytes());
+    reply
+}
+
+/// Whether a complete reply's status says the function returned a value (`Ok` or
+/// `OkPayload`), read from the status's first byte without decoding the reply; `false` for
+/// bytes that are not a reply.
+pub(crate) fn is_ok(reply: &[u8]) -> bool {
+    let Some(len_at) = reply.len().checked_sub(TRAILER_LEN) else {
+        return false;
+    };
+    let mut len = [0; TRAILER_LEN];
+    len.copy_from_slice(&reply[len_at..]);
+    let Some(start) = len_at.checked_sub(u32::from_le_bytes(len) as usize) else {
+        return false;
+    };
+    // The variant indices of `Ok` (0) and `OkPayload` (8), one-byte varints.
+    matches!(reply.get(start), Some(0 | 8) if start < len_at)
+}
+
 pub(crate) use super::header::take_value;
 
 /// The call a `Leaving` reply hands back: the reply cut down to the call's bytes.
@@ -209,6 +272,49 @@ mod tests {
         let len = ok_len(&blob).unwrap();
         assert_eq!(len, encode_ok(&blob).unwrap().len());
         assert_eq!(len, encode_ok_owned(blob).unwrap().len());
+    }
+
+    #[test]
+    fn a_report_rides_after_the_status_and_older_readers_skip_it() {
+        let mut report = LoadReport::default();
+        report.in_flight = 3;
+        report.qps = 12_345;
+        report.cpu = Some(61.5);
+        for bare in [
+            encode_ok(&vec![1u32, 2]).unwrap(),
+            encode_status(&ReplyStatus::Failed("nope")),
+            encode_ok_owned(Payload::from_slice(&[7; 100])).unwrap(),
+        ] {
+            let (status, value, none) = decode_with_report(&bare).unwrap();
+            assert_eq!(none, None, "no report appended yet");
+            let with = with_report(bare.clone(), &report);
+            assert!(with.len() > bare.len() && with.len() <= bare.len() + 16);
+            let (status2, value2, got) = decode_with_report(&with).unwrap();
+            assert_eq!((status2, value2.clone()), (status.clone(), value.clone()));
+            assert_eq!(got, Some(report));
+            // A reader of the release before skips it.
+            assert_eq!(decode_range(&with).unwrap(), (status, value));
+            assert_eq!(is_ok(&with), is_ok(&bare));
+        }
+        assert!(is_ok(&encode_ok(&1u8).unwrap()));
+        assert!(is_ok(&encode_ok_owned(Payload::from_slice(&[1])).unwrap()));
+        assert!(!is_ok(&encode_status(&ReplyStatus::DeadlineExceeded)));
+        assert!(!is_ok(&[]) && !is_ok(&[1, 0, 0, 0, 9]));
+        assert_eq!(with_report(vec![1, 2], &report), vec![1, 2]);
+    }
+
+    #[test]
+    fn a_report_cut_short_is_ignored_and_the_reply_still_decodes() {
+        let mut report = LoadReport::default();
+        report.qps = 1 << 20;
+        let bare = encode_status(&ReplyStatus::DeadlineExceeded);
+        let with = with_report(bare, &report);
+        // Drop the report's last byte and fix the section's length.
+        let mut cut = with[..with.len() - 5].to_vec();
+        let len = u32::from_le_bytes(with[with.len() - 4..].try_into().unwrap()) - 1;
+        cut.extend_from_slice(&len.to_le_bytes());
+        let (status, _, report) = decode_with_report(&cut).unwrap();
+        assert_eq!((status, report), (ReplyStatus::DeadlineExceeded, None));
     }
 
     #[test]

@@ -115,6 +115,25 @@ impl<'a> Tail<'a> {
         }
     }
 
+    /// The next appended field, or `None` when the section ends before it (the sender is of a
+    /// release older than the field); a field that starts but does not decode is
+    /// [`DecodeError::Malformed`], as for [`Self::next_or_default`].
+    pub(crate) fn next_if_sent<T: Deserialize<'a>>(&mut self) -> Result<Option<T>, DecodeError> {
+        if self.rest.is_empty() {
+            return Ok(None);
+        }
+        match postcard::take_from_bytes::<T>(self.rest) {
+            Ok((value, rest)) => {
+                self.rest = rest;
+                Ok(Some(value))
+            }
+            Err(e) => Err(DecodeError::Malformed(format!(
+                "{} (appended field): {e}",
+                self.what
+            ))),
+        }
+    }
+
     /// Bytes left unread: fields of releases newer than this reader, which it skips.
     pub(crate) fn unknown_len(&self) -> usize {
         self.rest.len()

@@ -160,7 +160,14 @@ async fn run_or_send<F: RemoteFunction>(
         return Err(no_endpoint(&attempt.node));
     };
     let (deadlines, time) = (&transport.deadlines, (attempt.timeout, attempt.deadline));
-    Ok(call::send_encoded::<F>(deadlines, actor, &attempt.node, bytes, time).await)
+    let mut load = None;
+    let sent = call::send_encoded::<F>(deadlines, actor, &attempt.node, bytes, time, &mut load);
+    let sent = sent.await;
+    if let (Some(report), Some(selection)) = (&load, &attempt.selection) {
+        selection.keep_report(report);
+    }
+    attempt.load = load;
+    Ok(sent)
 }
 
 /// (Not reached: an attempt that does not run here has an actor.)

@@ -98,7 +98,7 @@ impl<'r> Route<'r> {
                     Err(timed_out) => {
                         // Nothing was sent to the member: it did not fail, the call ran out
                         // of time before (waiting for members, or a previous attempt).
-                        selection.report(self.options.timeout, || OutcomeKind::Cancelled);
+                        selection.report(self.options.timeout, || OutcomeKind::Cancelled, None);
                         return Err(timed_out);
                     }
                 }
@@ -117,6 +117,7 @@ impl<'r> Route<'r> {
                 counted,
                 timeout,
                 deadline: self.deadline,
+                load: None,
             });
         }
     }

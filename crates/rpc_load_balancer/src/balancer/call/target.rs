@@ -15,6 +15,7 @@ use crate::balancer::in_flight::{OwnedInFlightToken, ServedToken};
 use crate::balancer::shared::BalancerShared;
 use crate::balancer::{Balancer, BalancerLookup, Selection};
 use crate::filter::NodeFilter;
+use crate::routing::LoadReport;
 use crate::function::{RemoteFunction, Signal};
 use crate::node::shared::NodeShared;
 use crate::routing::OutcomeKind;
@@ -62,6 +63,15 @@ pub(crate) enum Counted {
     Served(ServedToken),
 }
 
+impl crate::endpoint::Held for Counted {
+    fn balancer_in_flight(&self) -> Option<usize> {
+        match self {
+            Counted::Served(token) => token.balancer_in_flight(),
+            Counted::Nothing | Counted::InFlight(_) => None,
+        }
+    }
+}
+
 impl Counted {
     /// What cancels a run counted so when the drain of its count gives up: the balancer's
     /// signal, or `node`'s (its shutdown gave up) for an uncounted run.
@@ -101,6 +111,8 @@ pub(crate) struct Attempt<'r, F> {
     pub(crate) timeout: Duration,
     /// When that time is up: the call's deadline.
     pub(crate) deadline: Instant,
+    /// The serving node's load report its reply carried, if any.
+    pub(crate) load: Option<LoadReport>,
 }
 
 impl<F> Attempt<'_, F> {
@@ -123,7 +135,7 @@ impl<F> Attempt<'_, F> {
     /// Reports the attempt's outcome to a selector that learns (routed attempts only).
     pub(crate) fn report<T>(&mut self, outcome: &Result<T, Error>) {
         if let Some(selection) = &mut self.selection {
-            selection.report(self.timeout, || OutcomeKind::of(outcome));
+            selection.report(self.timeout, || OutcomeKind::of(outcome), self.load.as_ref());
         }
     }
 }
@@ -286,6 +298,7 @@ impl<'r> Route<'r> {
             counted,
             timeout,
             deadline: self.deadline,
+            load: None,
         }
     }
 }
