@@ -13,9 +13,9 @@ use super::encode::encode;
 use super::reply::{decode_reply, outcome_to_reply};
 use crate::control::{ControlReply, ControlRequest};
 use crate::function::RemoteFunction;
+use crate::load::LoadReport;
 use crate::transport::{Deadlines, Elapsed, Transport};
 use crate::wire::reply::{self, ReplyStatus};
-use crate::load::LoadReport;
 use crate::wire::{DecodeError, RpcMessage};
 use crate::{Error, Unavailable};
 

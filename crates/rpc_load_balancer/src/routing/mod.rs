@@ -42,8 +42,8 @@ mod slow_start;
 mod view;
 mod wrapped;
 
-pub use algorithm::{Algorithm, BuildContext, CpuPolling, Needs};
 pub use crate::load::{LoadReport, ReportReading};
+pub use algorithm::{Algorithm, BuildContext, CpuPolling, Needs};
 pub use clock::{Clock, ManualClock};
 pub use outcome::{Outcome, OutcomeKind};
 pub(crate) use outlier::{Ejecting, EjectionEvent};

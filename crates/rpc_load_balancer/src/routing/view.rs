@@ -205,7 +205,10 @@ mod tests {
         report.qps = 40;
         report.cpu = Some(70.0);
         view.store_report(&report, 1_000);
-        assert_eq!(view.report(1_100).map(|r| (r.report, r.age_ms)), Some((report, 100)));
+        assert_eq!(
+            view.report(1_100).map(|r| (r.report, r.age_ms)),
+            Some((report, 100))
+        );
         assert_eq!(view.report_at_ms(), Some(1_000));
         assert_eq!(view.cpu(1_000, 10), None, "no slot kept: nothing stored");
         let slot = Arc::new(CpuSlot::default());

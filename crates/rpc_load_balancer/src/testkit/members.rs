@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::{SelectorKit, BALANCER};
 use crate::load::CpuSlot;
+use crate::routing::LoadReport;
 use crate::routing::{Change, MemberView};
 
 impl SelectorKit {
@@ -104,6 +105,20 @@ impl SelectorKit {
             .entry(Arc::from(node))
             .or_insert_with(|| Arc::new(CpuSlot::default()));
         slot.store(cpu, age.as_millis() as u64, self.clock.clock().now_ms());
+    }
+
+    /// Keeps `report` as `node`'s latest load report, arrived `age` before now on the kit's
+    /// clock, as a reply from it would (its CPU reading too, when the algorithm keeps CPU
+    /// readings); `false` when `node` is no member.
+    pub fn set_report(&self, node: &str, report: &LoadReport, age: Duration) -> bool {
+        let at = self
+            .clock
+            .clock()
+            .now_ms()
+            .saturating_sub(age.as_millis() as u64);
+        self.member(node)
+            .map(|m| m.store_report(report, at.max(1)))
+            .is_some()
     }
 
     /// Forgets `node`'s CPU reading.

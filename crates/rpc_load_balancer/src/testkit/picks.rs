@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::{Picked, SelectorKit, BALANCER};
-use crate::routing::{Explanation, MemberView, Outcome, OutcomeKind, Request};
+use crate::routing::{Explanation, LoadReport, MemberView, Outcome, OutcomeKind, Request};
 use crate::Error;
 
 impl SelectorKit {
@@ -82,6 +82,7 @@ impl SelectorKit {
                 self.clock.now().saturating_sub(pick.at),
                 OutcomeKind::Cancelled,
                 None,
+                None,
             );
         }
         self.end(pick);
@@ -92,7 +93,26 @@ impl SelectorKit {
     /// in-flight count drops.
     pub fn complete(&self, pick: Picked, latency: Duration, kind: OutcomeKind) {
         if self.learns {
-            self.observe(&pick, latency, kind, self.call_timeout);
+            self.observe(&pick, latency, kind, self.call_timeout, None);
+        }
+        self.end(pick);
+    }
+
+    /// [`complete`](Self::complete) for a reply that carried the serving node's `report`, as
+    /// a balancer does: the report is kept as the member's latest (arrived now on the kit's
+    /// clock; see [`set_report`](Self::set_report)), then a learning selector observes the
+    /// outcome with it ([`Outcome::report`]).
+    pub fn complete_with_report(
+        &self,
+        pick: Picked,
+        latency: Duration,
+        kind: OutcomeKind,
+        report: &LoadReport,
+    ) {
+        pick.view
+            .store_report(report, self.clock.clock().now_ms().max(1));
+        if self.learns {
+            self.observe(&pick, latency, kind, self.call_timeout, Some(*report));
         }
         self.end(pick);
     }
@@ -103,9 +123,10 @@ impl SelectorKit {
         latency: Duration,
         kind: OutcomeKind,
         timeout: Option<Duration>,
+        report: Option<LoadReport>,
     ) {
-        self.selector
-            .observe(&Outcome::new(&pick.view, latency, kind, timeout));
+        let outcome = Outcome::new(&pick.view, latency, kind, timeout).with_report(report);
+        self.selector.observe(&outcome);
     }
 
     fn end(&self, pick: Picked) {

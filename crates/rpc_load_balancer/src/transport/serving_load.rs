@@ -58,7 +58,11 @@ impl ServingLoad {
         report.node_in_flight = count(node_in_flight);
         report.qps = qps;
         report.eps = eps;
-        report.cpu = self.cpu.as_ref().and_then(|slot| slot.load()).map(|(cpu, _)| cpu);
+        report.cpu = self
+            .cpu
+            .as_ref()
+            .and_then(|slot| slot.load())
+            .map(|(cpu, _)| cpu);
         report.utilization = utilization;
         report
     }
@@ -95,10 +99,12 @@ impl RateWindow {
                 return;
             }
             let fresh = second << (2 * COUNT_BITS) | one;
-            match self
-                .current
-                .compare_exchange_weak(word, fresh, Ordering::Relaxed, Ordering::Relaxed)
-            {
+            match self.current.compare_exchange_weak(
+                word,
+                fresh,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) => {
                     let before = (word >> (2 * COUNT_BITS)).wrapping_add(1) & SECOND_MASK;
                     let carried = if before == second {
@@ -151,7 +157,11 @@ mod tests {
         assert_eq!(window.last_second(101), (10, 2), "101 is not over yet");
         assert_eq!(window.last_second(102), (1, 0));
         window.record(105, false);
-        assert_eq!(window.last_second(105), (0, 0), "a gap clears the previous second");
+        assert_eq!(
+            window.last_second(105),
+            (0, 0),
+            "a gap clears the previous second"
+        );
         assert_eq!(window.last_second(106), (1, 1));
     }
 

@@ -15,9 +15,9 @@ use crate::balancer::in_flight::{OwnedInFlightToken, ServedToken};
 use crate::balancer::shared::BalancerShared;
 use crate::balancer::{Balancer, BalancerLookup, Selection};
 use crate::filter::NodeFilter;
-use crate::routing::LoadReport;
 use crate::function::{RemoteFunction, Signal};
 use crate::node::shared::NodeShared;
+use crate::routing::LoadReport;
 use crate::routing::OutcomeKind;
 use crate::wire::RpcMessage;
 use crate::{call, Error};
@@ -135,7 +135,11 @@ impl<F> Attempt<'_, F> {
     /// Reports the attempt's outcome to a selector that learns (routed attempts only).
     pub(crate) fn report<T>(&mut self, outcome: &Result<T, Error>) {
         if let Some(selection) = &mut self.selection {
-            selection.report(self.timeout, || OutcomeKind::of(outcome), self.load.as_ref());
+            selection.report(
+                self.timeout,
+                || OutcomeKind::of(outcome),
+                self.load.as_ref(),
+            );
         }
     }
 }
