@@ -397,3 +397,55 @@ async fn a_crash_looping_poller_backs_off_and_its_balancer_never_restarts() {
     me.shutdown().await;
     cluster.shutdown().await;
 }
+
+/// LeastCpu reads the CPU that replies report (issue 19): while calls flow to a member, its
+/// reading stays fresh from its replies and the Poller does not ask it — here every poll of
+/// it fails (`--cpu-reply error`), so a fresh reading can only come from replies, and the
+/// failures stop while calls flow, and start again when they stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_heard_from_through_replies_is_not_polled() {
+    let telemetry = Telemetry::install(false);
+    let mut refusing = member("const:40");
+    refusing.extend(["--cpu-reply".to_string(), "error".to_string()]);
+    let cluster = cluster(&[refusing]).await;
+    let node = cluster.names()[0].clone();
+    let (_me, work) = caller(&cluster, 100, 200).await;
+    // Idle: polled every 200 ms, each poll fails, no reading.
+    telemetry
+        .failed(&node, "remote_error", 2, Duration::from_secs(10))
+        .await;
+    assert!(held(std::slice::from_ref(&node)).is_empty());
+
+    // Calls every 20 ms for 1.5 s: replies bring the reading; polls stop.
+    let calls = async {
+        let until = Instant::now() + Duration::from_millis(1_500);
+        while Instant::now() < until {
+            let served = work.call::<crate::Whoami>(()).await.unwrap();
+            assert_eq!(served, node);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    // (Let the first replies arrive before counting: a poll may be under way.)
+    let warm = async {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        telemetry.counted(&node, "remote_error")
+    };
+    let ((), before) = tokio::join!(calls, warm);
+    let after = telemetry.counted(&node, "remote_error");
+    assert!(
+        after <= before + 1,
+        "polled while calls flowed: {before} failures after 400 ms, {after} at 1.5 s"
+    );
+    let reading = held(std::slice::from_ref(&node))
+        .remove(&node)
+        .expect("a reading from the replies");
+    assert_eq!(reading.cpu, 40.0);
+    assert!(reading.age_ms < 200, "{reading:?}");
+
+    // Calls stop: the reading ages past the interval and polls (failing) resume.
+    telemetry
+        .failed(&node, "remote_error", after + 2, Duration::from_secs(10))
+        .await;
+    work.stop().await;
+    cluster.shutdown().await;
+}

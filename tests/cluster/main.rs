@@ -26,6 +26,7 @@ mod least_cpu;
 mod least_cpu_options;
 mod leaving;
 mod lifecycle;
+mod load_reports;
 mod local;
 mod mesh;
 mod node_death;

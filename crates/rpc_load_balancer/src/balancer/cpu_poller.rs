@@ -5,7 +5,9 @@
 //! node answers), all at once, [`REMOTE_TIMEOUT`] each, so a cycle is bounded whatever the
 //! cluster size. Cycles run beside the Poller, not in it: a node that does not answer holds up
 //! neither the ticks nor the other nodes' readings, and is skipped by later cycles until its
-//! outstanding request ends. A reading is stored with the age the remote reported. Failures are events and
+//! outstanding request ends. A reading is stored with the age the remote reported. A member
+//! whose replies brought a reading (their load reports) less than a poll interval ago is not
+//! asked: calls that flow keep readings fresh without polls. Failures are events and
 //! metrics, by kind: `timeout`, `unreachable`, `remote_error`, `bad_reply`; they never stop the
 //! Poller. Sampling is not the Poller's job: every node samples itself (see [`crate::cpu`]).
 
@@ -226,16 +228,26 @@ impl PollerState {
         let Ok(balancer) = self.args.node.balancers.entry(&self.args.balancer) else {
             return;
         };
+        // A member whose replies brought a reading within the poll interval (load reports)
+        // is not asked: its reading is fresher than a poll would make it.
+        let heard = self.args.options.poll_interval.as_millis() as u64;
+        let cache = crate::cpu::cache();
+        let mut skipped = 0;
         let nodes: Vec<Arc<str>> = {
             let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
             balancer
                 .remote_member_nodes()
                 .into_iter()
                 .filter(|node| **node != *self.args.node.name)
+                .filter(|node| {
+                    let fresh = cache.get(node).is_some_and(|r| r.age_ms < heard);
+                    skipped += usize::from(fresh);
+                    !fresh
+                })
                 .filter(|node| pending.insert(Arc::clone(node)))
                 .collect()
         };
-        let span = tracing::debug_span!(target: TARGET, "rpc_load_balancer.least_cpu.poll", load_balancer = %self.args.balancer, members = nodes.len(), failures = tracing::field::Empty);
+        let span = tracing::debug_span!(target: TARGET, "rpc_load_balancer.least_cpu.poll", load_balancer = %self.args.balancer, members = nodes.len(), heard = skipped, failures = tracing::field::Empty);
         let cycle = cycle::run(Arc::clone(&self.args), nodes, Arc::clone(&self.pending));
         self.cycles.spawn(cycle.instrument(span));
     }
