@@ -5,8 +5,10 @@ use std::sync::Arc;
 
 use xxhash_rust::xxh3::xxh3_64;
 
+use bounded::Loads;
+
 use crate::routing::{
-    Algorithm, BuildContext, Change, Derived, Explanation, MemberView, Needs, Request, Rng,
+    Algorithm, BuildContext, Change, Clock, Derived, Explanation, MemberView, Needs, Request, Rng,
     Selector,
 };
 use crate::Error;
@@ -56,6 +58,8 @@ pub struct HashRing {
 struct Ring {
     /// (point, member index), sorted by point then node name.
     points: Vec<(u64, u32)>,
+    /// The members' loads as this caller knows them (used with a balance factor).
+    loads: Loads,
 }
 
 impl Default for HashRing {
@@ -100,14 +104,17 @@ impl HashRing {
     /// closer to 1, the more keys move. Mirrokni, Thorup, Zadimoghaddam, "Consistent Hashing
     /// with Bounded Loads", SODA 2018.
     ///
-    /// **Load** is, for now, this balancer's calls and casts in flight to the member
-    /// ([`MemberView::in_flight`]: selections not yet ended, which the balancer counts when
-    /// this option is set): the issue's full definition — the member's last reported calls in
-    /// flight plus this caller's calls sent to it since — waits on load reports in replies,
-    /// which do not exist yet. So each caller bounds its own calls; members' totals are
-    /// bounded as far as callers' traffic is alike.
+    /// **Load** is what this caller knows of the member's calls of this balancer in flight:
+    /// the member's last reported calls in flight — from every caller, carried by each of its
+    /// replies ([`MemberView::report`], [`LoadReport::in_flight`](crate::LoadReport::in_flight))
+    /// — plus this caller's picks of it since that report arrived, and never less than this
+    /// caller's own calls in flight to it ([`MemberView::in_flight`], which the balancer
+    /// counts when this option is set). A report older than 1 s no longer counts (a member
+    /// that gets no calls sends none): its load is then this caller's in-flight calls alone.
+    /// So callers bound the members' totals, not only their own calls, as far as replies
+    /// flow.
     ///
-    /// Cost: a keyed pick sums the members' in-flight counts (one atomic load each, O(members)
+    /// Cost: a keyed pick sums the members' loads (a few atomic loads each, O(members)
     /// per pick, only when this is set; members are typically at most a few hundred) and walks
     /// the ring past overloaded members' points; no lock, no allocation. Keyless calls stay
     /// uniform random; replica selection ([`Balancer::select_nodes`](crate::Balancer::select_nodes))
@@ -200,6 +207,7 @@ impl Algorithm for HashRing {
             weight: self.weight,
             balance_factor: self.balance_factor,
             rng: context.rng(self.seed),
+            clock: context.clock.clone(),
             keyless: Arc::clone(&self.keyless),
         }))
     }
@@ -212,6 +220,7 @@ struct HashRingSelector {
     weight: u32,
     balance_factor: Option<f64>,
     rng: Rng,
+    clock: Clock,
     keyless: Arc<AtomicU64>,
 }
 
@@ -237,7 +246,10 @@ impl HashRingSelector {
             }
         }
         sort_points(&mut points, members);
-        Ring { points }
+        Ring {
+            points,
+            loads: Loads::new(members.len()),
+        }
     }
 
     /// Runs `f` on the ring for `members`: the one their list carries (derived when it was
@@ -265,35 +277,6 @@ impl HashRingSelector {
         }
     }
 
-    /// Bounded loads' cap for `members` with balance factor `factor`:
-    /// `⌈factor × (total + 1) ÷ members⌉` with `total` their in-flight counts summed; and
-    /// that total.
-    fn cap(members: &[MemberView], factor: f64) -> (usize, usize) {
-        let total: usize = members.iter().map(MemberView::in_flight).sum();
-        let cap = (factor * (total as f64 + 1.0) / members.len() as f64).ceil();
-        (cap as usize, total)
-    }
-
-    /// The member a key starting at ring position `start` goes to under bounded loads: the
-    /// first member on the ring from there whose in-flight count is below `cap`; the owner
-    /// (fail open) when a whole turn finds none.
-    fn bounded(ring: &Ring, members: &[MemberView], start: usize, cap: usize) -> usize {
-        let n = ring.points.len();
-        let owner = ring.points[start].1 as usize;
-        let mut last = usize::MAX;
-        for step in 0..n {
-            let index = ring.points[(start + step) % n].1 as usize;
-            // Consecutive points of one member: tested once.
-            if index != last {
-                if members[index].in_flight() < cap {
-                    return index;
-                }
-                last = index;
-            }
-        }
-        owner
-    }
-
     fn keyless_pick(&self, members: &[MemberView], request: &Request<'_>) -> usize {
         self.keyless.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(
@@ -318,7 +301,11 @@ impl Selector for HashRingSelector {
             let start = Self::start(ring, key);
             match self.balance_factor {
                 None => ring.points[start].1 as usize,
-                Some(factor) => Self::bounded(ring, members, start, Self::cap(members, factor).0),
+                Some(factor) => {
+                    let now = self.clock.now_ms();
+                    let (cap, _) = ring.loads.cap(members, factor, now);
+                    ring.loads.pick(ring, members, start, cap, now)
+                }
             }
         }))
     }
@@ -353,18 +340,20 @@ impl Selector for HashRingSelector {
     fn explain(&self, members: &[MemberView], chosen: usize, request: &Request<'_>) -> Explanation {
         let rule = match (request.key, self.balance_factor) {
             (Some(key), Some(factor)) => {
-                let (cap, total) = Self::cap(members, factor);
-                let owner = self.with_ring(members, request, |ring| {
-                    ring.points[Self::start(ring, key)].1 as usize
+                let now = self.clock.now_ms();
+                let (owner, owner_load, (cap, total)) = self.with_ring(members, request, |ring| {
+                    let owner = ring.points[Self::start(ring, key)].1 as usize;
+                    let load = ring.loads.load(members, owner, now);
+                    (owner, load, ring.loads.cap(members, factor, now))
                 });
                 let owner_view = members.get(owner);
                 format!(
                     "bounded loads (factor {factor}): key point {:#018x} on a ring of {} points per member; \
-                     owner {} has {} in flight, cap {cap} (⌈{factor} × ({total} + 1) ÷ {}⌉); chose {}",
+                     owner {} has load {} (reported in flight + sent since, at least in flight), cap {cap} (⌈{factor} × ({total} + 1) ÷ {}⌉); chose {}",
                     HashRing::key_point(key),
                     self.weight,
                     owner_view.map_or("?", MemberView::node),
-                    owner_view.map_or(0, MemberView::in_flight),
+                    owner_load,
                     members.len(),
                     members.get(chosen).map_or("?", MemberView::node)
                 )
@@ -384,6 +373,7 @@ impl Selector for HashRingSelector {
     }
 }
 
+mod bounded;
 #[cfg(test)]
 mod bounded_tests;
 #[cfg(test)]

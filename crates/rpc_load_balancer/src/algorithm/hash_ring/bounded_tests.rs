@@ -189,7 +189,9 @@ fn bounded_explain_shows_the_cap_and_the_owners_load_and_keyless_stays_random() 
     let index = bounded.nodes().iter().position(|n| *n == chosen).unwrap();
     let rule = bounded.explain(index, Some(&key)).unwrap().rule;
     assert!(
-        rule.contains(&format!("owner {owner} has 10 in flight, cap 3")) && rule.contains(&chosen),
+        rule.contains(&format!("owner {owner} has load 10"))
+            && rule.contains("cap 3")
+            && rule.contains(&chosen),
         "{rule}"
     );
     // Keyless: uniform random over every member, loads or not.
@@ -198,4 +200,50 @@ fn bounded_explain_shows_the_cap_and_the_owners_load_and_keyless_stays_random() 
         .collect();
     assert_eq!(picked.len(), NODES.len());
     assert_eq!(config.keyless_selections(), 100);
+}
+
+/// Reports from other callers count: a key's owner that reports many calls in flight (from
+/// other callers) passes the key on though this caller sends it nothing; this caller's picks
+/// since the report add to it; a new report resets them; a report older than 1 s no longer
+/// counts.
+#[test]
+fn reported_loads_from_other_callers_bound_the_owner() {
+    use crate::routing::LoadReport;
+    use std::time::Duration;
+
+    let kit = kit(&HashRing::new().balance_factor(1.25), &NODES);
+    let key = 42u64.to_be_bytes();
+    let owner = kit.pick_and_release(Some(&key)).unwrap();
+    let mut busy = LoadReport::default();
+    busy.in_flight = 20;
+    assert!(kit.set_report(&owner, &busy, Duration::ZERO));
+    // Total 20: cap ⌈1.25 × 21 ÷ 5⌉ = 6; the owner at 20 passes the key on, to one member.
+    let moved = kit.pick_and_release(Some(&key)).unwrap();
+    assert_ne!(moved, owner);
+    assert_eq!(kit.pick_and_release(Some(&key)).unwrap(), moved);
+
+    // A quiet report: the key goes home; picks since the report count until the next one.
+    let quiet = LoadReport::default();
+    kit.set_report(&owner, &quiet, Duration::ZERO);
+    let mut homes = 0;
+    for _ in 0..6 {
+        if kit.pick_and_release(Some(&key)).unwrap() == owner {
+            homes += 1;
+        }
+    }
+    assert!(
+        (1..6).contains(&homes),
+        "the owner takes the key until its picks since the report reach the cap: {homes} of 6"
+    );
+    kit.clock().advance(Duration::from_millis(1));
+    kit.set_report(&owner, &quiet, Duration::ZERO);
+    assert_eq!(
+        kit.pick_and_release(Some(&key)).unwrap(),
+        owner,
+        "a new report resets"
+    );
+
+    // An old busy report no longer counts.
+    kit.set_report(&owner, &busy, Duration::from_millis(1_001));
+    assert_eq!(kit.pick_and_release(Some(&key)).unwrap(), owner);
 }
