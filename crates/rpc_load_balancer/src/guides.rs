@@ -19,6 +19,8 @@ pub struct HowToLatencyAwareRouting;
 pub struct HowToOutlierEjection;
 #[doc = include_str!("../../../docs/how-to/slow-start.md")]
 pub struct HowToSlowStart;
+#[doc = include_str!("../../../docs/how-to/load-reports.md")]
+pub struct HowToLoadReports;
 #[doc = include_str!("../../../docs/how-to/node-filtering.md")]
 pub struct HowToNodeFiltering;
 #[doc = include_str!("../../../docs/how-to/retries.md")]
