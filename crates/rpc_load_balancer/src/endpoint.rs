@@ -6,6 +6,11 @@
 //! version gives `WireVersion`. Without this a caller could only wait out its timeout, because
 //! ractor_cluster drops messages it cannot decode and says nothing.
 //!
+//! A call over one of the node's concurrency caps (`NodeConfig::max_concurrent_calls`,
+//! `function_max_concurrent_calls`; `transport::Admission`) is refused before any task is
+//! spawned: a `Leaving` reply handing the call back, with the load report and the reason
+//! `Overloaded`, so its caller sends it elsewhere (pushback).
+//!
 //! Each call runs on its own tokio task, so a slow function never holds up the mailbox; the
 //! task ends at the caller's deadline, when nobody waits for the answer any more. The function
 //! sees that deadline and its cancellation through its [`CallContext`] (a task-local).
@@ -22,9 +27,9 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use crate::control::{ControlReply, ControlRequest};
 use crate::function::{CallContext, Signal};
 use crate::panic::panic_message;
-use crate::transport::Transport;
+use crate::transport::{Refused, Transport};
 use crate::wire::header::decode_call;
-use crate::wire::reply::{self, ReplyStatus};
+use crate::wire::reply::{self, Refusal, ReplyStatus};
 use crate::wire::{split_version, DecodeError, RpcMessage, ENDPOINT_GROUP, SCOPE};
 
 /// What the serving side needs from the node above it, which it does not name: the transport
@@ -112,9 +117,19 @@ pub(crate) fn dispatch_with<S: Serving + ?Sized, G: Held>(
     match message {
         RpcMessage::Call(bytes, reply_port) => {
             let transport = Arc::clone(shared.transport());
+            // Over a concurrency cap: refused here, at once, unrun (pushback).
+            let permit = match transport.admission.admit_encoded(&bytes) {
+                Ok(permit) => permit,
+                Err(refused) => {
+                    let reply = refuse(&transport, bytes, refused, guard.balancer_in_flight());
+                    let _ = reply_port.send(reply);
+                    return;
+                }
+            };
             // Boxed: tokio moves a task's future several times while making the task, and
             // this one is large; a box moves as one word.
             tokio::spawn(Box::pin(async move {
+                let _permit = permit;
                 let reply = serve_call_in(&transport, bytes, abandoned).await;
                 let reply = reported(&transport, reply, guard.balancer_in_flight());
                 // The caller may have timed out and dropped its port; nothing to do then.
@@ -153,6 +168,36 @@ fn reported(transport: &Transport, reply: Vec<u8>, balancer_in_flight: Option<us
     let node = transport.served.in_flight.load(Ordering::Relaxed) as usize;
     let balancer = balancer_in_flight.map_or(node, |n| n.saturating_sub(1));
     reply::with_report(reply, &load.report(balancer, node))
+}
+
+/// The reply refusing `call` because the cap `refused` is reached (see [`refusal`]); counted
+/// (`pushback.sent.count`) and logged at DEBUG.
+#[cold]
+#[inline(never)]
+fn refuse(
+    transport: &Transport,
+    call: Vec<u8>,
+    refused: Refused,
+    balancer_in_flight: Option<usize>,
+) -> Vec<u8> {
+    let function = decode_call(&call).map_or("", |(header, _)| header.function);
+    crate::telemetry::pushback_sent(function, refused.cap(), refused.limit());
+    refusal(transport, call, Refusal::Overloaded, balancer_in_flight)
+}
+
+/// The reply refusing `call` unrun for `reason`: the call handed back with the node's load
+/// report and the reason ([`reply::encode_refused`]), so its caller sends it to another
+/// member. `balancer_in_flight`: the served calls of its balancer, that call included.
+pub(crate) fn refusal(
+    transport: &Transport,
+    call: Vec<u8>,
+    reason: Refusal,
+    balancer_in_flight: Option<usize>,
+) -> Vec<u8> {
+    let node = transport.served.in_flight.load(Ordering::Relaxed) as usize;
+    let balancer = balancer_in_flight.map_or(node, |n| n.saturating_sub(1));
+    let report = transport.serving_load.report(balancer, node);
+    reply::encode_refused(call, &report, reason)
 }
 
 /// Runs one encoded call and returns the encoded reply. Never panics.

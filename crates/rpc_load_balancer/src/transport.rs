@@ -1,7 +1,8 @@
 //! The transport's state on a node: what the client side of a call (`call`) and the serving
 //! side (`endpoint`) share — the node's name and the limits they apply, the functions it
 //! serves, the calls it is serving ([`CallTable`], for cancellation), the deadlines of the
-//! calls it waits on ([`Deadlines`]), the served-call counters, whether the node is stopped, its own endpoint, and what the node above gives it:
+//! calls it waits on ([`Deadlines`]), the served-call counters and concurrency caps
+//! ([`Admission`]), whether the node is stopped, its own endpoint, and what the node above gives it:
 //! where a peer's endpoint is ([`PeerEndpoints`]) and the CPU readings it answers with.
 //!
 //! The node (`node::shared::NodeShared`) holds one [`Transport`] and passes it down; the
@@ -18,10 +19,12 @@ use crate::function::{Registry, Signal};
 use crate::wire::RpcMessage;
 use crate::{Error, Unavailable};
 
+mod admission;
 mod call_table;
 mod deadlines;
 mod serving_load;
 
+pub(crate) use admission::{Admission, Refused};
 pub(crate) use call_table::{CallTable, ServedStats};
 pub(crate) use deadlines::{Deadlines, Elapsed};
 pub(crate) use serving_load::ServingLoad;
@@ -39,10 +42,15 @@ pub(crate) struct TransportConfig {
     pub(crate) cpu_reply_error: bool,
     /// Test hook: answer every CPU-reading request with bytes that do not decode.
     pub(crate) cpu_reply_garbage: bool,
+    /// Most calls served at once (`NodeConfig::max_concurrent_calls`; `None`: no cap).
+    pub(crate) max_concurrent_calls: Option<usize>,
+    /// Most calls of a function served at once, by name
+    /// (`NodeConfig::function_max_concurrent_calls`).
+    pub(crate) function_max_concurrent_calls: Vec<(String, usize)>,
 }
 
 impl Default for TransportConfig {
-    /// `NodeConfig`'s defaults: 8 MiB, every flag off.
+    /// `NodeConfig`'s defaults: 8 MiB, every flag off, no concurrency cap.
     fn default() -> Self {
         Self {
             max_payload_bytes: 8 * 1024 * 1024,
@@ -50,6 +58,8 @@ impl Default for TransportConfig {
             remote_admin: false,
             cpu_reply_error: false,
             cpu_reply_garbage: false,
+            max_concurrent_calls: None,
+            function_max_concurrent_calls: Vec::new(),
         }
     }
 }
@@ -119,6 +129,8 @@ pub(crate) struct Transport {
     pub(crate) cpu_readings: CpuReadings,
     /// This node's load as the serving side measures it for the reports replies carry.
     pub(crate) serving_load: ServingLoad,
+    /// The concurrency caps calls served here are admitted under (pushback).
+    pub(crate) admission: Admission,
 }
 
 impl Transport {
@@ -129,10 +141,15 @@ impl Transport {
         config: TransportConfig,
         peers: Arc<dyn PeerEndpoints>,
     ) -> Self {
+        let admission = Admission::new(
+            config.max_concurrent_calls,
+            &config.function_max_concurrent_calls,
+        );
         Self {
             own_name: Arc::from(name.as_str()),
             name,
             config,
+            admission,
             registry: Registry::default(),
             calls: CallTable::default(),
             deadlines: Deadlines::default(),

@@ -16,8 +16,8 @@ use std::sync::atomic::Ordering;
 
 use super::in_flight::ServedToken;
 use super::shared::BalancerShared;
-use crate::endpoint::{dispatch, dispatch_with};
-use crate::wire::reply;
+use crate::endpoint::{dispatch, dispatch_with, refusal, Held, Serving};
+use crate::wire::reply::Refusal;
 use crate::wire::{RpcMessage, SCOPE};
 
 pub(crate) struct LoadBalancer;
@@ -60,8 +60,11 @@ impl Actor for LoadBalancer {
                     RpcMessage::Call(call, port) if !shared.accepting.load(Ordering::SeqCst) => {
                         // Past the leave grace: refuse unrun, handing the call back so the
                         // caller sends it elsewhere.
+                        let in_flight = serving.balancer_in_flight();
                         drop(serving);
-                        let _ = port.send(reply::encode_leaving(call));
+                        let transport = shared.node.transport();
+                        let reply = refusal(transport, call, Refusal::Leaving, in_flight);
+                        let _ = port.send(reply);
                     }
                     message => {
                         let abandoned = Arc::clone(&shared.abandoned);

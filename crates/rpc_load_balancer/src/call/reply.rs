@@ -7,7 +7,7 @@ use ractor::rpc::CallResult;
 use ractor::MessagingErr;
 
 use crate::error::{PayloadDirection, RemoteFailure};
-use crate::wire::reply::{self, ReplyStatus};
+use crate::wire::reply::{self, Refusal, ReplyStatus};
 use crate::wire::{DecodeError, RpcMessage};
 use crate::{Error, Unavailable};
 
@@ -98,10 +98,22 @@ pub(crate) fn decode_reply<T: serde::de::DeserializeOwned + 'static>(
             node: node.to_string(),
             timeout,
         }),
-        ReplyStatus::Leaving => Err(Error::ServiceUnavailable {
-            node: node.to_string(),
-            reason: Unavailable::Leaving,
-        }),
+        ReplyStatus::Leaving => Err(refused(node, &bytes)),
+    }
+}
+
+/// The error of a `Leaving` reply from `node` (`bytes`): its call was refused unrun because
+/// the member is leaving, or because the node is at a concurrency cap (the reason the reply
+/// carries after its load report; none is `Leaving`).
+pub(crate) fn refused(node: &str, bytes: &[u8]) -> Error {
+    let refusal =
+        reply::decode_with_report(bytes).map_or(Refusal::Leaving, |(_, _, f)| f.refusal());
+    Error::ServiceUnavailable {
+        node: node.to_string(),
+        reason: match refusal {
+            Refusal::Leaving => Unavailable::Leaving,
+            Refusal::Overloaded => Unavailable::Overloaded,
+        },
     }
 }
 
@@ -216,6 +228,35 @@ mod tests {
                 .unwrap_err()
                 .kind(),
             "codec"
+        );
+    }
+
+    #[test]
+    fn a_refusal_says_whether_the_member_is_leaving_or_overloaded() {
+        let report = crate::load::LoadReport::default();
+        for (refusal, reason) in [
+            (Refusal::Leaving, Unavailable::Leaving),
+            (Refusal::Overloaded, Unavailable::Overloaded),
+        ] {
+            let bytes =
+                reply::encode_refused(vec![WIRE_VERSION as u8, 1, 0, 0, 0, 0], &report, refusal);
+            let error = decode_reply::<u8>(NODE, "f", bytes, T).unwrap_err();
+            assert_eq!(
+                error,
+                Error::ServiceUnavailable {
+                    node: NODE.into(),
+                    reason: reason.clone()
+                }
+            );
+            assert_eq!(error.code().as_str(), "service_unavailable");
+        }
+        let bare = reply::encode_status(&ReplyStatus::Leaving);
+        assert_eq!(
+            refused(NODE, &bare),
+            Error::ServiceUnavailable {
+                node: NODE.into(),
+                reason: Unavailable::Leaving
+            }
         );
     }
 }

@@ -10,7 +10,7 @@ use ractor::{ActorRef, MessagingErr, RpcReplyPort};
 use tokio::time::Instant;
 
 use super::encode::encode;
-use super::reply::{decode_reply, outcome_to_reply};
+use super::reply::{decode_reply, outcome_to_reply, refused};
 use crate::control::{ControlReply, ControlRequest};
 use crate::function::RemoteFunction;
 use crate::load::LoadReport;
@@ -71,9 +71,10 @@ pub(crate) enum Sent<T> {
     /// It never left this node (the target's actor or session was already gone); the bytes
     /// and id are given back so the call can go elsewhere.
     Unsent((Vec<u8>, u64)),
-    /// The member refused it unrun — it is leaving its balancer, or speaks another wire
-    /// version — so it can go elsewhere; the error is what to report if it can't, and the
-    /// call's bytes when the member handed them back.
+    /// The member refused it unrun — it is leaving its balancer, is at a concurrency cap
+    /// (`Unavailable::Overloaded`), or speaks another wire version — so it can go elsewhere;
+    /// the error is what to report if it can't, and the call's bytes when the member handed
+    /// them back.
     Refused(Error, Option<Vec<u8>>),
     /// Its reply port was dropped without a reply (the node went away, or the member's actor
     /// stopped): the call may have run.
@@ -98,17 +99,13 @@ pub(crate) async fn send_encoded<F: RemoteFunction>(
         Err(MessagingErr::SendErr(RpcMessage::Call(bytes, _))) => Sent::Unsent((bytes, id)),
         Ok(CallResult::Success(reply)) => {
             let decoded = reply::decode_with_report(&reply);
-            if let Ok((_, _, report)) = &decoded {
-                *load = *report;
+            if let Ok((_, _, appended)) = &decoded {
+                *load = appended.report;
             }
             match decoded {
-                Ok((ReplyStatus::Leaving, value, _)) => Sent::Refused(
-                    Error::ServiceUnavailable {
-                        node: node.to_string(),
-                        reason: crate::Unavailable::Leaving,
-                    },
-                    reply::refused_call(reply, value),
-                ),
+                Ok((ReplyStatus::Leaving, value, _)) => {
+                    Sent::Refused(refused(node, &reply), reply::refused_call(reply, value))
+                }
                 // Not run there (a peer of another version is refused as soon as it connects;
                 // this covers the moment before).
                 Ok((ReplyStatus::WireVersion { .. }, _, _)) | Err(DecodeError::Version(_)) => {

@@ -161,3 +161,4 @@ mod calls;
 mod context;
 mod control;
 mod cpu;
+mod pushback;

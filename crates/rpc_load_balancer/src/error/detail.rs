@@ -37,6 +37,31 @@ pub enum Unavailable {
     NodeStopped,
     /// The member is leaving its balancer (draining) and refused the call unrun.
     Leaving,
+    /// The serving node is at its concurrency cap — node-wide
+    /// (`NodeConfig::max_concurrent_calls`) or the function's
+    /// (`NodeConfig::function_max_concurrent_calls`) — and refused the call unrun (pushback).
+    /// A routed call gets it only when no other member could take the call within its
+    /// deadline (each refusing member was tried once, at most 3 more after the first); a
+    /// direct call gets it at once. A load signal, not a failure: learning selectors and
+    /// outlier ejection do not count it. Safe to retry later: the call did not run.
+    Overloaded,
+}
+
+impl Unavailable {
+    /// A short stable name of the reason, in snake case (`"unknown_node"`, `"no_endpoint"`,
+    /// `"disconnected"`, `"connection_lost"`, `"node_stopped"`, `"leaving"`,
+    /// `"overloaded"`), for logs, labels and JSON output.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::UnknownNode => "unknown_node",
+            Self::NoEndpoint => "no_endpoint",
+            Self::Disconnected => "disconnected",
+            Self::ConnectionLost => "connection_lost",
+            Self::NodeStopped => "node_stopped",
+            Self::Leaving => "leaving",
+            Self::Overloaded => "overloaded",
+        }
+    }
 }
 
 impl std::fmt::Display for Unavailable {
@@ -48,6 +73,9 @@ impl std::fmt::Display for Unavailable {
             Self::ConnectionLost => "connection lost while the call was in flight",
             Self::NodeStopped => "the local node is stopped",
             Self::Leaving => "the member is leaving the balancer and did not run the call",
+            Self::Overloaded => {
+                "the node is at its concurrency cap and did not run the call (pushback)"
+            }
         })
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! This module is the builder: the struct, its defaults and the node's identity (name, host,
 //! cookie, peers, client). The setters of each other concern are in their own module
-//! (`config/admission.rs`, `timing.rs`, `calls.rs`, `cpu.rs`, `test_hooks.rs`); the checks
+//! (`config/admission.rs`, `timing.rs`, `calls.rs`, `concurrency.rs`, `cpu.rs`,
+//! `test_hooks.rs`); the checks
 //! every option gets at start are in `config/validate.rs`.
 
 use std::net::SocketAddr;
@@ -16,6 +17,7 @@ use crate::Error;
 
 mod admission;
 mod calls;
+mod concurrency;
 mod cpu;
 #[cfg(any(test, feature = "test-hooks"))]
 mod test_hooks;
@@ -72,6 +74,8 @@ pub struct NodeConfig {
     pub(crate) tls: Option<super::TlsConfig>,
     pub(crate) max_handshakes: usize,
     pub(crate) handshake_frame_limit: usize,
+    pub(crate) max_concurrent_calls: Option<usize>,
+    pub(crate) function_max_concurrent_calls: Vec<(String, usize)>,
 }
 
 impl NodeConfig {
@@ -86,7 +90,8 @@ impl NodeConfig {
     /// `cpu_sample_interval` 1,000 ms, no `excluded_node_patterns`,
     /// no `tls` (plain TCP), not a `client`, `max_handshakes` 1,024
     /// ([`DEFAULT_MAX_HANDSHAKES`](crate::DEFAULT_MAX_HANDSHAKES)), `handshake_frame_limit`
-    /// 16 KiB ([`DEFAULT_HANDSHAKE_FRAME_LIMIT`](crate::DEFAULT_HANDSHAKE_FRAME_LIMIT)).
+    /// 16 KiB ([`DEFAULT_HANDSHAKE_FRAME_LIMIT`](crate::DEFAULT_HANDSHAKE_FRAME_LIMIT)), no
+    /// `max_concurrent_calls` nor `function_max_concurrent_calls` cap.
     pub fn new(name: impl Into<String>, listen: impl Into<String>) -> Self {
         Self {
             name: name.into(),
@@ -114,6 +119,8 @@ impl NodeConfig {
             tls: None,
             max_handshakes: super::preauth::DEFAULT_MAX_HANDSHAKES,
             handshake_frame_limit: super::preauth::DEFAULT_HANDSHAKE_FRAME_LIMIT,
+            max_concurrent_calls: None,
+            function_max_concurrent_calls: Vec::new(),
         }
     }
 

@@ -158,6 +158,8 @@ fn transport_config(config: &NodeConfig) -> TransportConfig {
         remote_admin: config.remote_admin,
         cpu_reply_error: config.cpu_reply_error,
         cpu_reply_garbage: config.cpu_reply_garbage,
+        max_concurrent_calls: config.max_concurrent_calls,
+        function_max_concurrent_calls: config.function_max_concurrent_calls.clone(),
     }
 }
 

@@ -12,6 +12,8 @@
 //! | span `rpc_load_balancer.least_cpu.poll` | DEBUG | `load_balancer`, `members` (remote members asked), `failures` |
 //! | event `cpu reading` | DEBUG | `load_balancer`, `node`, `cpu` (%), `age_ms` |
 //! | event `cpu reading failed` | WARN | `load_balancer`, `node`, `kind` (`timeout`, `unreachable`, `remote_error`, `bad_reply`), `error` |
+//! | event `call refused: at the concurrency cap` (target `rpc_load_balancer::pushback`) | DEBUG | `function`, `cap` (`node`, `function`), `limit` |
+//! | event `call refused by an overloaded member` (target `rpc_load_balancer::pushback`) | DEBUG | `load_balancer`, `node` |
 //!
 //! The explaining event costs nothing unless DEBUG is enabled for
 //! `rpc_load_balancer::selection`: only then is
@@ -29,6 +31,7 @@
 
 mod handles;
 mod poll;
+mod pushback;
 mod rpc;
 
 /// Whether instrumentation is compiled in (cargo feature `telemetry`, on by default). Without
@@ -36,6 +39,7 @@ mod rpc;
 pub(crate) const ENABLED: bool = cfg!(feature = "telemetry");
 
 pub(crate) use poll::PollMetrics;
+pub(crate) use pushback::{pushback_seen, pushback_sent};
 pub(crate) use rpc::RpcTelemetry;
 
 /// `rpc_load_balancer.rpc.request.start.count`: calls and casts started.
@@ -64,6 +68,14 @@ pub const MEMBERS_EJECTED: &str = "rpc_load_balancer.members.ejected";
 /// `rpc_load_balancer.members.suspected`: members suspected now (as of the last look over
 /// them).
 pub const MEMBERS_SUSPECTED: &str = "rpc_load_balancer.members.suspected";
+
+/// `rpc_load_balancer.pushback.sent.count`: calls this node refused unrun at one of its
+/// concurrency caps, by `function` and `cap` (`node`, `function`).
+pub const PUSHBACK_SENT: &str = "rpc_load_balancer.pushback.sent.count";
+/// `rpc_load_balancer.pushback.count`: refusals of calls at a serving node's concurrency cap
+/// seen by this node's calls, by `load_balancer` (empty for a direct call) and `node` (the
+/// member that refused).
+pub const PUSHBACK: &str = "rpc_load_balancer.pushback.count";
 
 /// `rpc_load_balancer.least_cpu.poll.duration.milliseconds`: how long a LeastCpu Poller's
 /// cycle took.

@@ -2,8 +2,10 @@
 //! options ([`Route::new`]), then per attempt choose where it goes ([`Route::choose`]: the
 //! one place that decides between a run here and a send, and the one retry loop while there
 //! is nobody to send to), run or send it, and — only for a routed call that could not be
-//! handed over (the member had just gone, is leaving, or speaks another wire version) — choose
-//! again, at most [`MAX_RESELECTIONS`] times. A call that was sent is never sent again.
+//! handed over (the member had just gone, is leaving, is at a concurrency cap, or speaks
+//! another wire version) — choose again, at most [`MAX_RESELECTIONS`] times. A call that was
+//! sent is never sent again; one refused unrun is not (it did not run). A refusal at a cap
+//! (pushback) is never reported to the selector as a failure.
 
 use std::sync::Arc;
 
@@ -102,13 +104,19 @@ async fn route_call<F: RemoteFunction>(
                 exclude.push(attempt.node);
                 args.encoded = Some(bytes);
             }
-            Sent::Refused(_, handed_back)
+            Sent::Refused(error, handed_back)
                 if may_reselect && (handed_back.is_some() || args.args.is_some()) =>
             {
-                // The member is leaving (draining) or of another wire version and did not
-                // run it: pick another.
+                // The member is leaving (draining), at a concurrency cap, or of another wire
+                // version, and did not run it: pick another. (The attempt's selection ends
+                // as cancelled: a refusal is not the member's failure.)
                 reselections += 1;
+                let overloaded = pushback(&error, &attempt);
                 exclude.push(attempt.node);
+                if overloaded && route.nobody_else(&exclude) {
+                    // Every member is at its cap: say so now, not at the deadline.
+                    return Err(error);
+                }
                 args.encoded = handed_back;
             }
             // The call may have run (the node went away, or the member actor stopped while
@@ -119,9 +127,28 @@ async fn route_call<F: RemoteFunction>(
             Sent::Unsent(_) => {
                 return attempt.fail(unavailable(&attempt, Unavailable::Disconnected))
             }
+            // At a concurrency cap: a load signal, not a failure of the member.
+            Sent::Refused(error, _) if pushback(&error, &attempt) => return Err(error),
             Sent::Refused(error, _) => return attempt.fail(error),
         }
     }
+}
+
+/// Whether `error` is a refusal at a serving node's concurrency cap
+/// ([`Unavailable::Overloaded`]); if so it is counted (`pushback.count`) for the attempt's
+/// balancer and node.
+fn pushback<F>(error: &Error, attempt: &Attempt<'_, F>) -> bool {
+    let overloaded = matches!(
+        error,
+        Error::ServiceUnavailable {
+            reason: Unavailable::Overloaded,
+            ..
+        }
+    );
+    if overloaded {
+        crate::telemetry::pushback_seen(attempt.balancer.unwrap_or(""), &attempt.node);
+    }
+    overloaded
 }
 
 /// The error of an attempt whose node is unavailable for `reason`.
@@ -144,10 +171,25 @@ async fn run_or_send<F: RemoteFunction>(
     keep: bool,
 ) -> Result<Sent<F::Reply>, Error> {
     if let Destination::Here(function) = &attempt.destination {
+        // Served here: under this node's concurrency caps, as a call from another node is.
+        let permit = match transport.admission.admit(F::NAME) {
+            Ok(permit) => permit,
+            Err(refused) => {
+                crate::telemetry::pushback_sent(F::NAME, refused.cap(), refused.limit());
+                let error = Error::ServiceUnavailable {
+                    node: attempt.node.to_string(),
+                    reason: Unavailable::Overloaded,
+                };
+                return Ok(Sent::Refused(error, args.encoded.take()));
+            }
+        };
         let function = Arc::clone(function);
         let abandoned = Arc::clone(attempt.counted.abandoned(&transport.abandoned));
         let accounting = Accounting {
-            counted: std::mem::replace(&mut attempt.counted, Counted::Nothing),
+            counted: (
+                std::mem::replace(&mut attempt.counted, Counted::Nothing),
+                permit,
+            ),
             abandoned,
         };
         let args = args.take()?;

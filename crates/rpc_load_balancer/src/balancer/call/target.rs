@@ -201,6 +201,19 @@ impl<'r> Route<'r> {
         matches!(self.target, Target::Balancer(_)) && !self.here_by_choice()
     }
 
+    /// Whether no member is left to take the call: every member of the routing balancer is
+    /// in `exclude` (always, for a call that is not routed).
+    pub(crate) fn nobody_else(&self, exclude: &[Arc<str>]) -> bool {
+        match self.target {
+            Target::Balancer(shared) => shared
+                .members()
+                .as_slice()
+                .iter()
+                .all(|m| exclude.iter().any(|node| **node == *m.node())),
+            _ => true,
+        }
+    }
+
     /// Whether a routed call runs here without selecting (`call_directly`, `CallDirect`).
     fn here_by_choice(&self) -> bool {
         match self.target {

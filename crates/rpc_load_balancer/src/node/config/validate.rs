@@ -172,6 +172,20 @@ impl NodeConfig {
                 "an empty pattern is contained in every name".into(),
             ));
         }
+        if self.max_concurrent_calls == Some(0) {
+            return Err(invalid(
+                "max_concurrent_calls",
+                "0 would refuse every call (leave it unset for no cap)".into(),
+            ));
+        }
+        for (function, cap) in &self.function_max_concurrent_calls {
+            if function.is_empty() || *cap == 0 {
+                return Err(invalid(
+                    "function_max_concurrent_calls",
+                    format!("{function:?}: {cap} needs a function name and a cap of at least 1"),
+                ));
+            }
+        }
         Ok(ValidConfig {
             bind_ip: listen.ip(),
             port: listen.port(),
@@ -247,6 +261,23 @@ mod tests {
             "excluded_node_patterns"
         );
         assert_eq!(option_of(ok().max_handshakes(0)), "max_handshakes");
+        assert_eq!(
+            option_of(ok().max_concurrent_calls(0)),
+            "max_concurrent_calls"
+        );
+        assert_eq!(
+            option_of(ok().function_max_concurrent_calls("f", 0)),
+            "function_max_concurrent_calls"
+        );
+        assert_eq!(
+            option_of(ok().function_max_concurrent_calls("", 3)),
+            "function_max_concurrent_calls"
+        );
+        assert!(ok()
+            .max_concurrent_calls(1)
+            .function_max_concurrent_calls("f", 1)
+            .validate(false)
+            .is_ok());
         assert_eq!(option_of(ok().max_handshakes(65_537)), "max_handshakes");
         assert!(ok().max_handshakes(1).validate(false).is_ok());
         assert_eq!(

@@ -6,7 +6,10 @@ use crate::__fuzz::Echo;
 use crate::control::ControlReply;
 use crate::cpu::CpuReading;
 use crate::function::RemoteFunction;
-use crate::wire::reply::{encode_leaving, encode_ok, encode_status, ReplyStatus};
+use crate::load::LoadReport;
+use crate::wire::reply::{
+    encode_leaving, encode_ok, encode_refused, encode_status, Refusal, ReplyStatus,
+};
 use crate::wire::WIRE_VERSION;
 
 pub(super) fn add(seeds: &mut Seeds) {
@@ -40,6 +43,23 @@ pub(super) fn add(seeds: &mut Seeds) {
         (
             "leaving-with-call",
             encode_leaving(call(&header(Echo::NAME, Some("b"), 9), "x")),
+        ),
+        // Pushback: the call handed back with the node's load report and the reason.
+        (
+            "leaving-overloaded",
+            encode_refused(
+                call(&header(Echo::NAME, Some("b"), 9), "x"),
+                &LoadReport::default(),
+                Refusal::Overloaded,
+            ),
+        ),
+        (
+            "leaving-drained-with-report",
+            encode_refused(
+                call(&header(Echo::NAME, None, 9), "x"),
+                &LoadReport::default(),
+                Refusal::Leaving,
+            ),
         ),
     ];
     for (name, bytes) in statuses {
