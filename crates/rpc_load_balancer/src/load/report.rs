@@ -55,7 +55,7 @@ pub(crate) struct WireReport(u16, u16, u32, u32, u8, u16);
 
 impl LoadReport {
     /// The report's wire form.
-    pub(crate) fn to_wire(&self) -> WireReport {
+    pub(crate) fn to_wire(self) -> WireReport {
         let count = |n: u32| u16::try_from(n).unwrap_or(u16::MAX);
         WireReport(
             count(self.in_flight),

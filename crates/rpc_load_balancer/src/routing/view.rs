@@ -201,9 +201,11 @@ mod tests {
     fn a_report_is_kept_with_its_age_and_feeds_the_cpu_slot() {
         let view = MemberView::new("a@h", false);
         assert_eq!(view.report(10), None);
-        let mut report = LoadReport::default();
-        report.qps = 40;
-        report.cpu = Some(70.0);
+        let report = LoadReport {
+            qps: 40,
+            cpu: Some(70.0),
+            ..LoadReport::default()
+        };
         view.store_report(&report, 1_000);
         assert_eq!(
             view.report(1_100).map(|r| (r.report, r.age_ms)),

@@ -53,18 +53,18 @@ impl ServingLoad {
             UNSET => None,
             bits => Some(f64::from_bits(bits)),
         };
-        let mut report = LoadReport::default();
-        report.in_flight = count(in_flight);
-        report.node_in_flight = count(node_in_flight);
-        report.qps = qps;
-        report.eps = eps;
-        report.cpu = self
-            .cpu
-            .as_ref()
-            .and_then(|slot| slot.load())
-            .map(|(cpu, _)| cpu);
-        report.utilization = utilization;
-        report
+        LoadReport {
+            in_flight: count(in_flight),
+            node_in_flight: count(node_in_flight),
+            qps,
+            eps,
+            cpu: self
+                .cpu
+                .as_ref()
+                .and_then(|slot| slot.load())
+                .map(|(cpu, _)| cpu),
+            utilization,
+        }
     }
 }
 
