@@ -214,8 +214,10 @@ fn reported_loads_from_other_callers_bound_the_owner() {
     let kit = kit(&HashRing::new().balance_factor(1.25), &NODES);
     let key = 42u64.to_be_bytes();
     let owner = kit.pick_and_release(Some(&key)).unwrap();
-    let mut busy = LoadReport::default();
-    busy.in_flight = 20;
+    let busy = LoadReport {
+        in_flight: 20,
+        ..LoadReport::default()
+    };
     assert!(kit.set_report(&owner, &busy, Duration::ZERO));
     // Total 20: cap ⌈1.25 × 21 ÷ 5⌉ = 6; the owner at 20 passes the key on, to one member.
     let moved = kit.pick_and_release(Some(&key)).unwrap();
