@@ -13,10 +13,10 @@
 //! balancer (and matches its `node_match_list`) is a member, found through a `ractor::pg` group,
 //! and an [`Algorithm`] picks one per call — [`Random`], [`RoundRobin`],
 //! [`WeightedRoundRobin`], [`LeastConnections`], [`PowerOfTwo`], [`PeakEwma`] (by the latency
-//! each reply took), [`HashRing`], [`CallDirect`], [`LeastCpu`] (by the members' CPU readings,
-//! see [`cpu`]) or your own: an algorithm builds
-//! each balancer a [`Selector`] in the [`routing`] core, which the test kit (feature
-//! `testkit`) drives without a network. See the [`balancer`] module for an example,
+//! each reply took), [`LoadWeighted`] (by the load each reply reported), [`HashRing`],
+//! [`CallDirect`], [`LeastCpu`] (by the members' CPU readings, see [`cpu`]) or your own: an
+//! algorithm builds each balancer a [`Selector`] in the [`routing`] core, which the test kit
+//! (feature `testkit`) drives without a network. See the [`balancer`] module for an example,
 //! [`telemetry`] for spans and metrics.
 //!
 //! # Quick start
@@ -111,8 +111,8 @@ mod transport;
 mod wire;
 
 pub use algorithm::{
-    CallDirect, HashRing, LeastConnections, LeastCpu, PeakEwma, PowerOfTwo, Random, RoundRobin,
-    WeightedRoundRobin,
+    CallDirect, HashRing, LeastConnections, LeastCpu, LoadWeighted, PeakEwma, PowerOfTwo, Random,
+    RoundRobin, WeightedRoundRobin,
 };
 pub use balancer::call::Call;
 pub use balancer::{

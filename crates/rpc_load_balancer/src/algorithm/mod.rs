@@ -14,6 +14,7 @@
 //! | [`LeastConnections`] | fewest in flight, ties at random | in-flight counts |
 //! | [`PowerOfTwo`] | fewer in flight of two sampled | in-flight counts |
 //! | [`PeakEwma`] | lower latency estimate × (in flight + 1) of two sampled | in-flight counts, call outcomes |
+//! | [`LoadWeighted`] | in turn, each as often as its reported qps ÷ utilization | the members' load reports |
 //! | [`HashRing`] | the key's owner on a consistent-hash ring | — |
 //! | [`LeastCpu`] | random within a band above the least CPU | CPU readings (a Poller) |
 //! | [`CallDirect`] | this node, without selecting | — |
@@ -23,6 +24,7 @@ mod call_direct;
 mod hash_ring;
 mod least_connections;
 mod least_cpu;
+mod load_weighted;
 mod peak_ewma;
 mod power_of_two;
 mod random;
@@ -36,6 +38,7 @@ pub use call_direct::CallDirect;
 pub use hash_ring::HashRing;
 pub use least_connections::LeastConnections;
 pub use least_cpu::{LeastCpu, LeastCpuOptions};
+pub use load_weighted::LoadWeighted;
 pub use peak_ewma::PeakEwma;
 pub use power_of_two::PowerOfTwo;
 pub use random::Random;
@@ -89,6 +92,7 @@ pub fn by_name(name: &str) -> Result<Arc<dyn Algorithm>, Error> {
         "least_connections" => Ok(Arc::new(LeastConnections::new())),
         "power_of_two" => Ok(Arc::new(PowerOfTwo::new())),
         "peak_ewma" => Ok(Arc::new(PeakEwma::new())),
+        "load_weighted" => Ok(Arc::new(LoadWeighted::new())),
         "hash_ring" => Ok(Arc::new(HashRing::new())),
         "hash_ring_bounded" => Ok(Arc::new(HashRing::new().balance_factor(1.25))),
         "least_cpu" => Ok(Arc::new(LeastCpu::new())),
@@ -125,6 +129,7 @@ pub const BUILT_IN: &[&str] = &[
     "call_direct",
     "least_cpu",
     "peak_ewma",
+    "load_weighted",
 ];
 
 /// Names [`by_name`] knows beyond [`BUILT_IN`]: a built-in algorithm with a named set of

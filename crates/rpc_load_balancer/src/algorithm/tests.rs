@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::test_support::*;
 use super::*;
-use crate::routing::{BuildContext, Clock, OutcomeKind};
+use crate::routing::{BuildContext, Clock, Needs, OutcomeKind};
 use crate::testkit::SelectorKit;
 
 #[test]
@@ -40,6 +40,8 @@ fn built_in_algorithms_by_name() {
     assert!(!needs("random").in_flight && needs("random").cpu.is_none());
     assert!(needs("least_cpu").cpu.is_some() && !needs("least_cpu").in_flight);
     assert!(needs("peak_ewma").in_flight && needs("peak_ewma").cpu.is_none());
+    // LoadWeighted reads the reports the balancer keeps in every view: nothing to ask for.
+    assert_eq!(needs("load_weighted"), Needs::NONE);
     // Only PeakEwma learns from outcomes (the others' call path reads no clock for them).
     for name in BUILT_IN {
         let learns = build(&*by_name(name).unwrap()).learns();

@@ -1,0 +1,186 @@
+//! [`LoadWeighted`](super::LoadWeighted)'s selector: the members' tracks by node and by
+//! list, when weights are next recomputed, and the pick.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+
+use super::schedule::{next, recompute, scale, Mode};
+use super::track::Track;
+use super::Options;
+use crate::routing::{Change, Clock, Derived, Explanation, MemberView, Request, Selector};
+use crate::Error;
+
+/// The tracks of the members of one list, by index (what the selector derives from a list
+/// and its picks read).
+type Tracks = Vec<Arc<Track>>;
+
+/// Every member's track by node.
+type ByNode = HashMap<Arc<str>, Arc<Track>, foldhash::fast::RandomState>;
+
+/// One balancer's load-weighted round robin.
+pub(super) struct LoadWeightedSelector {
+    options: Options,
+    clock: Clock,
+    /// The stride schedule's sequence (every pick's, over any list).
+    sequence: AtomicU64,
+    /// When weights are next recomputed (ms on the clock; 0: at the next pick).
+    next_update_ms: AtomicU64,
+    /// Held by the one recomputing (a pick or a membership change); others skip.
+    updating: AtomicBool,
+    /// Whether the last recomputation weighted (else: round robin).
+    weighted: AtomicBool,
+    by_node: ArcSwap<ByNode>,
+}
+
+impl LoadWeightedSelector {
+    pub(super) fn new(options: Options, clock: Clock, start: u64) -> Self {
+        Self {
+            options,
+            clock,
+            sequence: AtomicU64::new(start),
+            next_update_ms: AtomicU64::new(0),
+            updating: AtomicBool::new(false),
+            weighted: AtomicBool::new(false),
+            by_node: ArcSwap::from_pointee(ByNode::default()),
+        }
+    }
+
+    /// Recomputes the weights of `members` (with their `tracks`) if no one else is; whether
+    /// it did.
+    fn recompute(&self, members: &[MemberView], tracks: &[Arc<Track>], now_ms: u64) -> bool {
+        if self
+            .updating
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        let mode = recompute(members, tracks, now_ms, &self.options);
+        self.weighted
+            .store(mode == Mode::Weighted, Ordering::Relaxed);
+        self.updating.store(false, Ordering::Release);
+        true
+    }
+
+    /// The pick that finds the update period over: recomputes if it wins the period.
+    #[cold]
+    #[inline(never)]
+    fn update(&self, members: &[MemberView], tracks: &[Arc<Track>], now_ms: u64) {
+        let due = self.next_update_ms.load(Ordering::Relaxed);
+        let next = now_ms.saturating_add(self.options.update_ms);
+        if now_ms >= due
+            && self
+                .next_update_ms
+                .compare_exchange(due, next, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.recompute(members, tracks, now_ms);
+        }
+    }
+
+    /// A pick over a list that is no published one (a re-selection that excludes members):
+    /// the members' tracks looked up by node, their weights rescaled to the heaviest of
+    /// them.
+    #[cold]
+    #[inline(never)]
+    fn pick_unpublished(&self, members: &[MemberView]) -> usize {
+        let by_node = self.by_node.load();
+        let weight = |m: &MemberView| by_node.get(m.node()).map_or(1.0, |t| t.in_use());
+        let heaviest = members.iter().map(weight).fold(0.0, f64::max);
+        next(&self.sequence, members.len(), |i| {
+            scale(weight(&members[i]), heaviest)
+        })
+    }
+}
+
+impl Selector for LoadWeightedSelector {
+    #[inline]
+    fn pick(&self, members: &[MemberView], request: &Request<'_>) -> Result<usize, Error> {
+        if members.is_empty() {
+            // A balancer never asks with no members; a direct caller gets an error, not a panic.
+            return Err(Error::NoMembers {
+                balancer: request.balancer.to_string(),
+            });
+        }
+        match request.derived_as::<Tracks>() {
+            Some(tracks) if tracks.len() == members.len() => {
+                let now_ms = self.clock.now_ms();
+                if now_ms >= self.next_update_ms.load(Ordering::Relaxed) {
+                    self.update(members, tracks, now_ms);
+                }
+                Ok(next(&self.sequence, members.len(), |i| tracks[i].scaled()))
+            }
+            _ => Ok(self.pick_unpublished(members)),
+        }
+    }
+
+    fn members_changed(&self, change: &Change<'_>) {
+        let before = self.by_node.load();
+        let next: ByNode = change
+            .members
+            .iter()
+            .map(|m| {
+                let track = before.get(m.node()).cloned().unwrap_or_default();
+                (Arc::clone(m.node_arc()), track)
+            })
+            .collect();
+        self.by_node.store(Arc::new(next));
+    }
+
+    fn derive(&self, change: &Change<'_>) -> Option<Derived> {
+        let by_node = self.by_node.load();
+        let tracks: Tracks = change
+            .members
+            .iter()
+            .map(|m| by_node.get(m.node()).cloned().unwrap_or_default())
+            .collect();
+        // The new list's weights at once (a joined member at the mean); if a pick is
+        // recomputing the last list's, the next pick recomputes this one.
+        let now_ms = self.clock.now_ms();
+        let next = if self.recompute(change.members, &tracks, now_ms) {
+            now_ms.saturating_add(self.options.update_ms)
+        } else {
+            0
+        };
+        self.next_update_ms.store(next, Ordering::Relaxed);
+        Some(Arc::new(tracks))
+    }
+
+    fn explain(
+        &self,
+        members: &[MemberView],
+        chosen: usize,
+        _request: &Request<'_>,
+    ) -> Explanation {
+        let by_node = self.by_node.load();
+        let now_ms = self.clock.now_ms();
+        let mut standings = Vec::with_capacity(members.len());
+        let scores = members
+            .iter()
+            .map(|m| {
+                let (standing, in_use) = by_node.get(m.node()).map_or_else(
+                    || ("unknown (not a member)".to_string(), 1.0),
+                    |t| (t.standing(now_ms, &self.options).to_string(), t.in_use()),
+                );
+                standings.push(format!("{}: {standing}", m.node()));
+                (m.node().to_string(), in_use)
+            })
+            .collect();
+        let mode = if self.weighted.load(Ordering::Relaxed) {
+            "weights qps / (utilization + eps / qps × penalty), unknown ones at the mean of the usable, clamped to [0.01, 10] × that mean"
+        } else {
+            "fewer than two usable weights: every member weighs the same (round robin)"
+        };
+        Explanation {
+            rule: format!(
+                "load-weighted round robin (stride schedule; score: the weight in use): {mode}; picked {}; {}",
+                members.get(chosen).map_or("?", MemberView::node),
+                standings.join(", ")
+            ),
+            scores,
+        }
+    }
+}
