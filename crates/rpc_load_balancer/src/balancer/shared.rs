@@ -147,7 +147,20 @@ impl BalancerShared {
             Some(options) => {
                 // (Its options were checked above.)
                 let inner = config.algorithm.build(&context)?;
-                Box::new(Ramping::new(inner, options.clone(), &context)) as Box<dyn Selector>
+                let gauge = crate::telemetry::ENABLED.then(|| {
+                    metrics::gauge!(
+                        crate::telemetry::MEMBERS_SLOW_START,
+                        "load_balancer" => config.name.clone()
+                    )
+                });
+                let ramping = Ramping::new(inner, options.clone(), &context).with_listener(
+                    Box::new(move |count| {
+                        if let Some(gauge) = &gauge {
+                            gauge.set(count as f64);
+                        }
+                    }),
+                );
+                Box::new(ramping) as Box<dyn Selector>
             }
             None => config.algorithm.build(&context)?,
         };

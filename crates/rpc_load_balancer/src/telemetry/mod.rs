@@ -68,6 +68,9 @@ pub const MEMBERS_EJECTED: &str = "rpc_load_balancer.members.ejected";
 /// `rpc_load_balancer.members.suspected`: members suspected now (as of the last look over
 /// them).
 pub const MEMBERS_SUSPECTED: &str = "rpc_load_balancer.members.suspected";
+/// `rpc_load_balancer.members.slow_start`: members in their slow-start window now (as of the
+/// last membership change or pick that saw a window end).
+pub const MEMBERS_SLOW_START: &str = "rpc_load_balancer.members.slow_start";
 
 /// `rpc_load_balancer.pushback.sent.count`: calls this node refused unrun at one of its
 /// concurrency caps, by `function` and `cap` (`node`, `function`).

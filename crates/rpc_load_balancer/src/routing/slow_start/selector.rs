@@ -26,6 +26,10 @@ const SEED_MIX: u64 = 0x736c_6f77_5f73_7461;
 /// of the first list).
 type ByNode = HashMap<Arc<str>, u64, foldhash::fast::RandomState>;
 
+/// What a [`Ramping`] tells of the members in their window: their number, whenever it
+/// changes (a member joins, or a window ends, seen by the first pick after it).
+pub(crate) type RampingListener = Box<dyn Fn(usize) + Send + Sync>;
+
 /// An algorithm's selector with slow start on top.
 pub(crate) struct Ramping {
     inner: Box<dyn Selector>,
@@ -38,6 +42,9 @@ pub(crate) struct Ramping {
     ramp_end: AtomicU64,
     /// Whether a non-empty member list came: the members of the first do not ramp.
     started: AtomicBool,
+    /// When the next member's window ends (ns); `u64::MAX`: none is in its window.
+    next_end: AtomicU64,
+    listener: Option<RampingListener>,
 }
 
 impl Ramping {
@@ -54,6 +61,45 @@ impl Ramping {
             by_node: ArcSwap::from_pointee(ByNode::default()),
             ramp_end: AtomicU64::new(0),
             started: AtomicBool::new(false),
+            next_end: AtomicU64::new(u64::MAX),
+            listener: None,
+        }
+    }
+
+    /// This selector telling `listener` how many members are in their window.
+    pub(crate) fn with_listener(mut self, listener: RampingListener) -> Self {
+        self.listener = Some(listener);
+        self
+    }
+
+    /// Counts the members of `by_node` in their window at `now`, notes when the next window
+    /// ends, and tells the listener.
+    fn recount(&self, by_node: &ByNode, now: u64) {
+        let window = u64::try_from(self.options.window.as_nanos()).unwrap_or(u64::MAX);
+        let (mut count, mut next) = (0, u64::MAX);
+        for &at in by_node.values() {
+            let end = at.saturating_add(window);
+            if at != 0 && end > now {
+                count += 1;
+                next = next.min(end);
+            }
+        }
+        self.next_end.store(next, Ordering::Relaxed);
+        if let Some(listener) = &self.listener {
+            listener(count);
+        }
+    }
+
+    /// Recounts once a window has ended (one thread of those that see it).
+    fn window_ended(&self, now: u64) {
+        let next = self.next_end.load(Ordering::Relaxed);
+        if now >= next
+            && self
+                .next_end
+                .compare_exchange(next, u64::MAX, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.recount(&self.by_node.load(), now);
         }
     }
 
@@ -104,6 +150,7 @@ impl Ramping {
         ramp_end: u64,
     ) -> Result<usize, Error> {
         let now = self.now_ns();
+        self.window_ended(now);
         if now >= ramp_end {
             // Every window ended: picks read no clock again, unless a member joined since.
             let _ =
@@ -172,6 +219,7 @@ impl Selector for Ramping {
                 (Arc::clone(m.node_arc()), at)
             })
             .collect();
+        self.recount(&next, now);
         self.by_node.store(Arc::new(next));
         self.ramp_end.store(ramp_end, Ordering::Relaxed);
         self.inner.members_changed(change);
@@ -218,5 +266,75 @@ impl Selector for Ramping {
             );
         }
         explanation
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Picks the first member, always.
+    struct First;
+
+    impl Selector for First {
+        fn pick(&self, _: &[MemberView], _: &Request<'_>) -> Result<usize, Error> {
+            Ok(0)
+        }
+    }
+
+    fn list(nodes: &[&str]) -> Vec<MemberView> {
+        nodes.iter().map(|n| MemberView::new(*n, false)).collect()
+    }
+
+    fn change<'a>(joined: &'a [Arc<str>], members: &'a [MemberView]) -> Change<'a> {
+        Change {
+            balancer: "b",
+            joined,
+            left: &[],
+            members,
+            version: 1,
+        }
+    }
+
+    #[test]
+    fn the_listener_hears_members_enter_and_leave_their_window() {
+        let clock = Clock::manual();
+        let mut context = BuildContext::new("b");
+        context.clock = clock.clock();
+        context.seed = Some(1);
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&heard);
+        let options = SlowStart::new().window(Duration::from_secs(10));
+        let ramping = Ramping::new(Box::new(First), options, &context)
+            .with_listener(Box::new(move |n| sink.lock().unwrap().push(n)));
+        let first = list(&["a@h"]);
+        ramping.members_changed(&change(&[Arc::from("a@h")], &first));
+        let two = list(&["a@h", "b@h"]);
+        ramping.members_changed(&change(&[Arc::from("b@h")], &two));
+        clock.advance(Duration::from_secs(4));
+        let three = list(&["a@h", "b@h", "c@h"]);
+        ramping.members_changed(&change(&[Arc::from("c@h")], &three));
+        assert_eq!(
+            *heard.lock().unwrap(),
+            vec![0, 1, 2],
+            "the first list ramps not"
+        );
+        let request = Request::new("b", None, Request::UNCACHED);
+        ramping.pick(&three, &request).unwrap();
+        assert_eq!(heard.lock().unwrap().len(), 3, "no window ended yet");
+        clock.advance(Duration::from_secs(7));
+        ramping.pick(&three, &request).unwrap();
+        ramping.pick(&three, &request).unwrap();
+        assert_eq!(
+            *heard.lock().unwrap(),
+            vec![0, 1, 2, 1],
+            "b's window ended, once"
+        );
+        clock.advance(Duration::from_secs(4));
+        ramping.pick(&three, &request).unwrap();
+        assert_eq!(*heard.lock().unwrap(), vec![0, 1, 2, 1, 0]);
     }
 }
