@@ -13,6 +13,17 @@ fn node_filter_regex(pattern: &str) -> Result<NodeFilter, String> {
     NodeFilter::regex(pattern).map_err(|e| e.to_string())
 }
 
+/// Parses a `--function-max-concurrent-calls` value, `NAME=N`.
+fn function_cap(value: &str) -> Result<(String, usize), String> {
+    let (name, cap) = value
+        .rsplit_once('=')
+        .ok_or_else(|| format!("{value:?} is not NAME=N"))?;
+    let cap = cap
+        .parse()
+        .map_err(|e| format!("{value:?}: the cap {cap:?} is not a count: {e}"))?;
+    Ok((name.to_string(), cap))
+}
+
 /// `rpclb node`.
 #[derive(Debug, Clone, Args)]
 pub struct NodeArgs {
@@ -36,6 +47,16 @@ pub struct NodeArgs {
     /// Cap on one encoded call or reply, in bytes.
     #[arg(long, default_value_t = rpc_load_balancer::DEFAULT_MAX_PAYLOAD_BYTES)]
     pub max_payload_bytes: usize,
+    /// Most calls this node serves at once, every function together (default: no cap; 0 is
+    /// refused at start). A call over it is refused at once without running, and its caller
+    /// sends it to another member (pushback); casts are not counted.
+    #[arg(long, value_name = "N")]
+    pub max_concurrent_calls: Option<usize>,
+    /// Most calls of one function this node serves at once, as NAME=N, e.g. `sleep=4`
+    /// (repeat for several functions; a cap of 0 is refused at start). Refused as over
+    /// --max-concurrent-calls.
+    #[arg(long = "function-max-concurrent-calls", value_name = "NAME=N", value_parser = function_cap)]
+    pub function_max_concurrent_calls: Vec<(String, usize)>,
     /// Start a balancer of this name on the node (repeat for several), after registering the
     /// demo functions.
     #[arg(long = "balancer")]
@@ -204,6 +225,30 @@ pub(super) mod tests {
         match Cli::try_parse_from(args)?.command {
             Command::Node(args) => Ok(args),
             other => panic!("not a node command: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn node_concurrency_caps_default_to_none_and_parse() {
+        let args = node_args(&[]).unwrap();
+        assert_eq!(args.max_concurrent_calls, None);
+        assert!(args.function_max_concurrent_calls.is_empty());
+        let args = node_args(&[
+            "--max-concurrent-calls",
+            "8",
+            "--function-max-concurrent-calls",
+            "sleep=2",
+            "--function-max-concurrent-calls",
+            "a=b=3",
+        ])
+        .unwrap();
+        assert_eq!(args.max_concurrent_calls, Some(8));
+        assert_eq!(
+            args.function_max_concurrent_calls,
+            [("sleep".to_string(), 2), ("a=b".to_string(), 3)]
+        );
+        for bad in ["sleep", "sleep=x", "sleep=-1"] {
+            assert!(node_args(&["--function-max-concurrent-calls", bad]).is_err());
         }
     }
 

@@ -38,6 +38,7 @@ mod payload_calls;
 mod payload_pick;
 #[cfg(feature = "telemetry")]
 mod prometheus;
+mod pushback;
 mod random_node;
 mod reconnect;
 mod restart;
