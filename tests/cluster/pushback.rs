@@ -6,7 +6,8 @@
 use std::time::{Duration, Instant};
 
 use rpc_load_balancer::{
-    Balancer, BalancerConfig, ControlReply, ControlRequest, Error, Node, RoundRobin, Unavailable,
+    Balancer, BalancerConfig, ControlReply, ControlRequest, Error, Node, OutlierEjection,
+    RoundRobin, Unavailable,
 };
 use rpclb::harness::Cluster;
 
@@ -31,11 +32,13 @@ fn is_overloaded<T: std::fmt::Debug>(outcome: &Result<T, Error>) -> bool {
     )
 }
 
-/// A RoundRobin balancer `work` on the tester (not a member), once it sees `members`.
+/// A RoundRobin balancer `work` with outlier ejection on the tester (not a member), once it
+/// sees `members`.
 async fn balancer(members: usize) -> Balancer {
     let work = Balancer::start(
         BalancerConfig::new("work")
             .algorithm(RoundRobin::new())
+            .outlier_ejection(OutlierEjection::new())
             .node_match_list(Vec::<String>::new()),
     )
     .await
@@ -131,7 +134,8 @@ async fn with_every_member_at_its_cap_callers_get_overloaded_at_once() {
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    for _ in 0..3 {
+    // More refusals per member than ejection's 5 consecutive failures.
+    for _ in 0..6 {
         let started = Instant::now();
         let outcome = work
             .call::<Echo>("x".to_string())
@@ -151,6 +155,9 @@ async fn with_every_member_at_its_cap_callers_get_overloaded_at_once() {
     for call in slow {
         call.await.unwrap().unwrap();
     }
+    // A load signal, not a failure: nobody was ejected.
+    let stats = work.ejection_stats().expect("ejection is on");
+    assert_eq!((stats.ejections, stats.ejected), (0, 0), "{stats:?}");
     // Each ran its slow call only; then places are free again.
     for (node, before) in names.iter().zip(before) {
         assert_eq!(served_total(&me, node).await - before, 1, "{node}");
