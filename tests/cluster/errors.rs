@@ -142,11 +142,21 @@ async fn another_wire_version_gets_an_answer_not_a_hang() {
         )
         .await;
     match reply {
-        // [our version][no value][status 4 = WireVersion, the version it got][status length 2]
-        Ok(CallResult::Success(reply)) => assert_eq!(
-            reply,
-            vec![WIRE_VERSION as u8, 4, future_version as u8, 2, 0, 0, 0]
-        ),
+        // [our version][no value][status 4 = WireVersion, the version it got][the node's load
+        // report][status length]
+        Ok(CallResult::Success(reply)) => {
+            assert_eq!(
+                reply[..3],
+                [WIRE_VERSION as u8, 4, future_version as u8],
+                "{reply:?}"
+            );
+            let len = u32::from_le_bytes(reply[reply.len() - 4..].try_into().unwrap());
+            assert_eq!(
+                len as usize,
+                reply.len() - 5,
+                "one section after the version"
+            );
+        }
         other => panic!("no answer to another wire version: {other:?}"),
     }
     me.shutdown().await;
