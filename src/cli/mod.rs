@@ -30,7 +30,7 @@ pub use demo_caller::DemoCallerArgs;
 pub use lab::LabArgs;
 pub use least_cpu::LeastCpuArgs;
 pub use load::{LoadArgs, LoadShape};
-pub use node::NodeArgs;
+pub use node::{ConcurrencyArgs, NodeArgs};
 pub use runtime::{RuntimeFlavor, RuntimeSettings};
 pub use work::WorkArgs;
 

@@ -24,6 +24,21 @@ fn function_cap(value: &str) -> Result<(String, usize), String> {
     Ok((name.to_string(), cap))
 }
 
+/// The concurrency caps of `rpclb node` (pushback).
+#[derive(Debug, Clone, Args)]
+pub struct ConcurrencyArgs {
+    /// Most calls this node serves at once, every function together (default: no cap; 0 is
+    /// refused at start). A call over it is refused at once without running, and its caller
+    /// sends it to another member (pushback); casts are not counted.
+    #[arg(long, value_name = "N")]
+    pub max_concurrent_calls: Option<usize>,
+    /// Most calls of one function this node serves at once, as NAME=N, e.g. `sleep=4`
+    /// (repeat for several functions; a cap of 0 is refused at start). Refused as over
+    /// --max-concurrent-calls.
+    #[arg(long = "function-max-concurrent-calls", value_name = "NAME=N", value_parser = function_cap)]
+    pub function_max_concurrent_calls: Vec<(String, usize)>,
+}
+
 /// `rpclb node`.
 #[derive(Debug, Clone, Args)]
 pub struct NodeArgs {
@@ -47,16 +62,8 @@ pub struct NodeArgs {
     /// Cap on one encoded call or reply, in bytes.
     #[arg(long, default_value_t = rpc_load_balancer::DEFAULT_MAX_PAYLOAD_BYTES)]
     pub max_payload_bytes: usize,
-    /// Most calls this node serves at once, every function together (default: no cap; 0 is
-    /// refused at start). A call over it is refused at once without running, and its caller
-    /// sends it to another member (pushback); casts are not counted.
-    #[arg(long, value_name = "N")]
-    pub max_concurrent_calls: Option<usize>,
-    /// Most calls of one function this node serves at once, as NAME=N, e.g. `sleep=4`
-    /// (repeat for several functions; a cap of 0 is refused at start). Refused as over
-    /// --max-concurrent-calls.
-    #[arg(long = "function-max-concurrent-calls", value_name = "NAME=N", value_parser = function_cap)]
-    pub function_max_concurrent_calls: Vec<(String, usize)>,
+    #[command(flatten)]
+    pub concurrency: Box<ConcurrencyArgs>,
     /// Start a balancer of this name on the node (repeat for several), after registering the
     /// demo functions.
     #[arg(long = "balancer")]
@@ -231,8 +238,8 @@ pub(super) mod tests {
     #[test]
     fn node_concurrency_caps_default_to_none_and_parse() {
         let args = node_args(&[]).unwrap();
-        assert_eq!(args.max_concurrent_calls, None);
-        assert!(args.function_max_concurrent_calls.is_empty());
+        assert_eq!(args.concurrency.max_concurrent_calls, None);
+        assert!(args.concurrency.function_max_concurrent_calls.is_empty());
         let args = node_args(&[
             "--max-concurrent-calls",
             "8",
@@ -242,9 +249,9 @@ pub(super) mod tests {
             "a=b=3",
         ])
         .unwrap();
-        assert_eq!(args.max_concurrent_calls, Some(8));
+        assert_eq!(args.concurrency.max_concurrent_calls, Some(8));
         assert_eq!(
-            args.function_max_concurrent_calls,
+            args.concurrency.function_max_concurrent_calls,
             [("sleep".to_string(), 2), ("a=b".to_string(), 3)]
         );
         for bad in ["sleep", "sleep=x", "sleep=-1"] {

@@ -63,10 +63,10 @@ pub async fn run(args: NodeArgs) -> CmdResult {
         .heartbeat_timeout(Duration::from_millis(args.heartbeat_timeout_ms))
         .dial_backoff_max(Duration::from_millis(args.dial_backoff_max_ms))
         .reconnect_give_up(Duration::from_millis(args.reconnect_give_up_ms));
-    if let Some(cap) = args.max_concurrent_calls {
+    if let Some(cap) = args.concurrency.max_concurrent_calls {
         config = config.max_concurrent_calls(cap);
     }
-    for (function, cap) in &args.function_max_concurrent_calls {
+    for (function, cap) in &args.concurrency.function_max_concurrent_calls {
         config = config.function_max_concurrent_calls(function, *cap);
     }
     config = test_flags::apply_test_flags(config, &args)?;
