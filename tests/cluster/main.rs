@@ -66,6 +66,19 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_rpclb");
 /// Bound for a cluster to form (debug build, 2 shared cores).
 pub const MESH_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Whether the series `name` is emitted only with an option a plain balancer has not: a
+/// LeastCpu Poller's, outlier ejection's, slow start's, pushback's.
+pub fn optional(name: &str) -> bool {
+    [
+        "rpc_load_balancer.least_cpu.",
+        "rpc_load_balancer.member.",
+        "rpc_load_balancer.members.",
+        "rpc_load_balancer.pushback.",
+    ]
+    .iter()
+    .any(|prefix| name.starts_with(prefix))
+}
+
 /// The demo `whoami`, as a caller sees it.
 pub struct Whoami;
 impl RemoteFunction for Whoami {

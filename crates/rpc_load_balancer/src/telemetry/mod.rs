@@ -213,6 +213,62 @@ pub fn describe() -> Vec<SeriesDescription> {
             description: "Remote CPU readings a LeastCpu Poller could not get, by kind: timeout, unreachable, remote_error, bad_reply.",
             buckets: None,
         },
+        SeriesDescription {
+            name: MEMBER_EJECTED,
+            kind: SeriesKind::Counter,
+            labels: &["load_balancer", "node", "reason"],
+            unit: Unit::Count,
+            description: "Members outlier ejection ejected, by reason: consecutive_failures, success_rate, silent.",
+            buckets: None,
+        },
+        SeriesDescription {
+            name: MEMBER_SUSPECTED,
+            kind: SeriesKind::Counter,
+            labels: &["load_balancer", "node"],
+            unit: Unit::Count,
+            description: "Members outlier ejection suspected of being silent (calls in flight, no reply while others reply).",
+            buckets: None,
+        },
+        SeriesDescription {
+            name: MEMBERS_EJECTED,
+            kind: SeriesKind::Gauge,
+            labels: &["load_balancer"],
+            unit: Unit::Count,
+            description: "Members ejected now, as of the last look over the members.",
+            buckets: None,
+        },
+        SeriesDescription {
+            name: MEMBERS_SUSPECTED,
+            kind: SeriesKind::Gauge,
+            labels: &["load_balancer"],
+            unit: Unit::Count,
+            description: "Members suspected of being silent now, as of the last look over the members.",
+            buckets: None,
+        },
+        SeriesDescription {
+            name: MEMBERS_SLOW_START,
+            kind: SeriesKind::Gauge,
+            labels: &["load_balancer"],
+            unit: Unit::Count,
+            description: "Members in their slow-start window now, set at each membership change and by the first pick after a window ends.",
+            buckets: None,
+        },
+        SeriesDescription {
+            name: PUSHBACK_SENT,
+            kind: SeriesKind::Counter,
+            labels: &["function", "cap"],
+            unit: Unit::Count,
+            description: "Calls this node refused unrun at one of its concurrency caps, by function and cap (node or function).",
+            buckets: None,
+        },
+        SeriesDescription {
+            name: PUSHBACK,
+            kind: SeriesKind::Counter,
+            labels: &["load_balancer", "node"],
+            unit: Unit::Count,
+            description: "Refusals at a serving node's concurrency cap seen by this node's calls, by balancer (empty for a direct call) and refusing node.",
+            buckets: None,
+        },
     ]
 }
 
@@ -254,7 +310,7 @@ mod tests {
     }
 
     #[test]
-    fn the_originals_six_series_plus_in_flight_and_the_pollers() {
+    fn the_originals_six_series_plus_in_flight_the_pollers_ejection_slow_start_and_pushback() {
         let names: Vec<&str> = describe().iter().map(|s| s.name).collect();
         assert_eq!(
             names,
@@ -267,7 +323,14 @@ mod tests {
                 NODE_SELECTED_EMPTY,
                 POOL_SIZE,
                 LEAST_CPU_POLL_DURATION,
-                LEAST_CPU_POLL_FAILURES
+                LEAST_CPU_POLL_FAILURES,
+                MEMBER_EJECTED,
+                MEMBER_SUSPECTED,
+                MEMBERS_EJECTED,
+                MEMBERS_SUSPECTED,
+                MEMBERS_SLOW_START,
+                PUSHBACK_SENT,
+                PUSHBACK,
             ]
         );
         // Names as the original wrote them.
