@@ -162,12 +162,13 @@ pub(crate) fn dispatch_with<S: Serving + ?Sized, G: Held>(
 /// Counts a call served (in the serving node's rates) and appends the node's load report to
 /// its `reply`; `balancer_in_flight`: the served calls of its balancer, that call included.
 fn reported(transport: &Transport, reply: Vec<u8>, balancer_in_flight: Option<usize>) -> Vec<u8> {
-    let load = &transport.serving_load;
-    load.finished(reply::is_ok(&reply));
     // The call's own served count has ended: the node's count no longer holds it.
     let node = transport.served.in_flight.load(Ordering::Relaxed) as usize;
     let balancer = balancer_in_flight.map_or(node, |n| n.saturating_sub(1));
-    reply::with_report(reply, &load.report(balancer, node))
+    let report = transport
+        .serving_load
+        .finish(reply::is_ok(&reply), balancer, node);
+    reply::with_report(reply, &report)
 }
 
 /// The reply refusing `call` because the cap `refused` is reached (see [`refusal`]); counted

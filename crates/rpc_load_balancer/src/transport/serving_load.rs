@@ -47,8 +47,21 @@ impl ServingLoad {
     /// The report a reply leaving now carries: `in_flight` calls of its balancer and
     /// `node_in_flight` in all still running (the replying call not counted).
     pub(crate) fn report(&self, in_flight: usize, node_in_flight: usize) -> LoadReport {
+        self.report_at(clock::now_ms() / 1_000, in_flight, node_in_flight)
+    }
+
+    /// [`Self::finished`] then [`Self::report`], reading the clock once: for a reply to a
+    /// call served here.
+    #[inline]
+    pub(crate) fn finish(&self, ok: bool, in_flight: usize, node_in_flight: usize) -> LoadReport {
+        let second = clock::now_ms() / 1_000;
+        self.rates.record(second, ok);
+        self.report_at(second, in_flight, node_in_flight)
+    }
+
+    fn report_at(&self, second: u64, in_flight: usize, node_in_flight: usize) -> LoadReport {
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-        let (qps, eps) = self.rates.last_second(clock::now_ms() / 1_000);
+        let (qps, eps) = self.rates.last_second(second);
         let utilization = match self.utilization.load(Ordering::Relaxed) {
             UNSET => None,
             bits => Some(f64::from_bits(bits)),

@@ -190,13 +190,27 @@ mod tests {
             bytes.capacity(),
             bytes.len()
         );
+        // A reply keeps room for the fields the serving node appends (the load report and a
+        // refusal reason): appending them does not grow it either.
         let reply = crate::wire::reply::encode_ok(&vec![7u8; 70_000]).unwrap();
+        let room = crate::load::MAX_WIRE_LEN + 1;
         assert!(
-            reply.capacity() - reply.len() <= 2,
+            reply.capacity() - reply.len() <= 2 + room,
             "{} for {}",
             reply.capacity(),
             reply.len()
         );
+        let full = crate::load::LoadReport {
+            in_flight: u32::MAX,
+            node_in_flight: u32::MAX,
+            qps: u32::MAX,
+            eps: u32::MAX,
+            cpu: Some(100.0),
+            utilization: Some(20.0),
+        };
+        let capacity = reply.capacity();
+        let reported = crate::wire::reply::with_report(reply, &full);
+        assert_eq!(reported.capacity(), capacity, "grown for the report");
     }
 
     #[test]

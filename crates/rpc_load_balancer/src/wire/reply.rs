@@ -108,9 +108,19 @@ impl Appended {
     }
 }
 
+/// Room a reply keeps for the fields the serving node appends to its status (the load
+/// report and a refusal reason), so appending them does not grow the buffer.
+const APPENDED_ROOM: usize = crate::load::MAX_WIRE_LEN + 1;
+
 /// Bytes `status` takes behind a value: its encoding and its length.
-fn status_len(status: &ReplyStatus<'_>) -> usize {
+fn status_bytes(status: &ReplyStatus<'_>) -> usize {
     encoded_len(status) + TRAILER_LEN
+}
+
+/// The capacity a reply keeps for `status` behind a value: its bytes, and room for the
+/// fields appended to it.
+fn status_len(status: &ReplyStatus<'_>) -> usize {
+    status_bytes(status) + APPENDED_ROOM
 }
 
 /// Encodes a complete reply carrying `status` and no value.
@@ -146,7 +156,7 @@ pub(crate) fn ok_len<T: Serialize + 'static>(value: &T) -> Result<usize, postcar
     } else {
         ReplyStatus::Ok
     };
-    Ok(version_len() + value_len(value)? + status_len(&status))
+    Ok(version_len() + value_len(value)? + status_bytes(&status))
 }
 
 /// [`encode_ok`] taking the value: a [`Payload`]'s own buffer becomes the reply.
@@ -252,8 +262,12 @@ fn append_fields(mut reply: Vec<u8>, fields: &[u8]) -> Vec<u8> {
         return reply;
     };
     reply.truncate(len_at);
-    let tail_at = len_at - hooked;
-    reply.splice(tail_at..tail_at, fields.iter().copied());
+    if hooked == 0 {
+        reply.extend_from_slice(fields);
+    } else {
+        let tail_at = len_at - hooked;
+        reply.splice(tail_at..tail_at, fields.iter().copied());
+    }
     reply.extend_from_slice(&new_len.to_le_bytes());
     reply
 }
