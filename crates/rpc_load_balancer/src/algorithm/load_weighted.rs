@@ -37,12 +37,20 @@ use selector::LoadWeightedSelector;
 ///   expired weight is dropped and the blackout starts again with the next report.
 ///
 /// A member without a usable weight — new, never called, on this node (its calls run here,
-///   without a reply), in its blackout, expired — is **unknown** and weighs the mean of the
+/// without a reply), in its blackout, expired — is **unknown** and weighs the mean of the
 /// usable weights, so it gets an average share until its own reports say more; a member
 /// whose reports say it is slow is **low**: its weight is small, down to the clamp below.
 /// [`explain`](crate::routing::Selector::explain) tells them apart (each member's standing
 /// in the rule, its weight in use as its score). With fewer than two usable weights there is
 /// nothing to compare: every member weighs the same (plain round robin).
+///
+/// **Smoothed** (this library's addition): a new report's weight counts half, the member's
+/// weight before it the other half. A report's qps covers its node's last whole second and its
+/// CPU the sampler's last interval, at another phase, so when a member's share just changed,
+/// one report's weight is off by about that change; taken whole, it makes the next change,
+/// and shares swing every period instead of settling (the lab's `uneven-capacity` in a closed
+/// loop: 15–30 % off in 4 of 10 seeds; with the halving, within 0.5 %). A weight reaches 97 %
+/// of a new level within five periods.
 ///
 /// **Weights are recomputed** at most once per
 /// [`weight_update_period`](Self::weight_update_period) (default 1 s), by the pick that finds

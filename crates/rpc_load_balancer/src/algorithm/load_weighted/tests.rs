@@ -112,8 +112,14 @@ fn weights_follow_reports_after_the_blackout() {
         "within the period"
     );
     kit.clock().advance(S);
-    let counts = kit.counts(600, None).unwrap();
-    assert_eq!((counts["a"], counts["b"], counts["c"]), (300, 200, 100));
+    // Half way: a's weight from 200 to (200 + 600) / 2 = 400 (the new report's share).
+    let counts = kit.counts(500, None).unwrap();
+    assert_eq!((counts["a"], counts["b"], counts["c"]), (200, 200, 100));
+    // The same again: 500, then 550, ...
+    reports(&kit, &[("a", 300)]);
+    kit.clock().advance(S);
+    let counts = kit.counts(1_100, None).unwrap();
+    assert_eq!((counts["a"], counts["b"], counts["c"]), (500, 400, 200));
 }
 
 #[test]
