@@ -69,6 +69,16 @@
 //!   latest sample every `poll_interval`, first at a random phase of it, or after the
 //!   `poll_startup_jitter` in a cold start. Readings reach the selector as the CPU slot of the
 //!   member's view with their age, exactly as the balancer's Poller stores them.
+//! - **Load reports**: every reply (a result or a failure; not a timeout, a cancel or a
+//!   call failed by a stopped session) carries the replying member's load as a serving node
+//!   reports it (`rpc_load_balancer::LoadReport`), made when the member sends it: calls in
+//!   flight (for the balancer and on the node alike: queued or in service, the replying call
+//!   not counted), calls finished and of those failed in the last whole second of virtual
+//!   time (its qps and eps), its latest utilization sample as its CPU (none before its first
+//!   sample), and no application utilization. Every member's node samples, whatever the
+//!   algorithm. The caller's selector gets it as a balancer's does (the test kit's
+//!   `complete_with_report`: kept as the member's latest report, and its CPU as the member's
+//!   CPU reading, sampled now as far as the caller can tell).
 //! - **Keys** (when the scenario has them): each call's key is a Zipf-distributed index
 //!   among `count`, as 8 little-endian bytes.
 //! - **Measured**: calls issued in the window `[warm-up, warm-up + measure)`, followed to

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use rpc_load_balancer::routing::OutcomeKind;
-use rpc_load_balancer::ErrorCode;
+use rpc_load_balancer::{ErrorCode, LoadReport};
 
 use super::{member_index, Call, Ev, Sim, Stage, NIL, NO_MEMBER_BACKOFF_NS, NO_TASK, NS_PER_MS};
 use crate::scenario::Service;
@@ -79,6 +79,7 @@ impl Sim<'_> {
             generation: 0,
             end: 0,
             remaining: 0,
+            load: Default::default(),
         };
         let id = match self.free.pop() {
             Some(id) => {
@@ -126,6 +127,7 @@ impl Sim<'_> {
         let m = self.calls[call as usize].member as usize;
         if self.faults.chance(self.members[m].fail) {
             self.account_held(m, false);
+            self.calls[call as usize].load = self.finish(m, true);
             self.calls[call as usize].failed = true;
             self.calls[call as usize].stage = Stage::Replying;
             self.queue
@@ -162,6 +164,7 @@ impl Sim<'_> {
         if let Some(i) = member.in_service.iter().position(|&c| c == call) {
             member.in_service.swap_remove(i);
         }
+        self.calls[call as usize].load = self.finish(m, false);
         self.calls[call as usize].stage = Stage::Replying;
         self.queue
             .push_in_order(self.now + self.delay_ns, Ev::Reply(call));
@@ -191,7 +194,8 @@ impl Sim<'_> {
             } else {
                 OutcomeKind::Ok
             };
-            self.end_call(call, kind);
+            let report = c.load.report();
+            self.end_call(call, kind, Some(&report));
         }
         let c = &self.calls[call as usize];
         if !c.cancel_sent || c.cancel_seen {
@@ -236,8 +240,9 @@ impl Sim<'_> {
         }
     }
 
-    /// The call ends for its caller.
-    pub(super) fn end_call(&mut self, call: u32, kind: OutcomeKind) {
+    /// The call ends for its caller, with the load report of the reply that ended it (none
+    /// for a timeout or a failed session).
+    pub(super) fn end_call(&mut self, call: u32, kind: OutcomeKind, report: Option<&LoadReport>) {
         let now = self.now;
         let c = &mut self.calls[call as usize];
         c.caller_done = true;
@@ -275,7 +280,11 @@ impl Sim<'_> {
         if let Some(picked) = picked {
             self.sync_clock(caller);
             if let Some(kit) = &self.callers[caller as usize].kit {
-                kit.complete(picked, Duration::from_nanos(latency), kind);
+                let latency = Duration::from_nanos(latency);
+                match report {
+                    Some(report) => kit.complete_with_report(picked, latency, kind, report),
+                    None => kit.complete(picked, latency, kind),
+                }
             }
         }
         if task != NO_TASK && self.running() {

@@ -28,7 +28,7 @@ impl Sim<'_> {
             if timeout_first {
                 let (at, call) = next_timeout.expect("a timeout");
                 self.now = at;
-                self.end_call(call, OutcomeKind::Timeout);
+                self.end_call(call, OutcomeKind::Timeout, None);
             } else {
                 let (at, event) = self.queue.pop().expect("an event");
                 self.now = at;

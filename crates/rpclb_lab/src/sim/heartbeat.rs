@@ -75,7 +75,11 @@ impl Sim<'_> {
             call = c.newer;
         }
         for call in failed {
-            self.end_call(call, OutcomeKind::Error(ErrorCode::ServiceUnavailable));
+            self.end_call(
+                call,
+                OutcomeKind::Error(ErrorCode::ServiceUnavailable),
+                None,
+            );
         }
     }
 

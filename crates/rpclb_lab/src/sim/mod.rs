@@ -28,6 +28,7 @@ use crate::scenario::{LoadPoint, Scenario};
 mod call;
 mod events;
 mod heartbeat;
+mod load;
 mod measure;
 mod members;
 mod open;
@@ -47,7 +48,7 @@ const MAX_BUCKET_MEMBERS: usize = 64;
 /// How long a closed-loop task waits after a call that could not pick any member.
 const NO_MEMBER_BACKOFF_NS: u64 = 1_000_000;
 /// Most calls a run holds at once (on the network, queued or served; a call its caller gave
-/// up on is cancelled and leaves its member a network delay later): about 130 bytes each, so
+/// up on is cancelled and leaves its member a network delay later): about 145 bytes each, so
 /// under 300 MB. A run that reaches it is *overloaded* (more calls arrive within one timeout
 /// than it may hold: with the default 1 s timeout, over 2 million a second pile up): it stops
 /// there and reports what it measured, flagged ([`RunReport::overloaded_at_s`]). Healthy runs
@@ -178,6 +179,8 @@ struct Member {
     held: u64,
     held_area: u128,
     held_last: u64,
+    /// Calls it finished per whole second, for its replies' load reports.
+    rates: load::Rates,
 }
 
 struct Caller {
@@ -210,6 +213,8 @@ struct Call {
     generation: u32,
     end: u64,
     remaining: u64,
+    /// The load its reply reports, made when the member sent it.
+    load: load::Load,
 }
 
 /// Where a call is on its member's side. Its slot is reused once neither a reply nor a

@@ -52,6 +52,7 @@ impl<'a> Sim<'a> {
                     held: 0,
                     held_area: 0,
                     held_last: 0,
+                    rates: Default::default(),
                 }
             })
             .collect();
@@ -226,11 +227,13 @@ impl<'a> Sim<'a> {
                 sim.queue.push(phase.min(interval), Ev::Heartbeat(c as u32));
             }
         }
+        // Every member's node samples its utilization (its replies report it; LeastCpu's
+        // pollers fetch it), each at its own phase.
+        for m in 0..s.members {
+            let at = phases.below(sim.cpu_sample_ns);
+            sim.queue.push(at, Ev::Sample(m as u32));
+        }
         if let Some((interval, jitter)) = sim.polling {
-            for m in 0..s.members {
-                let at = phases.below(sim.cpu_sample_ns);
-                sim.queue.push(at, Ev::Sample(m as u32));
-            }
             for c in 0..s.callers {
                 // A cold start polls first after the startup jitter; a cluster that has run
                 // for long polls at a random phase of the interval.
