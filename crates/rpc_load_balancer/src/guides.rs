@@ -15,6 +15,8 @@ pub struct HowToConnectionTracking;
 pub struct HowToLeastCpu;
 #[doc = include_str!("../../../docs/how-to/latency-aware-routing.md")]
 pub struct HowToLatencyAwareRouting;
+#[doc = include_str!("../../../docs/how-to/load-weighted.md")]
+pub struct HowToLoadWeighted;
 #[doc = include_str!("../../../docs/how-to/outlier-ejection.md")]
 pub struct HowToOutlierEjection;
 #[doc = include_str!("../../../docs/how-to/slow-start.md")]
