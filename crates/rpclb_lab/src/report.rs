@@ -38,7 +38,8 @@ pub struct RunReport {
     /// Each member's share of the window's calls (by member index; sums to 1 when any call
     /// picked a member).
     pub shares: Vec<f64>,
-    /// For scenarios that change: each member's share per time bucket of the window.
+    /// For scenarios that change, and cold starts: each member's share per 1 s bucket of the
+    /// window.
     pub share_over_time: Option<ShareOverTime>,
     /// The member a fault hits (the first `pause`, `slow`, `fail` or slow `join` event, else
     /// the first member with a `slow_factor`), if any.

@@ -121,10 +121,12 @@ impl<'a> Sim<'a> {
         // CallDirect's calls are local: no session for a heartbeat to stop.
         let heartbeat = (!watched.is_empty() && !local)
             .then(|| (heartbeat_interval.max(1), ns(s.heartbeat.timeout_ms / 1e3)));
-        let buckets = (s.changes() && s.members <= MAX_BUCKET_MEMBERS).then(|| {
-            let n = (window_end - window_start).div_ceil(BUCKET_NS) as usize;
-            vec![vec![0; s.members]; n]
-        });
+        // Scenarios that change, and cold starts (where readings arrive during the window).
+        let buckets =
+            ((s.changes() || s.cold_start) && s.members <= MAX_BUCKET_MEMBERS).then(|| {
+                let n = (window_end - window_start).div_ceil(BUCKET_NS) as usize;
+                vec![vec![0; s.members]; n]
+            });
         let fault = find_fault(s, window_end, &joins_later);
         // Keyed calls' homes: the owners on a plain ring (not for CallDirect's local calls).
         let home = match s.keys {
