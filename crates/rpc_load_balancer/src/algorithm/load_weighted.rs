@@ -237,6 +237,7 @@ impl Algorithm for LoadWeighted {
             self.options,
             context.clock.clone(),
             u64::from(start),
+            context.balancer,
         )))
     }
 }

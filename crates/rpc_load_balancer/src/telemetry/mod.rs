@@ -71,6 +71,10 @@ pub const MEMBERS_SUSPECTED: &str = "rpc_load_balancer.members.suspected";
 /// `rpc_load_balancer.members.slow_start`: members in their slow-start window now (as of the
 /// last membership change or pick that saw a window end).
 pub const MEMBERS_SLOW_START: &str = "rpc_load_balancer.members.slow_start";
+/// `rpc_load_balancer.members.weight_unknown`: a `LoadWeighted` balancer's members without a
+/// usable weight (no report yet, in their blackout, or expired), as of its last
+/// recomputation.
+pub const MEMBERS_WEIGHT_UNKNOWN: &str = "rpc_load_balancer.members.weight_unknown";
 
 /// `rpc_load_balancer.pushback.sent.count`: calls this node refused unrun at one of its
 /// concurrency caps, by `function` and `cap` (`node`, `function`).
@@ -254,6 +258,14 @@ pub fn describe() -> Vec<SeriesDescription> {
             buckets: None,
         },
         SeriesDescription {
+            name: MEMBERS_WEIGHT_UNKNOWN,
+            kind: SeriesKind::Gauge,
+            labels: &["load_balancer"],
+            unit: Unit::Count,
+            description: "A LoadWeighted balancer's members without a usable weight (no report yet, in their blackout, or expired), as of its last recomputation (at most once per second).",
+            buckets: None,
+        },
+        SeriesDescription {
             name: PUSHBACK_SENT,
             kind: SeriesKind::Counter,
             labels: &["function", "cap"],
@@ -329,6 +341,7 @@ mod tests {
                 MEMBERS_EJECTED,
                 MEMBERS_SUSPECTED,
                 MEMBERS_SLOW_START,
+                MEMBERS_WEIGHT_UNKNOWN,
                 PUSHBACK_SENT,
                 PUSHBACK,
             ]

@@ -63,13 +63,14 @@ pub(super) fn next(sequence: &AtomicU64, n: usize, scaled: impl Fn(usize) -> u32
 /// `now_ms`: each member's latest report taken in, the usable weights' mean given to the
 /// unknown ones, every weight clamped to [[`MIN_RATIO`], [`MAX_RATIO`]] × that mean and
 /// scaled so the heaviest is [`MAX_SCALED`]; with fewer than two usable weights, every
-/// member at [`MAX_SCALED`]. Writes the tracks' atomics in place: no allocation.
+/// member at [`MAX_SCALED`]. Writes the tracks' atomics in place: no allocation. Returns
+/// the mode and how many members had no usable weight.
 pub(super) fn recompute(
     members: &[MemberView],
     tracks: &[Arc<Track>],
     now_ms: u64,
     options: &Options,
-) -> Mode {
+) -> (Mode, usize) {
     let (mut sum, mut usable) = (0.0, 0usize);
     for (member, track) in members.iter().zip(tracks) {
         if let Some(weight) = track.refresh(member, now_ms, options).usable() {
@@ -81,7 +82,7 @@ pub(super) fn recompute(
         for track in tracks {
             track.set_in_use(1.0, MAX_SCALED);
         }
-        return Mode::RoundRobin;
+        return (Mode::RoundRobin, tracks.len() - usable);
     }
     let mean = sum / usable as f64;
     let in_use = |track: &Track| {
@@ -95,7 +96,7 @@ pub(super) fn recompute(
         let weight = in_use(track);
         track.set_in_use(weight, scale(weight, heaviest));
     }
-    Mode::Weighted
+    (Mode::Weighted, tracks.len() - usable)
 }
 
 /// `weight` scaled so that `heaviest` is [`MAX_SCALED`] (at least 1).

@@ -33,11 +33,20 @@ pub(super) struct LoadWeightedSelector {
     /// Whether the last recomputation weighted (else: round robin).
     weighted: AtomicBool,
     by_node: ArcSwap<ByNode>,
+    /// `members.weight_unknown{load_balancer}`: members without a usable weight.
+    unknown: Option<metrics::Gauge>,
 }
 
 impl LoadWeightedSelector {
-    pub(super) fn new(options: Options, clock: Clock, start: u64) -> Self {
+    pub(super) fn new(options: Options, clock: Clock, start: u64, balancer: &str) -> Self {
+        let unknown = crate::telemetry::ENABLED.then(|| {
+            metrics::gauge!(
+                crate::telemetry::MEMBERS_WEIGHT_UNKNOWN,
+                "load_balancer" => balancer.to_string()
+            )
+        });
         Self {
+            unknown,
             options,
             clock,
             sequence: AtomicU64::new(start),
@@ -58,9 +67,12 @@ impl LoadWeightedSelector {
         {
             return false;
         }
-        let mode = recompute(members, tracks, now_ms, &self.options);
+        let (mode, unknown) = recompute(members, tracks, now_ms, &self.options);
         self.weighted
             .store(mode == Mode::Weighted, Ordering::Relaxed);
+        if let Some(gauge) = &self.unknown {
+            gauge.set(unknown as f64);
+        }
         self.updating.store(false, Ordering::Release);
         true
     }
