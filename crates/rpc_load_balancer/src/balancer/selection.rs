@@ -14,7 +14,8 @@ use crate::routing::{LoadReport, Outcome, OutcomeKind};
 /// hears of it ([`Selector::released`](crate::routing::Selector::released)), the member's
 /// [in-flight count](Member::in_flight) and the balancer's
 /// [`in_flight`](super::Balancer::in_flight) total go down by one, and a selector that
-/// [learns](crate::routing::Selector::learns) observes it as [`OutcomeKind::Cancelled`].
+/// [learns](crate::routing::Selector::learns) observes it as [`OutcomeKind::Cancelled`] (if it
+/// [observes those](crate::routing::Selector::observes_cancelled)).
 ///
 /// It is owned — `Send`, `Sync` and `'static` — so it can move into a spawned task: it holds
 /// the members snapshot it was chosen from (by the `arc_swap` guard it was loaded with), which
@@ -55,7 +56,7 @@ impl SelectionGuard {
         // by a full reference instead — the cost of converting here, paid only then. What the
         // release needs comes with the snapshot: the balancer's state is not referenced.
         // It carries no call: no clock is read for it (a learning selector observes its
-        // release as `Cancelled` with a zero latency).
+        // release as `Cancelled` with a zero latency, if it observes those; else nothing).
         Self(Selection::count(members, index, true, false))
     }
 
@@ -89,7 +90,8 @@ pub(crate) struct Selection {
     stripe: usize,
     /// When the member was picked, in ns on the balancer's precise clock — only when its selector
     /// learns (no clock is read otherwise); 0 = nothing to report (the selector does not
-    /// learn, or the outcome was reported); [`NO_CALL`] for a selection that carries no call
+    /// learn, or the outcome was reported, or the selection carries no call and the selector
+    /// observes no `Cancelled` outcome); [`NO_CALL`] for a selection that carries no call
     /// (a [`SelectionGuard`]: no clock is read). The clock never reads 0 (it starts at
     /// 2^32 ms).
     picked_at: u64,
@@ -133,7 +135,9 @@ impl Selection {
                 let stripe = releaser.in_flight.acquire();
                 let at = match (releaser.learns, call) {
                     (false, _) => 0,
-                    (true, false) => NO_CALL,
+                    // Its release can teach only `Cancelled`.
+                    (true, false) if releaser.observes_cancelled => NO_CALL,
+                    (true, false) => 0,
                     (true, true) => now_ns(releaser),
                 };
                 (stripe, at)
@@ -150,7 +154,9 @@ impl Selection {
 
     /// Reports how the routed call of this selection ended to a selector that learns (the
     /// latency: from the pick to now on the balancer's clock); `kind` is not even computed
-    /// for one that does not. At most once: later reports, and the drop, report nothing more.
+    /// for one that does not, and a `Cancelled` one is dropped for a selector that does not
+    /// [observe those](crate::routing::Selector::observes_cancelled). At most once: later
+    /// reports, and the drop, report nothing more.
     /// `load`: the serving node's report that came with the reply, given to the selector
     /// with the outcome (see [`Self::keep_report`] for the member's view).
     #[inline]
@@ -163,6 +169,9 @@ impl Selection {
         if self.picked_at != 0 {
             let at = std::mem::take(&mut self.picked_at);
             let kind = kind();
+            if kind == OutcomeKind::Cancelled && !self.observes_cancelled() {
+                return;
+            }
             // A selection that ended without a result carried no call's time.
             let timeout = (kind != OutcomeKind::Cancelled).then_some(timeout);
             self.observe_with(at, kind, timeout, load.copied());
@@ -179,10 +188,14 @@ impl Selection {
         }
     }
 
+    /// Reports a selection picked at `at` that ended without a result, to a selector that
+    /// observes those.
     #[cold]
     #[inline(never)]
-    fn observe(&self, at: u64, kind: OutcomeKind, timeout: Option<Duration>) {
-        self.observe_with(at, kind, timeout, None);
+    fn observe_cancelled(&self, at: u64) {
+        if self.observes_cancelled() {
+            self.observe_with(at, OutcomeKind::Cancelled, None, None);
+        }
     }
 
     #[cold]
@@ -207,6 +220,13 @@ impl Selection {
         contain(releaser, "observe", || releaser.selector.observe(&outcome));
     }
 
+    /// Whether the selector observes selections that ended without a result.
+    fn observes_cancelled(&self) -> bool {
+        self.members
+            .releaser()
+            .is_some_and(|releaser| releaser.observes_cancelled)
+    }
+
     /// The selected member's node (full name).
     pub(crate) fn node(&self) -> &str {
         self.member().node()
@@ -222,7 +242,7 @@ impl Drop for Selection {
     fn drop(&mut self) {
         if self.picked_at != 0 {
             let at = std::mem::take(&mut self.picked_at);
-            self.observe(at, OutcomeKind::Cancelled, None);
+            self.observe_cancelled(at);
         }
         let Some(releaser) = self.members.releaser() else {
             return;

@@ -25,6 +25,9 @@ pub(crate) struct Releaser {
     pub(crate) counts_members: bool,
     /// Whether the selector learns from outcomes ([`Selector::learns`]).
     pub(crate) learns: bool,
+    /// Whether it also observes selections that ended without a result
+    /// ([`Selector::observes_cancelled`]).
+    pub(crate) observes_cancelled: bool,
     /// The clock outcome latencies are measured on.
     pub(crate) clock: Clock,
 }
@@ -35,6 +38,7 @@ impl std::fmt::Debug for Releaser {
             .field("balancer", self.metrics.balancer())
             .field("counts_members", &self.counts_members)
             .field("learns", &self.learns)
+            .field("observes_cancelled", &self.observes_cancelled)
             .finish_non_exhaustive()
     }
 }

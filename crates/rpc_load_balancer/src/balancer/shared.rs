@@ -41,6 +41,9 @@ pub(crate) struct BalancerShared {
     /// Whether the selector learns from call outcomes ([`Selector::learns`]): only then does
     /// the call path read the clock and report outcomes.
     pub(crate) learns: bool,
+    /// Whether it also observes selections that ended without a result
+    /// ([`Selector::observes_cancelled`]).
+    observes_cancelled: bool,
     /// The selector's outlier ejection, when the balancer has it on (for its counts).
     pub(crate) ejection: Option<Arc<Ejecting>>,
     /// The clock the selector reads (outcome latencies are measured on it).
@@ -182,6 +185,7 @@ impl BalancerShared {
             polling.validate()?;
         }
         let learns = selector.learns();
+        let observes_cancelled = learns && selector.observes_cancelled();
         let counts_members = needs.in_flight || config.max_in_flight_per_member.is_some();
         let cpu_ttl = needs
             .cpu
@@ -191,6 +195,7 @@ impl BalancerShared {
             ejection,
             needs,
             learns,
+            observes_cancelled,
             clock,
             _cpu_ttl: cpu_ttl,
             in_flight: Arc::default(),
@@ -324,6 +329,7 @@ impl BalancerShared {
             metrics: Arc::clone(&self.metrics),
             counts_members: self.counts_members,
             learns: self.learns,
+            observes_cancelled: self.observes_cancelled,
             clock: self.clock.clone(),
         }
     }

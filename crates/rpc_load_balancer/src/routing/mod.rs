@@ -19,6 +19,7 @@
 //! | [`Selector::pick_many`] | replica selection (`count` distinct members) | distinct members at random |
 //! | [`Selector::released`] | exactly once per pick, when its guard drops | nothing |
 //! | [`Selector::learns`] | once when the balancer starts: whether to report outcomes | `false` |
+//! | [`Selector::observes_cancelled`] | once when the balancer starts: whether `observe` wants [`Cancelled`](OutcomeKind::Cancelled) outcomes | `true` |
 //! | [`Selector::observe`] | once per pick of a learning selector: the call's [`Outcome`] | nothing |
 //! | [`Selector::explain`] | only when DEBUG is on for `rpc_load_balancer::selection` | the chosen node |
 //!

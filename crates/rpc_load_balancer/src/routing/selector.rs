@@ -166,10 +166,23 @@ pub trait Selector: Send + Sync + 'static {
         false
     }
 
+    /// Whether [`observe`](Self::observe) wants [`Cancelled`](super::OutcomeKind::Cancelled)
+    /// outcomes too (selections that ended without a result: a dropped
+    /// [`SelectionGuard`](crate::SelectionGuard), a routed call dropped or out of time before
+    /// it was sent); asked once when the balancer starts, and only read when
+    /// [`learns`](Self::learns). When `false`, such a selection is not observed at all: its
+    /// release builds no outcome and makes no call of `observe` (about 95 instructions less
+    /// per [`SelectionGuard`](crate::SelectionGuard) for `PeakEwma`, bench/README.md). Default
+    /// `true`.
+    fn observes_cancelled(&self) -> bool {
+        true
+    }
+
     /// A routed call or cast of a member ended (see [`Outcome`]); before its
     /// [`released`](Self::released). Called only when [`learns`](Self::learns) is `true`, once
     /// per selection; a selection that ended without a result is
-    /// [`Cancelled`](super::OutcomeKind::Cancelled).
+    /// [`Cancelled`](super::OutcomeKind::Cancelled) (observed only when
+    /// [`observes_cancelled`](Self::observes_cancelled)).
     /// A panic here is caught and logged at ERROR: the call's reply and the selection's release
     /// do not depend on it.
     fn observe(&self, outcome: &Outcome<'_>) {

@@ -60,6 +60,8 @@ pub struct SelectorKit {
     selector: Box<dyn Selector>,
     needs: Needs,
     learns: bool,
+    /// Whether it observes `Cancelled` outcomes ([`Selector::observes_cancelled`]).
+    observes_cancelled: bool,
     clock: ManualClock,
     members: Vec<MemberView>,
     version: u64,
@@ -107,11 +109,13 @@ impl SelectorKit {
             cpu_sample_interval: None,
         })?;
         let learns = selector.learns();
+        let observes_cancelled = learns && selector.observes_cancelled();
         Ok(SelectorKit {
             name: algorithm.name(),
             selector,
             needs: algorithm.needs(),
             learns,
+            observes_cancelled,
             clock,
             members: Vec::new(),
             version: 0,

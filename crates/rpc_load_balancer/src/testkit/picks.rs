@@ -73,10 +73,11 @@ impl SelectorKit {
     }
 
     /// Ends `pick` without a result, as a dropped selection guard does: a learning selector
-    /// observes [`OutcomeKind::Cancelled`] (latency: the manual clock since the pick), then
-    /// `released` runs and the in-flight count drops.
+    /// that [observes those](crate::routing::Selector::observes_cancelled) observes
+    /// [`OutcomeKind::Cancelled`] (latency: the manual clock since the pick), then `released`
+    /// runs and the in-flight count drops.
     pub fn release(&self, pick: Picked) {
-        if self.learns {
+        if self.learns && self.observes_cancelled {
             self.observe(
                 &pick,
                 self.clock.now().saturating_sub(pick.at),

@@ -45,13 +45,26 @@ enum Source<'a> {
 
 impl Source<'_> {
     /// `members[index]`'s estimate (`None`: a node the selector has not been told of).
-    #[inline]
+    /// Inlined into the pick, where it runs three times: called, it cost 24 instructions a
+    /// time (bench/README.md).
+    #[inline(always)]
     fn get(&self, members: &[MemberView], index: usize) -> Option<&Estimate> {
         match self {
-            Source::List(list) => Some(&list[index]),
-            Source::ByNode(by_node) => by_node.get(members[index].node()).map(|e| &**e),
+            Source::List(list) => list.get(index).map(|e| &**e),
+            Source::ByNode(by_node) => by_node_get(by_node, members, index),
         }
     }
+}
+
+/// [`Source::get`] over a list that is no published one (a re-selection: rare).
+#[cold]
+#[inline(never)]
+fn by_node_get<'a>(
+    by_node: &'a ByNode,
+    members: &[MemberView],
+    index: usize,
+) -> Option<&'a Estimate> {
+    by_node.get(members.get(index)?.node()).map(|e| &**e)
 }
 
 /// One balancer's Peak-EWMA selector.
@@ -224,6 +237,12 @@ impl Selector for EwmaSelector {
 
     fn learns(&self) -> bool {
         true
+    }
+
+    /// A selection that ended without a result teaches nothing ([`Self::sample_ns`]): the
+    /// balancer need not build its outcome (a `select_node` guard's release).
+    fn observes_cancelled(&self) -> bool {
+        false
     }
 
     fn observe(&self, outcome: &Outcome<'_>) {

@@ -445,6 +445,12 @@ impl Selector for Ejecting {
         true
     }
 
+    /// Only when the algorithm's own selector does: a `Cancelled` outcome counts for
+    /// nothing here.
+    fn observes_cancelled(&self) -> bool {
+        self.inner_learns && self.inner.observes_cancelled()
+    }
+
     fn observe(&self, outcome: &Outcome<'_>) {
         if self.inner_learns {
             self.inner.observe(outcome);

@@ -243,6 +243,10 @@ impl Selector for Ramping {
         self.inner.learns()
     }
 
+    fn observes_cancelled(&self) -> bool {
+        self.inner.observes_cancelled()
+    }
+
     fn observe(&self, outcome: &Outcome<'_>) {
         self.inner.observe(outcome);
     }
