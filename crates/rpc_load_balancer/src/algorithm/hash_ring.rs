@@ -303,8 +303,7 @@ impl Selector for HashRingSelector {
                 None => ring.points[start].1 as usize,
                 Some(factor) => {
                     let now = self.clock.now_ms();
-                    let (cap, _) = ring.loads.cap(members, factor, now);
-                    ring.loads.pick(ring, members, start, cap, now)
+                    ring.loads.pick_bounded(ring, members, start, factor, now)
                 }
             }
         }))
