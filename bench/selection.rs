@@ -9,6 +9,10 @@
 //! * `contended`: `select_and_release` while a second thread does the same on the same
 //!   balancer (time per selection on the measuring thread).
 //!
+//! Besides every built-in algorithm, [`WITH_OPTIONS`]: the bounded-load HashRing, and
+//! algorithms with outlier ejection and slow start on top (issue 19's "every option on"),
+//! slow start with 100 ms windows, measured after them (its steady state).
+//!
 //! No metrics recorder and no tracing subscriber are installed. Members are this node plus
 //! local stand-in actors joined to the balancer's pg group under member names. Keyed: every
 //! selection carries an 8-byte key (only HashRing uses it).
@@ -18,13 +22,35 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use rpc_load_balancer::algorithm::{by_name, BUILT_IN};
-use rpc_load_balancer::routing::{BuildContext, Change, Request};
-use rpc_load_balancer::{Balancer, BalancerConfig, Node, NodeConfig};
+use rpc_load_balancer::algorithm::{by_name, BUILT_IN, EJECTION_SUFFIX, SLOW_START_SUFFIX};
+use rpc_load_balancer::routing::{Algorithm, BuildContext, Change, Request};
+use rpc_load_balancer::{Balancer, BalancerConfig, Node, NodeConfig, OutlierEjection, SlowStart};
 use rpclb::harness::join_stand_ins;
 
-/// Algorithms also measured with outlier ejection on top (its cost over the algorithm's).
-const WITH_EJECTION: [&str; 2] = ["round_robin+ejection", "peak_ewma+ejection"];
+/// Also measured: the bounded-load HashRing, and algorithms with options on top (their cost
+/// over the algorithm's; issue 19's new algorithms with every option that applies to them).
+const WITH_OPTIONS: [&str; 6] = [
+    "round_robin+ejection",
+    "peak_ewma+ejection",
+    "peak_ewma+slow_start+ejection",
+    "load_weighted+slow_start+ejection",
+    "hash_ring_bounded",
+    "hash_ring_bounded+ejection",
+];
+
+/// Slow start's window here: the selections measured come after it.
+const WINDOW: Duration = Duration::from_millis(100);
+
+/// `name` as `by_name` builds it, but slow start's window [`WINDOW`].
+fn algorithm(name: &str) -> Arc<dyn Algorithm> {
+    if let Some(inner) = name.strip_suffix(EJECTION_SUFFIX) {
+        return OutlierEjection::new().wrap(algorithm(inner));
+    }
+    match name.strip_suffix(SLOW_START_SUFFIX) {
+        Some(inner) => SlowStart::new().window(WINDOW).wrap(algorithm(inner)),
+        None => by_name(name).unwrap(),
+    }
+}
 
 fn selection(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -42,10 +68,9 @@ fn selection(c: &mut Criterion) {
         group
             .warm_up_time(Duration::from_millis(500))
             .measurement_time(Duration::from_secs(2));
-        for name in BUILT_IN.iter().copied().chain(WITH_EJECTION) {
+        for name in BUILT_IN.iter().copied().chain(WITH_OPTIONS) {
             let balancer_name = format!("bench-{name}-{size}");
-            let algorithm = by_name(name).unwrap();
-            let config = BalancerConfig::new(&balancer_name).algorithm_arc(Arc::clone(&algorithm));
+            let config = BalancerConfig::new(&balancer_name).algorithm_arc(algorithm(name));
             let balancer = runtime.block_on(Balancer::start(config)).unwrap();
             runtime
                 .block_on(join_stand_ins(&balancer_name, 1..size))
@@ -53,9 +78,11 @@ fn selection(c: &mut Criterion) {
             runtime
                 .block_on(balancer.wait_for_members(size, Duration::from_secs(5)))
                 .unwrap();
+            if name.contains(SLOW_START_SUFFIX) {
+                std::thread::sleep(WINDOW * 2);
+            }
             let members = balancer.members();
-            let raw = by_name(name)
-                .unwrap()
+            let raw = algorithm(name)
                 .build(&BuildContext::new(&balancer_name))
                 .unwrap();
             let joined: Vec<Arc<str>> = members

@@ -122,6 +122,8 @@ fn allocations_per_selection() -> Vec<(&'static str, u64)> {
         "peak_ewma+ejection",
         "round_robin+slow_start",
         "peak_ewma+slow_start+ejection",
+        "load_weighted+slow_start+ejection",
+        "hash_ring_bounded+ejection",
     ];
     for name in BUILT_IN.iter().copied().chain(wrapped) {
         let balancer_name = format!("alloc-{name}");
