@@ -12,14 +12,9 @@ use crate::Error;
 /// Most members whose values one selection keeps on the stack; larger pools read twice.
 const STACK_MEMBERS: usize = 64;
 
-/// Picks uniformly at random among the members whose value is within `cpu_threshold`
-/// percentage points of the least (the original's LeastCpu band), a member's value being its
-/// CPU utilisation plus this balancer's calls in flight to it, each counted as the CPU one
-/// call in flight costs there (its reading ÷ the calls in flight its latest load report gave,
-/// at least `cpu_threshold` points). A reading samples a past interval; the calls sent since
-/// are what keeps callers from herding onto the member that read lowest until its next sample
-/// (the band alone does not: in the lab's `cold-start` one member took every call of a whole
-/// second).
+/// Picks uniformly at random among the members whose CPU utilisation is within
+/// `cpu_threshold` percentage points of the least loaded one (the original's LeastCpu; the
+/// random band keeps callers from herding onto one "coldest" node between polls).
 ///
 /// Readings come from each node's own [`CpuSampler`](crate::cpu::CpuSampler) and are fetched
 /// by this balancer's Poller (an actor its supervisor runs and restarts alone, because this
