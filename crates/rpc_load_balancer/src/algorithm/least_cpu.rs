@@ -197,9 +197,8 @@ impl Algorithm for LeastCpu {
         }))
     }
 
-    /// CPU readings, and this balancer's calls in flight per member.
     fn needs(&self) -> Needs {
-        Needs::NONE.in_flight().cpu(CpuPolling {
+        Needs::NONE.cpu(CpuPolling {
             poll_interval: self.options.poll_interval,
             poll_startup_jitter: self.options.poll_startup_jitter,
             cpu_cache_ttl: self.options.cpu_cache_ttl,
@@ -217,27 +216,10 @@ struct LeastCpuSelector {
 }
 
 impl LeastCpuSelector {
-    /// The value a member counts as at `now`: its reading (missing or stale:
-    /// [`NEUTRAL_CPU`]) plus this balancer's calls in flight to it, each counted as the CPU
-    /// one call in flight costs there — its reading ÷ the calls in flight its latest report
-    /// gave, at least `cpu_threshold` points. A reading is a sample of a past interval:
-    /// without this, every caller sends every call to the one member that read lowest until
-    /// its next sample (the herd the band alone does not stop).
+    /// The value a member counts as at `now`.
     #[inline]
     fn value(&self, member: &MemberView, now: u64) -> f64 {
-        let reading = member.cpu(now, self.ttl_ms);
-        let cpu = reading.unwrap_or(NEUTRAL_CPU);
-        let in_flight = member.in_flight();
-        if in_flight == 0 {
-            return cpu;
-        }
-        let per_call = match (reading, member.report(now)) {
-            (Some(cpu), Some(r)) if r.report.node_in_flight > 0 => {
-                cpu / f64::from(r.report.node_in_flight)
-            }
-            _ => 0.0,
-        };
-        cpu + in_flight as f64 * per_call.max(self.threshold)
+        member.cpu(now, self.ttl_ms).unwrap_or(NEUTRAL_CPU)
     }
 
     /// The band rule over `values`: uniform random among those within the threshold of the
@@ -306,7 +288,7 @@ impl Selector for LeastCpuSelector {
             .collect();
         Explanation {
             rule: format!(
-                "uniform random within {} points of the least value (CPU %, missing or older than {} ms = {NEUTRAL_CPU}, plus calls in flight × CPU per call); picked {}; readings: {}",
+                "uniform random within {} points of the least CPU (missing or older than {} ms = {NEUTRAL_CPU}); picked {}; readings: {}",
                 self.threshold,
                 self.ttl_ms,
                 members.get(chosen).map_or("?", |m| m.node()),

@@ -175,12 +175,11 @@ fn the_explanation_gives_each_members_reading_age_and_value() {
     lc.clock().advance(Duration::from_millis(7));
     let explanation = lc.explain(pick.index, None).unwrap();
     lc.release(pick);
-    // The value each member counted as: fresh a its reading plus its one call in flight (no
-    // report: the threshold's 5 points), stale b and missing c 50.
+    // The value each member counted as: fresh a its reading, stale b and missing c 50.
     assert_eq!(
         explanation.scores,
         [
-            ("a".to_string(), 35.0),
+            ("a".to_string(), 30.0),
             ("b".to_string(), NEUTRAL_CPU),
             ("c".to_string(), NEUTRAL_CPU),
         ]
@@ -268,40 +267,4 @@ fn the_defaults_are_the_originals() {
     assert_eq!(node.cpu_sample_interval, ms(1_000));
     assert_eq!(node.cpu_sampler.to_string(), "system");
     assert_eq!(crate::cpu::NEUTRAL_CPU, 50.0);
-}
-
-/// A member that reads lowest does not take every call until its next reading: each call of
-/// this balancer in flight to it counts the CPU one call costs there (its reading ÷ the calls
-/// in flight its last report gave, at least the threshold), so held calls spread.
-#[test]
-fn calls_in_flight_since_the_reading_spread_a_herd() {
-    use crate::routing::LoadReport;
-
-    let lc = kit(
-        &LeastCpu::seeded(5).cpu_cache_ttl(Duration::from_millis(10_000)),
-        &[
-            ("a", Some(30.0), 0),
-            ("b", Some(40.0), 0),
-            ("c", Some(40.0), 0),
-        ],
-    );
-    for node in ["a", "b", "c"] {
-        let report = LoadReport {
-            node_in_flight: 4,
-            cpu: Some(if node == "a" { 30.0 } else { 40.0 }),
-            ..LoadReport::default()
-        };
-        lc.set_report(node, &report, Duration::ZERO);
-    }
-    // a reads 10 below the others: a band of 5 alone would give it every call. Each held call
-    // costs 30 / 4 = 7.5 points on a, 10 on b and c.
-    let held: Vec<_> = (0..12).map(|_| lc.pick(None).unwrap()).collect();
-    let on = |node: &str| held.iter().filter(|p| p.node() == node).count();
-    assert!(on("a") >= 4 && on("a") <= 7, "a holds {} of 12", on("a"));
-    assert!(on("b") >= 2 && on("c") >= 2, "b {} c {}", on("b"), on("c"));
-    for pick in held {
-        lc.release(pick);
-    }
-    // Released, a takes every call again.
-    assert_eq!(picks(&lc, 20), set(&["a"]));
 }
