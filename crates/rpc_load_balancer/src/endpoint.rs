@@ -129,8 +129,10 @@ pub(crate) fn dispatch_with<S: Serving + ?Sized, G: Held>(
             // Boxed: tokio moves a task's future several times while making the task, and
             // this one is large; a box moves as one word.
             tokio::spawn(Box::pin(async move {
-                let _permit = permit;
                 let reply = serve_call_in(&transport, bytes, abandoned).await;
+                // Its place under the caps is free before the reply leaves: a caller's next
+                // call right after it is not refused.
+                drop(permit);
                 let reply = reported(&transport, reply, guard.balancer_in_flight());
                 // The caller may have timed out and dropped its port; nothing to do then.
                 let _ = reply_port.send(reply);
@@ -181,7 +183,12 @@ fn refuse(
     refused: Refused,
     balancer_in_flight: Option<usize>,
 ) -> Vec<u8> {
-    let function = decode_call(&call).map_or("", |(header, _)| header.function);
+    // The label is a registered name, never one a peer made up (a series per name would grow
+    // without bound).
+    let function = decode_call(&call)
+        .ok()
+        .and_then(|(header, _)| transport.registry.get_named(header.function))
+        .map_or("", |(name, _)| name);
     crate::telemetry::pushback_sent(function, refused.cap(), refused.limit());
     refusal(transport, call, Refusal::Overloaded, balancer_in_flight)
 }

@@ -159,7 +159,7 @@ impl Transport {
             own_endpoint: OnceLock::new(),
             peers,
             cpu_readings: NO_CPU_READINGS,
-            serving_load: ServingLoad::new(None),
+            serving_load: ServingLoad::new(None, std::time::Duration::from_secs(1)),
         }
     }
 

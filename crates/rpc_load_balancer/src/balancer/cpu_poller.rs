@@ -230,7 +230,9 @@ impl PollerState {
         };
         // A member whose replies brought a reading within the poll interval (load reports)
         // is not asked: its reading is fresher than a poll would make it.
+        // (And only while it stays within its TTL until the next tick.)
         let heard = self.args.options.poll_interval.as_millis() as u64;
+        let ttl = self.args.options.cpu_cache_ttl.as_millis() as u64;
         let cache = crate::cpu::cache();
         let mut skipped = 0;
         let nodes: Vec<Arc<str>> = {
@@ -240,7 +242,9 @@ impl PollerState {
                 .into_iter()
                 .filter(|node| **node != *self.args.node.name)
                 .filter(|node| {
-                    let fresh = cache.get(node).is_some_and(|r| r.age_ms < heard);
+                    let fresh = cache
+                        .get(node)
+                        .is_some_and(|r| r.age_ms < heard && r.age_ms + heard < ttl);
                     skipped += usize::from(fresh);
                     !fresh
                 })

@@ -87,7 +87,10 @@ async fn run<F: RemoteFunction, G: Send + 'static>(
     let run = Box::pin(async move {
         let _counted = counted;
         let _serving = in_task.served.enter();
-        context.run(function.call(args)).await
+        let result = context.run(function.call(args)).await;
+        // Counted in the node's rates as a call served from another node is.
+        in_task.serving_load.finished(result.is_ok());
+        result
     });
     let task = AbortOnDrop::new(tokio::spawn(run));
     let node = || transport.name.clone();

@@ -90,8 +90,10 @@ impl NodeShared {
             own: |node| crate::cpu::cache().get(node),
             all: crate::cpu::readings,
         };
-        transport.serving_load =
-            crate::transport::ServingLoad::new(Some(crate::cpu::cache().slot(&name)));
+        transport.serving_load = crate::transport::ServingLoad::new(
+            Some(crate::cpu::cache().slot(&name)),
+            config.cpu_sample_interval,
+        );
         Self {
             name,
             listen_addr,

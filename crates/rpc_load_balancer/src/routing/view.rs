@@ -95,8 +95,8 @@ impl MemberView {
 
     /// Keeps `report`, arrived at `now_ms` (the selector's clock): the member's latest, and —
     /// when the view keeps its node's CPU reading and the report has one — that reading too
-    /// (sampled now, as far as the caller can tell: the serving node's sampler keeps it at
-    /// most one sampling interval old).
+    /// (sampled now, as far as the caller can tell: a serving node reports only a sample at
+    /// most 3 of its sampling intervals old).
     pub(crate) fn store_report(&self, report: &LoadReport, now_ms: u64) {
         self.stats.report.store(report, now_ms);
         if let (Some(slot), Some(cpu)) = (&self.cpu, report.cpu) {

@@ -17,18 +17,24 @@ pub(crate) struct ServingLoad {
     /// The node's own CPU reading, which its sampler fills; `None` for a transport without a
     /// node (tests).
     pub(crate) cpu: Option<Arc<CpuSlot>>,
+    /// The oldest sample a report carries, ms (3 × the node's sampling interval): a sampler
+    /// that stopped publishing (its samples fail) sends no CPU rather than a frozen one.
+    cpu_max_age_ms: u64,
 }
 
 /// The bits of no utilization (a NaN no arithmetic produces).
 const UNSET: u64 = u64::MAX;
 
 impl ServingLoad {
-    /// A node's load figures reading its CPU from `cpu`.
-    pub(crate) fn new(cpu: Option<Arc<CpuSlot>>) -> Self {
+    /// A node's load figures reading its CPU from `cpu`, sampled every `sample_interval`.
+    pub(crate) fn new(cpu: Option<Arc<CpuSlot>>, sample_interval: std::time::Duration) -> Self {
         Self {
             rates: RateWindow::default(),
             utilization: AtomicU64::new(UNSET),
             cpu,
+            cpu_max_age_ms: (sample_interval.as_millis() as u64)
+                .saturating_mul(3)
+                .max(1),
         }
     }
 
@@ -47,21 +53,21 @@ impl ServingLoad {
     /// The report a reply leaving now carries: `in_flight` calls of its balancer and
     /// `node_in_flight` in all still running (the replying call not counted).
     pub(crate) fn report(&self, in_flight: usize, node_in_flight: usize) -> LoadReport {
-        self.report_at(clock::now_ms() / 1_000, in_flight, node_in_flight)
+        self.report_at(clock::now_ms(), in_flight, node_in_flight)
     }
 
     /// [`Self::finished`] then [`Self::report`], reading the clock once: for a reply to a
     /// call served here.
     #[inline]
     pub(crate) fn finish(&self, ok: bool, in_flight: usize, node_in_flight: usize) -> LoadReport {
-        let second = clock::now_ms() / 1_000;
-        self.rates.record(second, ok);
-        self.report_at(second, in_flight, node_in_flight)
+        let now_ms = clock::now_ms();
+        self.rates.record(now_ms / 1_000, ok);
+        self.report_at(now_ms, in_flight, node_in_flight)
     }
 
-    fn report_at(&self, second: u64, in_flight: usize, node_in_flight: usize) -> LoadReport {
+    fn report_at(&self, now_ms: u64, in_flight: usize, node_in_flight: usize) -> LoadReport {
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-        let (qps, eps) = self.rates.last_second(second);
+        let (qps, eps) = self.rates.last_second(now_ms / 1_000);
         let utilization = match self.utilization.load(Ordering::Relaxed) {
             UNSET => None,
             bits => Some(f64::from_bits(bits)),
@@ -74,8 +80,7 @@ impl ServingLoad {
             cpu: self
                 .cpu
                 .as_ref()
-                .and_then(|slot| slot.load())
-                .map(|(cpu, _)| cpu),
+                .and_then(|slot| slot.fresh(now_ms, self.cpu_max_age_ms)),
             utilization,
         }
     }
@@ -104,11 +109,18 @@ impl RateWindow {
         let one = 1 << COUNT_BITS | u64::from(!ok);
         let mut word = self.current.load(Ordering::Relaxed);
         loop {
-            if word >> (2 * COUNT_BITS) == second {
-                if (word >> COUNT_BITS) & COUNT_MASK >= COUNT_MASK - 1 {
-                    return;
-                }
-                self.current.fetch_add(one, Ordering::Relaxed);
+            let at = word >> (2 * COUNT_BITS);
+            // A record that read the clock just before another rolled the window on (it was
+            // descheduled at a second's end) counts in the current second: the window never
+            // moves back.
+            let behind = at.wrapping_sub(second) & SECOND_MASK;
+            if at == second || (behind != 0 && behind < SECOND_MASK / 2) {
+                // Saturating: a count at its limit stays there (never spills into the second).
+                let _ = self
+                    .current
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
+                        ((w >> COUNT_BITS) & COUNT_MASK < COUNT_MASK).then_some(w + one)
+                    });
                 return;
             }
             let fresh = second << (2 * COUNT_BITS) | one;
@@ -119,7 +131,7 @@ impl RateWindow {
                 Ordering::Relaxed,
             ) {
                 Ok(_) => {
-                    let before = (word >> (2 * COUNT_BITS)).wrapping_add(1) & SECOND_MASK;
+                    let before = at.wrapping_add(1) & SECOND_MASK;
                     let carried = if before == second {
                         word & (COUNT_MASK << COUNT_BITS | COUNT_MASK)
                     } else {
@@ -181,7 +193,7 @@ mod tests {
     #[test]
     fn a_report_carries_the_figures_and_the_utilization_set() {
         let slot = Arc::new(CpuSlot::default());
-        let load = ServingLoad::new(Some(Arc::clone(&slot)));
+        let load = ServingLoad::new(Some(Arc::clone(&slot)), std::time::Duration::from_secs(1));
         let report = load.report(2, 7);
         assert_eq!((report.in_flight, report.node_in_flight), (2, 7));
         assert_eq!((report.cpu, report.utilization), (None, None));
@@ -191,5 +203,8 @@ mod tests {
         assert_eq!((report.cpu, report.utilization), (Some(37.5), Some(0.25)));
         load.set_utilization(None);
         assert_eq!(load.report(0, 0).utilization, None);
+        // A sample older than 3 sampling intervals (the sampler stopped) is not reported.
+        slot.store(37.5, 3_001, clock::now_ms());
+        assert_eq!(load.report(0, 0).cpu, None);
     }
 }

@@ -135,7 +135,13 @@ impl Selector for LoadWeightedSelector {
             .members
             .iter()
             .map(|m| {
-                let track = before.get(m.node()).cloned().unwrap_or_default();
+                // A member that (re)joined starts afresh: its blackout again (gRFC A58 resets
+                // it when an endpoint becomes ready again), none of its old weight.
+                let rejoined = change.joined.iter().any(|j| j == m.node_arc());
+                let track = match before.get(m.node()) {
+                    Some(track) if !rejoined => Arc::clone(track),
+                    _ => Arc::default(),
+                };
                 (Arc::clone(m.node_arc()), track)
             })
             .collect();

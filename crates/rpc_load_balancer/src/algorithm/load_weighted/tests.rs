@@ -379,3 +379,25 @@ fn options_are_checked_at_build() {
     let needs = LoadWeighted::new().needs();
     assert!(!needs.in_flight && needs.cpu.is_none());
 }
+
+/// A member that leaves and rejoins (a restarted process) starts afresh: a new blackout, none
+/// of its old weight (gRFC A58 resets it when an endpoint becomes ready again).
+#[test]
+fn a_rejoined_member_starts_a_new_blackout() {
+    let mut kit = kit_of(LoadWeighted::new(), &["a", "b", "c"]);
+    reports(&kit, &[("a", 100), ("b", 100), ("c", 400)]);
+    kit.clock().advance(11 * S);
+    assert_eq!(counts(&kit, 600)["c"], 400);
+    kit.leave(["c"]);
+    kit.join(["c"]);
+    reports(&kit, &[("a", 100), ("b", 100), ("c", 400)]);
+    kit.clock().advance(S);
+    kit.pick_and_release(None).unwrap();
+    let (_, rule) = explained(&kit);
+    assert!(rule.contains("c: unknown (blackout"), "{rule}");
+    assert_eq!(
+        counts(&kit, 300)["c"],
+        100,
+        "the mean until its blackout ends"
+    );
+}
