@@ -108,6 +108,11 @@ pub(crate) fn decode_reply<T: serde::de::DeserializeOwned + 'static>(
 pub(crate) fn refused(node: &str, bytes: &[u8]) -> Error {
     let refusal =
         reply::decode_with_report(bytes).map_or(Refusal::Leaving, |(_, _, f)| f.refusal());
+    refusal_error(node, refusal)
+}
+
+/// The error of a call `node` refused unrun for `refusal` (read from its reply already).
+pub(crate) fn refusal_error(node: &str, refusal: Refusal) -> Error {
     Error::ServiceUnavailable {
         node: node.to_string(),
         reason: match refusal {

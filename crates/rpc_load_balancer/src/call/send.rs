@@ -10,7 +10,7 @@ use ractor::{ActorRef, MessagingErr, RpcReplyPort};
 use tokio::time::Instant;
 
 use super::encode::encode;
-use super::reply::{decode_reply, outcome_to_reply, refused};
+use super::reply::{decode_reply, outcome_to_reply, refusal_error};
 use crate::control::{ControlReply, ControlRequest};
 use crate::function::RemoteFunction;
 use crate::load::LoadReport;
@@ -103,9 +103,11 @@ pub(crate) async fn send_encoded<F: RemoteFunction>(
                 *load = appended.report;
             }
             match decoded {
-                Ok((ReplyStatus::Leaving, value, _)) => {
-                    Sent::Refused(refused(node, &reply), reply::refused_call(reply, value))
-                }
+                // (Its reason was decoded with it: no second decode.)
+                Ok((ReplyStatus::Leaving, value, appended)) => Sent::Refused(
+                    refusal_error(node, appended.refusal()),
+                    reply::refused_call(reply, value),
+                ),
                 // Not run there (a peer of another version is refused as soon as it connects;
                 // this covers the moment before).
                 Ok((ReplyStatus::WireVersion { .. }, _, _)) | Err(DecodeError::Version(_)) => {

@@ -45,7 +45,8 @@ impl Loads {
             return own;
         };
         let at = now_ms.saturating_sub(reading.age_ms);
-        if seen.swap(at, Ordering::Relaxed) != at {
+        // Read first: a write (to a line every picking thread reads) only for a new report.
+        if seen.load(Ordering::Relaxed) != at && seen.swap(at, Ordering::Relaxed) != at {
             // A new report: it counts every call sent before it arrived.
             sent.store(0, Ordering::Relaxed);
         }
