@@ -1,13 +1,20 @@
 //! LeastCpu: a member among the least CPU-loaded, by readings polled in the background.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
+
+use self::track::{Base, ByNode, Track, Tracks};
 use crate::load::NEUTRAL_CPU;
 use crate::routing::{
-    Algorithm, BuildContext, Clock, CpuPolling, Explanation, MemberView, Needs, Request, Rng,
-    Selector,
+    Algorithm, BuildContext, Change, Clock, CpuPolling, Derived, Explanation, MemberView, Needs,
+    Request, Rng, Selector,
 };
 use crate::Error;
+
+mod track;
 
 /// Most members whose values one selection keeps on the stack; larger pools read twice.
 const STACK_MEMBERS: usize = 64;
@@ -194,6 +201,8 @@ impl Algorithm for LeastCpu {
             ttl_ms: self.options.cpu_cache_ttl.as_millis() as u64,
             clock: context.clock.clone(),
             rng: context.rng(self.seed),
+            by_node: ArcSwap::from_pointee(ByNode::default()),
+            all: AtomicU64::new(0),
         }))
     }
 
@@ -206,20 +215,95 @@ impl Algorithm for LeastCpu {
     }
 }
 
-/// One balancer's [`LeastCpu`]: the band rule over its member views' readings.
+/// One balancer's [`LeastCpu`]: the band rule over its member views' readings, projected by
+/// its own picks since each reading (see [`Track::value`]).
 #[derive(Debug)]
 struct LeastCpuSelector {
     threshold: f64,
     ttl_ms: u64,
     clock: Clock,
     rng: Rng,
+    /// Every member's track by node (carried from list to list; read by a pick over a list
+    /// that is no published one).
+    by_node: ArcSwap<ByNode>,
+    /// This selector's picks so far.
+    all: AtomicU64,
 }
 
 impl LeastCpuSelector {
-    /// The value a member counts as at `now`.
+    /// The stand-in for members without a fresh reading: the median of the fresh readings
+    /// in `readings` (the lower one of an even count), or [`NEUTRAL_CPU`] when none is.
+    fn stand_in(readings: &mut [f64]) -> f64 {
+        let mut known = 0;
+        for i in 0..readings.len() {
+            if !readings[i].is_nan() {
+                readings.swap(known, i);
+                known += 1;
+            }
+        }
+        if known == 0 {
+            return NEUTRAL_CPU;
+        }
+        let known = &mut readings[..known];
+        let (_, median, _) = known.select_nth_unstable_by((known.len() - 1) / 2, f64::total_cmp);
+        *median
+    }
+
+    /// Fills `values` with the members' values at `now`: each one's fresh reading, or the
+    /// [stand-in](Self::stand_in) without one, projected by its track (when there is one).
     #[inline]
-    fn value(&self, member: &MemberView, now: u64) -> f64 {
-        member.cpu(now, self.ttl_ms).unwrap_or(NEUTRAL_CPU)
+    fn values(
+        &self,
+        members: &[MemberView],
+        tracks: Option<&Tracks>,
+        by_node: &ByNode,
+        now: u64,
+        values: &mut [f64],
+    ) {
+        for (value, member) in values.iter_mut().zip(members) {
+            *value = member.cpu(now, self.ttl_ms).unwrap_or(f64::NAN);
+        }
+        let mut scratch = [0.0f64; STACK_MEMBERS];
+        let stand_in = if values.iter().any(|v| v.is_nan()) {
+            if values.len() <= STACK_MEMBERS {
+                let scratch = &mut scratch[..values.len()];
+                scratch.copy_from_slice(values);
+                Self::stand_in(scratch)
+            } else {
+                Self::stand_in(&mut values.to_vec())
+            }
+        } else {
+            NEUTRAL_CPU
+        };
+        let all = self.all.load(Ordering::Relaxed);
+        for (i, value) in values.iter_mut().enumerate() {
+            let base = if value.is_nan() {
+                Base::Unknown(stand_in)
+            } else {
+                Base::Reading(*value)
+            };
+            *value = match self.track(tracks, by_node, members, i) {
+                Some(track) => track.value(base, now, self.threshold, all, members.len()),
+                None => match base {
+                    Base::Reading(cpu) | Base::Unknown(cpu) => cpu,
+                },
+            };
+        }
+    }
+
+    /// `members[index]`'s track: from the list's derived tracks, else by node.
+    #[inline]
+    fn track<'a>(
+        &self,
+        tracks: Option<&'a Tracks>,
+        by_node: &'a ByNode,
+        members: &[MemberView],
+        index: usize,
+    ) -> Option<&'a Track> {
+        match tracks {
+            Some(list) => list.get(index).map(|t| &**t),
+            None => by_node.get(members.get(index)?.node()).map(|t| &**t),
+        }
     }
 
     /// The band rule over `values`: uniform random among those within the threshold of the
@@ -242,8 +326,15 @@ impl LeastCpuSelector {
 
     /// Rare: more members than fit on the stack.
     #[cold]
-    fn pick_large(&self, members: &[MemberView], now: u64) -> usize {
-        let values: Vec<f64> = members.iter().map(|m| self.value(m, now)).collect();
+    fn pick_large(
+        &self,
+        members: &[MemberView],
+        tracks: Option<&Tracks>,
+        by_node: &ByNode,
+        now: u64,
+    ) -> usize {
+        let mut values = vec![0.0; members.len()];
+        self.values(members, tracks, by_node, now, &mut values);
         self.pick_in_band(&values)
     }
 }
@@ -251,44 +342,92 @@ impl LeastCpuSelector {
 impl Selector for LeastCpuSelector {
     /// The band rule over the members' readings: no lock, no allocation up to 64 members.
     #[inline]
-    fn pick(&self, members: &[MemberView], _request: &Request<'_>) -> Result<usize, Error> {
+    fn pick(&self, members: &[MemberView], request: &Request<'_>) -> Result<usize, Error> {
         if members.len() <= 1 {
             return Ok(0);
         }
         let now = self.clock.now_ms();
-        if members.len() > STACK_MEMBERS {
-            return Ok(self.pick_large(members, now));
+        let tracks = request
+            .derived_as::<Tracks>()
+            .filter(|list| list.len() == members.len());
+        let by_node = self.by_node.load();
+        let chosen = if members.len() > STACK_MEMBERS {
+            self.pick_large(members, tracks, &by_node, now)
+        } else {
+            let mut values = [0.0f64; STACK_MEMBERS];
+            self.values(members, tracks, &by_node, now, &mut values[..members.len()]);
+            self.pick_in_band(&values[..members.len()])
+        };
+        if let Some(track) = self.track(tracks, &by_node, members, chosen) {
+            track.picked();
         }
-        let mut values = [0.0f64; STACK_MEMBERS];
-        for (value, member) in values.iter_mut().zip(members) {
-            *value = self.value(member, now);
-        }
-        Ok(self.pick_in_band(&values[..members.len()]))
+        self.all.fetch_add(1, Ordering::Relaxed);
+        Ok(chosen)
     }
 
-    fn explain(
-        &self,
-        members: &[MemberView],
-        chosen: usize,
-        _request: &Request<'_>,
-    ) -> Explanation {
+    fn members_changed(&self, change: &Change<'_>) {
+        let before = self.by_node.load();
         let now = self.clock.now_ms();
+        let next: ByNode = change
+            .members
+            .iter()
+            .map(|m| {
+                let track = before
+                    .get(m.node())
+                    .cloned()
+                    .unwrap_or_else(|| Arc::new(Track::new(now)));
+                (Arc::clone(m.node_arc()), track)
+            })
+            .collect();
+        self.by_node.store(Arc::new(next));
+    }
+
+    fn derive(&self, change: &Change<'_>) -> Option<Derived> {
+        let by_node = self.by_node.load();
+        let now = self.clock.now_ms();
+        let list: Tracks = change
+            .members
+            .iter()
+            .map(|m| {
+                by_node
+                    .get(m.node())
+                    .cloned()
+                    .unwrap_or_else(|| Arc::new(Track::new(now)))
+            })
+            .collect();
+        Some(Arc::new(list))
+    }
+
+    fn explain(&self, members: &[MemberView], chosen: usize, request: &Request<'_>) -> Explanation {
+        let now = self.clock.now_ms();
+        let tracks = request
+            .derived_as::<Tracks>()
+            .filter(|list| list.len() == members.len());
+        let by_node = self.by_node.load();
+        let mut values = vec![0.0; members.len()];
+        self.values(members, tracks, &by_node, now, &mut values);
         let mut ages = Vec::new();
         let scores = members
             .iter()
-            .map(|member| {
+            .enumerate()
+            .map(|(i, member)| {
+                let track = self.track(tracks, &by_node, members, i);
                 let reading = member
                     .cpu_reading(now)
                     .map_or("no reading".to_string(), |r| {
                         format!("{} % {} ms old", r.cpu, r.age_ms)
                     });
-                ages.push(format!("{}: {reading}", member.node()));
-                (member.node().to_string(), self.value(member, now))
+                let picks = track.map_or(String::new(), |t| {
+                    let (sent, before, period) = t.counts();
+                    format!(", {sent} picks since it changed, {before} in the {period} ms before")
+                });
+                ages.push(format!("{}: {reading}{picks}", member.node()));
+                (member.node().to_string(), values[i])
             })
             .collect();
         Explanation {
             rule: format!(
-                "uniform random within {} points of the least CPU (missing or older than {} ms = {NEUTRAL_CPU}); picked {}; readings: {}",
+                "uniform random within {} points of the least CPU (missing or older than {} ms = the median of the fresh readings, {NEUTRAL_CPU} without any; each value projected by this caller's picks since it changed); picked {}; readings: {}",
                 self.threshold,
                 self.ttl_ms,
                 members.get(chosen).map_or("?", |m| m.node()),

@@ -83,17 +83,24 @@ impl Sim<'_> {
             .collect();
     }
 
-    /// A member's node samples its utilization over the last sampling interval (busy ÷
-    /// capacity, %): the reading LeastCpu's pollers fetch.
+    /// A member's node samples its utilization since its previous sample (busy ÷ capacity,
+    /// %): the reading its replies carry and LeastCpu's pollers fetch. On a cold start the
+    /// node's sampler starts at its first sample, which it withholds (as the real sampler
+    /// does); otherwise the node has run for long and its first sample covers the run so far.
     pub(super) fn sample(&mut self, m: u32) {
         let mi = m as usize;
         self.account_busy(mi);
+        let now = self.now;
+        let cold_start = self.cold_start;
         let member = &mut self.members[mi];
         let busy = member.busy_area - member.area_at_sample;
         member.area_at_sample = member.busy_area;
-        let utilization =
-            busy as f64 / (self.cpu_sample_ns as f64 * member.capacity as f64) * 100.0;
-        member.sample = Some((utilization.min(100.0), self.now));
+        let from = member.sampled_at.replace(now);
+        if from.is_some() || !cold_start {
+            let span = now - from.unwrap_or(0);
+            let utilization = busy as f64 / (span.max(1) as f64 * member.capacity as f64) * 100.0;
+            member.sample = Some((utilization.min(100.0), now));
+        }
         if self.running() {
             self.queue
                 .push(self.now + self.cpu_sample_ns, Ev::Sample(m));

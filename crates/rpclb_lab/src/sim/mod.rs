@@ -172,6 +172,9 @@ struct Member {
     busy_area: u128,
     busy_last: u64,
     area_at_sample: u128,
+    /// When its node's sampler last sampled (`None`: not yet; a cold start's first sample is
+    /// withheld, as the real sampler's).
+    sampled_at: Option<u64>,
     /// The latest utilization sample: (%, when).
     sample: Option<(f64, u64)>,
     /// Calls the member holds (queued or in service), ∫ of that over the window (ns), and
@@ -268,6 +271,8 @@ struct Sim<'a> {
     polling: Option<(u64, u64)>,
     /// How often a member's node samples its utilization, ns.
     cpu_sample_ns: u64,
+    /// Every member's node starts with the run (its sampler's first sample is withheld).
+    cold_start: bool,
     now: u64,
     /// Most calls held at once; reaching it sets `overflow` and the run stops.
     limit: usize,

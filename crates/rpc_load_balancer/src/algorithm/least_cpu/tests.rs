@@ -81,25 +81,37 @@ fn the_band_is_inclusive_and_picked_at_random() {
 }
 
 #[test]
-fn missing_and_stale_readings_count_as_fifty() {
-    // a = 60, b missing (50) → b.
+fn missing_and_stale_readings_count_as_the_median_of_the_fresh_ones() {
+    // a = 60, c = 30, b missing → b counts as 30 (the lower median of 30 and 60): b or c.
     let lc = kit(
         &LeastCpu::seeded(6),
-        &[("a", Some(60.0), 0), ("b", None, 0)],
+        &[("a", Some(60.0), 0), ("b", None, 0), ("c", Some(30.0), 0)],
     );
-    assert_eq!(picks(&lc, 50), set(&["b"]));
-    // Stale a = 20 (older than the 1 s TTL at its source) vs fresh b = 30 → b; both readings
-    // unchanged afterwards (no refresh, no deletion).
+    assert_eq!(picks(&lc, 50), set(&["b", "c"]));
+    // With the others at 60 and 70, the missing member counts as 60: a or b, never c.
+    let lc = kit(
+        &LeastCpu::seeded(6),
+        &[("a", Some(60.0), 0), ("b", None, 0), ("c", Some(70.0), 0)],
+    );
+    assert_eq!(picks(&lc, 50), set(&["a", "b"]));
+    // Stale a = 20 (older than the 1 s TTL at its source) vs fresh b = 30 and c = 80 → a
+    // counts as 30 (the lower median of 30 and 80), not 20: a or b; the readings are left
+    // unchanged (no refresh, no deletion).
     let lc = kit(
         &LeastCpu::seeded(7).cpu_cache_ttl(Duration::from_millis(1_000)),
-        &[("a", Some(20.0), 5_000), ("b", Some(30.0), 0)],
+        &[
+            ("a", Some(20.0), 5_000),
+            ("b", Some(30.0), 0),
+            ("c", Some(80.0), 0),
+        ],
     );
-    assert_eq!(picks(&lc, 50), set(&["b"]));
+    assert_eq!(picks(&lc, 50), set(&["a", "b"]));
     let now = lc.clock().clock().now_ms();
     let reading = |i: usize| lc.members()[i].cpu_reading(now).unwrap();
     assert_eq!((reading(0).cpu, reading(0).age_ms), (20.0, 5_000));
     assert_eq!((reading(1).cpu, reading(1).age_ms), (30.0, 0));
-    // A reading ages out on the selector's clock: 1,000 ms is still fresh, 1,001 ms is not.
+    // A reading ages out on the selector's clock: 1,000 ms is still fresh, 1,001 ms is not;
+    // with no fresh reading at all, every member counts as 50.
     let lc = kit(
         &LeastCpu::seeded(7).cpu_cache_ttl(Duration::from_millis(1_000)),
         &[("a", Some(20.0), 0), ("b", Some(30.0), 0)],
@@ -142,11 +154,11 @@ fn membership_changes_leave_the_readings_alone() {
     let now = lc.clock().clock().now_ms();
     assert_eq!(lc.members()[0].cpu_reading(now).map(|r| r.cpu), Some(20.0));
     assert_eq!(lc.members()[1].cpu_reading(now), None);
-    // The new list reads b = 20 against x missing (50).
-    assert_eq!(picks(&lc, 30), set(&["b"]));
-    // a rejoins: its reading was kept.
+    // The new list reads b = 20 against x missing (the median of the fresh: 20).
+    assert_eq!(picks(&lc, 30), set(&["b", "x"]));
+    // a rejoins: its reading (10) was kept, and x counts as 10 (the lower median of 10, 20).
     lc.join(["a"]);
-    assert_eq!(picks(&lc, 30), set(&["a"]));
+    assert_eq!(picks(&lc, 30), set(&["a", "x"]));
 }
 
 #[test]
@@ -170,26 +182,28 @@ fn the_explanation_gives_each_members_reading_age_and_value() {
             ("c", None, 0),
         ],
     );
-    let pick = lc.pick(None).unwrap();
-    assert_eq!(pick.index, 0, "30 beats stale 20 (= 50) and missing (= 50)");
+    // Before any pick: a fresh a counts as its reading, stale b and missing c as the median
+    // of the fresh readings (a's 30).
     lc.clock().advance(Duration::from_millis(7));
-    let explanation = lc.explain(pick.index, None).unwrap();
-    lc.release(pick);
-    // The value each member counted as: fresh a its reading, stale b and missing c 50.
+    let explanation = lc.explain(0, None).unwrap();
     assert_eq!(
         explanation.scores,
         [
             ("a".to_string(), 30.0),
-            ("b".to_string(), NEUTRAL_CPU),
-            ("c".to_string(), NEUTRAL_CPU),
+            ("b".to_string(), 30.0),
+            ("c".to_string(), 30.0),
         ]
     );
     // The rule names the band, the TTL and the pick, and each member's reading with its age
     // as of the explanation (on the selector's clock).
     let rule = &explanation.rule;
     assert!(rule.starts_with("uniform random within 5 points"), "{rule}");
-    assert!(rule.contains("older than 1000 ms = 50"), "{rule}");
+    assert!(
+        rule.contains("older than 1000 ms = the median of the fresh readings"),
+        "{rule}"
+    );
     assert!(rule.contains("picked a"), "{rule}");
+    assert!(rule.contains("0 picks since it changed"), "{rule}");
     assert!(rule.contains("a: 30 % 207 ms old"), "{rule}");
     assert!(rule.contains("b: 20 % 5007 ms old"), "{rule}");
     assert!(rule.contains("c: no reading"), "{rule}");
@@ -267,4 +281,96 @@ fn the_defaults_are_the_originals() {
     assert_eq!(node.cpu_sample_interval, ms(1_000));
     assert_eq!(node.cpu_sampler.to_string(), "system");
     assert_eq!(crate::cpu::NEUTRAL_CPU, 50.0);
+}
+
+/// Picks `n` times, 1 ms apart on the kit's clock; the picks per node.
+fn picks_over_time(kit: &SelectorKit, n: usize) -> std::collections::BTreeMap<String, usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for _ in 0..n {
+        *counts
+            .entry(kit.pick_and_release(None).unwrap())
+            .or_default() += 1;
+        kit.clock().advance(Duration::from_millis(1));
+    }
+    counts
+}
+
+#[test]
+fn a_member_picked_more_since_its_reading_counts_higher_until_the_next_one() {
+    // Three members at 40 for a second: even picks.
+    let mut lc = kit(
+        &LeastCpu::seeded(12),
+        &[
+            ("a", Some(40.0), 0),
+            ("b", Some(40.0), 0),
+            ("c", Some(40.0), 0),
+        ],
+    );
+    let first = picks_over_time(&lc, 1_000);
+    assert!(first.values().all(|n| *n > 250), "{first:?}");
+    // a now reads 20, the others 40.01 (new readings all). Without the projection every pick
+    // would go to a until its next reading; with it, a's value rises with its picks (at 1.75
+    // times the rate its 20 % was read at it counts as 35, inside the others' band), so a
+    // takes more than its old third but the others keep getting picks.
+    lc.set_cpu("a", 20.0, Duration::ZERO);
+    lc.set_cpu("b", 40.01, Duration::ZERO);
+    lc.set_cpu("c", 40.01, Duration::ZERO);
+    let second = picks_over_time(&lc, 1_000);
+    let a = second["a"];
+    assert!((400..=700).contains(&a), "{second:?}");
+    assert!(second["b"] > 50 && second["c"] > 50, "{second:?}");
+    // The explanation says how many picks each member had since its reading changed.
+    let rule = lc.explain(0, None).unwrap().rule;
+    assert!(
+        rule.contains(&format!("a: 20 % 1000 ms old, {a} picks since it changed")),
+        "{rule}"
+    );
+}
+
+#[test]
+fn a_member_pinned_far_above_the_others_is_never_picked() {
+    // a reads 100 % and never changes (another process burns its CPU); b and c read 30 %
+    // with new readings each second. Fewer picks of a lower its value at most two bands, so a
+    // never comes back into the band.
+    let mut lc = kit(
+        &LeastCpu::seeded(13),
+        &[
+            ("a", Some(100.0), 0),
+            ("b", Some(30.0), 0),
+            ("c", Some(30.0), 0),
+        ],
+    );
+    for second in 0..10 {
+        let counts = picks_over_time(&lc, 1_000);
+        assert_eq!(counts.get("a"), None, "second {second}: {counts:?}");
+        lc.set_cpu("a", 100.0, Duration::ZERO);
+        lc.set_cpu("b", 30.0 + f64::from(second % 2), Duration::ZERO);
+        lc.set_cpu("c", 30.5 - f64::from(second % 2), Duration::ZERO);
+    }
+}
+
+#[test]
+fn members_never_heard_from_share_the_picks_evenly() {
+    // No reading anywhere: every member counts as 50, projected by its picks against an
+    // even share, so each is picked about as often as the others (not uniform at random:
+    // a member picked more than its share counts higher).
+    let lc = kit(
+        &LeastCpu::seeded(14),
+        &[
+            ("a", None, 0),
+            ("b", None, 0),
+            ("c", None, 0),
+            ("d", None, 0),
+        ],
+    );
+    let counts = picks_over_time(&lc, 400);
+    assert!(
+        counts.values().all(|n| (90..=110).contains(n)),
+        "{counts:?}"
+    );
+    // A member over its even share counts higher than 50, one under it lower.
+    let scores = lc.explain(0, None).unwrap().scores;
+    let spread = scores.iter().map(|(_, v)| *v).fold(0.0f64, f64::max)
+        - scores.iter().map(|(_, v)| *v).fold(f64::MAX, f64::min);
+    assert!(spread < 5.0, "{scores:?}");
 }
