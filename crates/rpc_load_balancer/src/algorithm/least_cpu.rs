@@ -19,6 +19,10 @@ mod track;
 /// Most members whose values one selection keeps on the stack; larger pools read twice.
 const STACK_MEMBERS: usize = 64;
 
+/// A member's value while it is being read marks a stale reading `r` as this minus `r` (no
+/// reading is negative).
+const STALE_MARK: f64 = -1.0;
+
 /// Picks uniformly at random among the members whose CPU utilisation is within
 /// `cpu_threshold` percentage points of the least loaded one (the original's LeastCpu; the
 /// random band keeps callers from herding onto one "coldest" node between polls).
@@ -231,12 +235,13 @@ struct LeastCpuSelector {
 }
 
 impl LeastCpuSelector {
-    /// The stand-in for members without a fresh reading: the median of the fresh readings
-    /// in `readings` (the lower one of an even count), or [`NEUTRAL_CPU`] when none is.
+    /// The stand-in for members never heard from: the median of the fresh readings in
+    /// `readings` (the lower one of an even count; NaN and [`STALE_MARK`] are no fresh
+    /// reading), or [`NEUTRAL_CPU`] when none is.
     fn stand_in(readings: &mut [f64]) -> f64 {
         let mut known = 0;
         for i in 0..readings.len() {
-            if !readings[i].is_nan() {
+            if readings[i] >= 0.0 {
                 readings.swap(known, i);
                 known += 1;
             }
@@ -249,8 +254,12 @@ impl LeastCpuSelector {
         *median
     }
 
-    /// Fills `values` with the members' values at `now`: each one's fresh reading, or the
-    /// [stand-in](Self::stand_in) without one, projected by its track (when there is one).
+    /// Fills `values` with the members' values at `now`: each one's fresh reading; for a member
+    /// never heard from, the [stand-in](Self::stand_in); for one whose reading is older than
+    /// the TTL, [`NEUTRAL_CPU`] (the original's rule) or that reading when higher (a node last
+    /// read busy is not taken for half idle because nobody asked it since: only a new reading,
+    /// from a reply or the Poller, clears it) — each projected by its track (when there is
+    /// one, see [`Track::value`]).
     #[inline]
     fn values(
         &self,
@@ -260,8 +269,16 @@ impl LeastCpuSelector {
         now: u64,
         values: &mut [f64],
     ) {
+        // NaN: never a reading; below STALE_MARK: a reading older than the TTL (its value
+        // in the mark's offset).
         for (value, member) in values.iter_mut().zip(members) {
-            *value = member.cpu(now, self.ttl_ms).unwrap_or(f64::NAN);
+            *value = match member.cpu(now, self.ttl_ms) {
+                Some(cpu) => cpu,
+                None => match member.cpu_reading(now) {
+                    Some(old) => STALE_MARK - old.cpu,
+                    None => f64::NAN,
+                },
+            };
         }
         let mut scratch = [0.0f64; STACK_MEMBERS];
         let stand_in = if values.iter().any(|v| v.is_nan()) {
@@ -279,13 +296,15 @@ impl LeastCpuSelector {
         for (i, value) in values.iter_mut().enumerate() {
             let base = if value.is_nan() {
                 Base::Unknown(stand_in)
+            } else if *value <= STALE_MARK {
+                Base::Stale(NEUTRAL_CPU.max(STALE_MARK - *value))
             } else {
                 Base::Reading(*value)
             };
             *value = match self.track(tracks, by_node, members, i) {
                 Some(track) => track.value(base, now, self.threshold, all, members.len()),
                 None => match base {
-                    Base::Reading(cpu) | Base::Unknown(cpu) => cpu,
+                    Base::Reading(cpu) | Base::Unknown(cpu) | Base::Stale(cpu) => cpu,
                 },
             };
         }
@@ -427,7 +446,7 @@ impl Selector for LeastCpuSelector {
             .collect();
         Explanation {
             rule: format!(
-                "uniform random within {} points of the least CPU (missing or older than {} ms = the median of the fresh readings, {NEUTRAL_CPU} without any; each value projected by this caller's picks since it changed); picked {}; readings: {}",
+                "uniform random within {} points of the least CPU (never read = the median of the fresh readings, {NEUTRAL_CPU} without any; older than {} ms = {NEUTRAL_CPU} or its reading if higher; each value projected by this caller's picks since it changed); picked {}; readings: {}",
                 self.threshold,
                 self.ttl_ms,
                 members.get(chosen).map_or("?", |m| m.node()),

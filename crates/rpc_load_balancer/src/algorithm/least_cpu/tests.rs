@@ -81,7 +81,7 @@ fn the_band_is_inclusive_and_picked_at_random() {
 }
 
 #[test]
-fn missing_and_stale_readings_count_as_the_median_of_the_fresh_ones() {
+fn a_missing_reading_counts_as_the_median_of_the_fresh_ones_a_stale_one_as_fifty_or_more() {
     // a = 60, c = 30, b missing → b counts as 30 (the lower median of 30 and 60): b or c.
     let lc = kit(
         &LeastCpu::seeded(6),
@@ -94,18 +94,20 @@ fn missing_and_stale_readings_count_as_the_median_of_the_fresh_ones() {
         &[("a", Some(60.0), 0), ("b", None, 0), ("c", Some(70.0), 0)],
     );
     assert_eq!(picks(&lc, 50), set(&["a", "b"]));
-    // Stale a = 20 (older than the 1 s TTL at its source) vs fresh b = 30 and c = 80 → a
-    // counts as 30 (the lower median of 30 and 80), not 20: a or b; the readings are left
-    // unchanged (no refresh, no deletion).
+    // Stale a = 20 (older than the 1 s TTL at its source) vs fresh b = 30 → a counts as 50
+    // (the original's rule for a reading that aged out), not 20 nor the median: b; the
+    // readings are left unchanged (no refresh, no deletion).
     let lc = kit(
         &LeastCpu::seeded(7).cpu_cache_ttl(Duration::from_millis(1_000)),
-        &[
-            ("a", Some(20.0), 5_000),
-            ("b", Some(30.0), 0),
-            ("c", Some(80.0), 0),
-        ],
+        &[("a", Some(20.0), 5_000), ("b", Some(30.0), 0)],
     );
-    assert_eq!(picks(&lc, 50), set(&["a", "b"]));
+    assert_eq!(picks(&lc, 50), set(&["b"]));
+    // A stale reading above 50 counts as itself: stale a = 90 vs fresh b = 60 → b.
+    let hot = kit(
+        &LeastCpu::seeded(7).cpu_cache_ttl(Duration::from_millis(1_000)),
+        &[("a", Some(90.0), 5_000), ("b", Some(60.0), 0)],
+    );
+    assert_eq!(picks(&hot, 50), set(&["b"]));
     let now = lc.clock().clock().now_ms();
     let reading = |i: usize| lc.members()[i].cpu_reading(now).unwrap();
     assert_eq!((reading(0).cpu, reading(0).age_ms), (20.0, 5_000));
@@ -182,15 +184,15 @@ fn the_explanation_gives_each_members_reading_age_and_value() {
             ("c", None, 0),
         ],
     );
-    // Before any pick: a fresh a counts as its reading, stale b and missing c as the median
-    // of the fresh readings (a's 30).
+    // Before any pick: a fresh a counts as its reading, stale b as 50 and missing c as the
+    // median of the fresh readings (a's 30).
     lc.clock().advance(Duration::from_millis(7));
     let explanation = lc.explain(0, None).unwrap();
     assert_eq!(
         explanation.scores,
         [
             ("a".to_string(), 30.0),
-            ("b".to_string(), 30.0),
+            ("b".to_string(), NEUTRAL_CPU),
             ("c".to_string(), 30.0),
         ]
     );
@@ -199,7 +201,7 @@ fn the_explanation_gives_each_members_reading_age_and_value() {
     let rule = &explanation.rule;
     assert!(rule.starts_with("uniform random within 5 points"), "{rule}");
     assert!(
-        rule.contains("older than 1000 ms = the median of the fresh readings"),
+        rule.contains("never read = the median of the fresh readings, 50 without any; older than 1000 ms = 50 or its reading if higher"),
         "{rule}"
     );
     assert!(rule.contains("picked a"), "{rule}");

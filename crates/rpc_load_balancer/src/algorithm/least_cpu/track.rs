@@ -53,16 +53,23 @@ pub(super) struct Track {
     all_at_since: AtomicU64,
 }
 
-/// The key of the state "no fresh reading" (a stand-in value, see [`Track::value`]).
+/// The key of the state "never a reading" (a stand-in value, see [`Track::value`]).
 const UNKNOWN: u64 = u64::MAX;
 
-/// What a member's value starts from: its fresh reading, or a stand-in without one.
+/// The key of the state "a reading older than the TTL" (see [`Track::value`]).
+const STALE: u64 = u64::MAX - 1;
+
+/// What a member's value starts from.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Base {
     /// A fresh reading (%).
     Reading(f64),
-    /// No fresh reading: the stand-in (%) for a member as loaded as the others.
+    /// Never a reading: the stand-in (%) for a member as loaded as the others.
     Unknown(f64),
+    /// A reading older than the TTL: the node stopped answering polls and calls, or this
+    /// caller stopped calling it; it counts as this (%: the original's 50 %, or the old
+    /// reading when higher), or more.
+    Stale(f64),
 }
 
 impl Track {
@@ -94,11 +101,12 @@ impl Track {
     /// `s + p × (1 − e/P)` (the old rate for the part of the window before the change), or
     /// `s × P/e` once `e ≥ P`; their ratio to `p` (both plus one, so a member not picked
     /// before doubles with one pick) scales the reading (at least [`FLOOR_CPU`]). Without a
-    /// period before (a clock that did not move) the ratio is 1. A stand-in is projected the
-    /// same way when the member had a reading before (it went stale); without any (a member
-    /// never heard from) it is scaled by the member's picks since against an even share of
-    /// this caller's picks since (both plus one). Either falls at most [`MAX_FALL_BANDS`] ×
-    /// `threshold` below its base and never below 0.
+    /// period before (a clock that did not move) the ratio is 1. A member never heard from
+    /// (its stand-in) is scaled by its picks since against an even share of this caller's
+    /// picks since (both plus one). Either falls at most [`MAX_FALL_BANDS`] × `threshold`
+    /// below its base and never below 0. A stale member's value is projected as a reading
+    /// when the track has a period before (as an unheard one without), but only up: fewer
+    /// picks of a node that stopped answering say nothing of its load.
     #[inline]
     pub(super) fn value(
         &self,
@@ -111,6 +119,7 @@ impl Track {
         let (cpu, key) = match base {
             Base::Reading(cpu) => (cpu, (cpu * 100.0).round() as u64 + 1),
             Base::Unknown(cpu) => (cpu, UNKNOWN),
+            Base::Stale(cpu) => (cpu, STALE),
         };
         if self.reading.load(Ordering::Relaxed) != key {
             self.roll(key, now_ms, all);
@@ -119,7 +128,7 @@ impl Track {
         let before = self.before.load(Ordering::Relaxed);
         let period = (before & u64::from(u32::MAX)) as f64;
         let ratio = if period == 0.0 {
-            if key != UNKNOWN {
+            if key < STALE {
                 return cpu;
             }
             let even = all.saturating_sub(self.all_at_since.load(Ordering::Relaxed)) as f64
@@ -136,6 +145,9 @@ impl Track {
             (recent + 1.0) / (prev + 1.0)
         };
         let value = cpu + cpu.max(FLOOR_CPU) * (ratio - 1.0);
+        if key == STALE {
+            return value.max(cpu);
+        }
         value.max(cpu - MAX_FALL_BANDS * threshold).max(0.0)
     }
 
