@@ -25,16 +25,32 @@ const STALE_MARK: f64 = -1.0;
 
 /// Picks uniformly at random among the members whose CPU utilisation is within
 /// `cpu_threshold` percentage points of the least loaded one (the original's LeastCpu; the
-/// random band keeps callers from herding onto one "coldest" node between polls).
+/// random band keeps callers from herding onto one "coldest" node between polls), each
+/// member's reading projected by this caller's picks since it changed.
 ///
-/// Readings come from each node's own [`CpuSampler`](crate::cpu::CpuSampler) and are fetched
-/// by this balancer's Poller (an actor its supervisor runs and restarts alone, because this
-/// algorithm [needs](crate::routing::Needs::cpu) CPU readings) every `poll_interval` into the
-/// process-wide cache (see [`crate::cpu`]); the balancer gives each member view its node's
-/// reading ([`MemberView::cpu`]). Selection does no I/O, takes no lock and allocates nothing: a
-/// missing reading, or one older than `cpu_cache_ttl` at its source, counts as
-/// [`NEUTRAL_CPU`](crate::cpu::NEUTRAL_CPU) (50 %). One member is picked without reading
-/// anything.
+/// Readings come from each node's own [`CpuSampler`](crate::cpu::CpuSampler): every reply
+/// reports its node's ([load reports](crate::LoadReport)), and this balancer's Poller (an
+/// actor its supervisor runs and restarts alone, because this algorithm
+/// [needs](crate::routing::Needs::cpu) CPU readings) fetches the others every
+/// `poll_interval` into the process-wide cache (see [`crate::cpu`]); the balancer gives each
+/// member view its node's reading ([`MemberView::cpu`]). Selection does no I/O, takes no lock
+/// and allocates nothing up to 64 members. One member is picked without reading anything.
+///
+/// A member's value starts from its reading if it is at most `cpu_cache_ttl` old at its
+/// source; from the median of the fresh readings (the lower middle one) for a member never
+/// read (50 % when no member has a reading, [`NEUTRAL_CPU`](crate::cpu::NEUTRAL_CPU)); from
+/// 50 %, or the old reading when higher, for one whose reading aged out. It is then
+/// **projected**: a reading is the node's CPU over its last sampling interval, late by up to
+/// that interval, and every caller reads the same values — the original's rule sends them
+/// all to the least loaded member until its next reading shows the herd (old load
+/// information makes herds: M. Mitzenmacher, "How Useful Is Old Information?", IEEE TPDS
+/// 11(1), 2000). So the value is the reading × this caller's picks of the member over the
+/// last period ÷ its picks in the period the reading was taken in (both plus one; a reading
+/// under 5 % scales as 5 %), taking this caller's change of rate for every caller's (they read
+/// the same values); it falls at most 2 × `cpu_threshold` below the reading (a node loaded by
+/// another process is not relieved by fewer calls), and a stale member's only rises. A
+/// member never read counts its picks against an even share of this caller's picks. The
+/// design and its lab figures: docs/how-to/least-cpu.md.
 ///
 /// Options (validated when the balancer starts, [`Error::InvalidConfig`] naming the option):
 ///
