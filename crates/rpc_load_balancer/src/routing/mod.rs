@@ -18,6 +18,7 @@
 //! | [`Selector::pick`] | every selection, concurrently, with the current members (never empty) | — |
 //! | [`Selector::pick_many`] | replica selection (`count` distinct members) | distinct members at random |
 //! | [`Selector::released`] | exactly once per pick, when its guard drops | nothing |
+//! | [`Selector::applies_slow_start`] | once, by [`SlowStart`]'s selector over it: whether it scales by [`MemberView::slow_start_factor`] itself | `false` (slow start skips picks instead) |
 //! | [`Selector::learns`] | once when the balancer starts: whether to report outcomes | `false` |
 //! | [`Selector::observes_cancelled`] | once when the balancer starts: whether `observe` wants [`Cancelled`](OutcomeKind::Cancelled) outcomes | `true` |
 //! | [`Selector::observe`] | once per pick of a learning selector: the call's [`Outcome`] | nothing |

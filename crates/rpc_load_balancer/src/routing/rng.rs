@@ -78,6 +78,17 @@ impl Rng {
         }
     }
 
+    /// `true` with probability `p` (0 or below: never; 1 or above: always, without a draw):
+    /// one draw of 53 random bits, uniform in [0, 1), below `p`.
+    #[inline]
+    pub fn chance(&self, p: f64) -> bool {
+        if p >= 1.0 {
+            return true;
+        }
+        let draw = (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
+        draw < p
+    }
+
     /// Whether the sequence is seeded (reproducible).
     pub fn is_seeded(&self) -> bool {
         matches!(self, Rng::Seeded(_))
@@ -137,6 +148,9 @@ mod tests {
         assert_eq!(xs, ys);
         assert!(xs.iter().all(|x| *x < 7));
         assert_eq!(Rng::Thread.below(0), 0);
+        let hits = (0..10_000).filter(|_| a.chance(0.25)).count();
+        assert!((2_300..=2_700).contains(&hits), "{hits}");
+        assert!((0..100).all(|_| a.chance(1.0) && !a.chance(0.0)));
         assert!(Rng::from_seed(Some(1)).is_seeded() && !Rng::from_seed(None).is_seeded());
         for count in 0..6 {
             let picked = a.distinct(4, count);

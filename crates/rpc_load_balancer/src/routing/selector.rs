@@ -160,6 +160,16 @@ pub trait Selector: Send + Sync + 'static {
         let _ = member;
     }
 
+    /// Whether this selector applies each member's slow-start factor
+    /// ([`MemberView::slow_start_factor`]) itself — a cost divided by it, a weight multiplied
+    /// by it — so that [`SlowStart`](super::SlowStart) over it does not also skip its picks
+    /// of ramping members (the factor would count twice); asked once when slow start's
+    /// selector is built. Default `false`: slow start keeps a pick of a member in its window
+    /// with probability its factor, else asks this selector again.
+    fn applies_slow_start(&self) -> bool {
+        false
+    }
+
     /// Whether [`observe`](Self::observe) wants call outcomes; asked once when the balancer
     /// starts. When `false` (default) the call path reads no clock and builds no outcome.
     fn learns(&self) -> bool {

@@ -1,6 +1,6 @@
 //! [`MemberView`]: one member as the routing core sees it.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::load::{CpuReading, CpuSlot, LoadReport, ReportReading, ReportSlot};
@@ -24,8 +24,25 @@ pub struct MemberView {
 pub(crate) struct MemberStats {
     /// Selections of the member in flight (counted only when the algorithm needs it).
     in_flight: AtomicUsize,
+    /// Its slow-start factor (beside `in_flight`: a pick that reads one reads the other
+    /// from the same cache line).
+    slow_start: Factor,
     /// The latest load report its replies carried.
     report: ReportSlot,
+}
+
+/// A slow-start factor in (0, 1], as `f32` bits (1 until slow start sets one). Positive
+/// `f32`s order as their bits do, so an atomic max of the bits is a max of the factors.
+#[derive(Debug)]
+struct Factor(AtomicU32);
+
+/// The bits of factor 1.
+const ONE: u32 = 1.0f32.to_bits();
+
+impl Default for Factor {
+    fn default() -> Self {
+        Factor(AtomicU32::new(ONE))
+    }
 }
 
 impl MemberView {
@@ -65,6 +82,52 @@ impl MemberView {
     #[inline]
     pub fn in_flight(&self) -> usize {
         self.stats.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// The member's slow-start factor, in (0, 1]: 1 unless the balancer has
+    /// [`SlowStart`](super::SlowStart) and the member joined (or rejoined) within its window,
+    /// then max(min_percent / 100, (time since it joined / window)^(1 / aggression)).
+    /// Slow start writes it when the member joins and refreshes it before a pick, at most
+    /// every window ÷ 100 (and at most every 100 ms, at least every 1 ms) while some member
+    /// is in its window; it is 1 again from the first pick after the window's end.
+    ///
+    /// A selector that [applies it itself](super::Selector::applies_slow_start) divides a
+    /// member's cost, or multiplies its weight, by it (a ramping member looks costlier, or
+    /// lighter); for any other selector slow start skips picks of ramping members instead.
+    /// One relaxed atomic load, on the cache line of [`in_flight`](Self::in_flight); no lock.
+    ///
+    /// ```
+    /// use rpc_load_balancer::routing::MemberView;
+    ///
+    /// let member = MemberView::new("a@h", false);
+    /// // Nothing ramps it: its cost and weight stand as they are.
+    /// assert_eq!(member.slow_start_factor(), 1.0);
+    /// let cost = 3.0 / member.slow_start_factor();
+    /// assert_eq!(cost, 3.0);
+    /// ```
+    #[inline]
+    pub fn slow_start_factor(&self) -> f64 {
+        f64::from(f32::from_bits(
+            self.stats.slow_start.0.load(Ordering::Relaxed),
+        ))
+    }
+
+    /// Sets the slow-start factor (`factor` in (0, 1]; slow start, at a join).
+    pub(crate) fn set_slow_start_factor(&self, factor: f64) {
+        self.stats
+            .slow_start
+            .0
+            .store(factor_bits(factor), Ordering::Relaxed);
+    }
+
+    /// Raises the slow-start factor to `factor` if it is below (slow start, as time goes
+    /// on): a refresh that read the clock earlier than another and stores after it cannot
+    /// lower the factor again.
+    pub(crate) fn raise_slow_start_factor(&self, factor: f64) {
+        self.stats
+            .slow_start
+            .0
+            .fetch_max(factor_bits(factor), Ordering::Relaxed);
     }
 
     /// The member's node's CPU utilisation (%, 0–100) if its reading was sampled at most
@@ -165,6 +228,12 @@ impl MemberView {
     }
 }
 
+/// The bits of `factor` as an `f32` in (0, 1] (NaN and out-of-range values clamped).
+fn factor_bits(factor: f64) -> u32 {
+    let factor = if factor.is_nan() { 1.0 } else { factor };
+    (factor.clamp(f64::from(f32::MIN_POSITIVE), 1.0) as f32).to_bits()
+}
+
 impl std::fmt::Debug for MemberView {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemberView")
@@ -195,6 +264,38 @@ mod tests {
         assert_eq!(next.in_flight(), 1);
         next.release();
         assert_eq!(view.in_flight(), 0, "one count, shared");
+    }
+
+    #[test]
+    fn the_slow_start_factor_starts_at_1_is_only_raised_by_a_refresh_and_carries_with_the_stats() {
+        let view = MemberView::new("a@h", false);
+        assert_eq!(view.slow_start_factor(), 1.0);
+        view.set_slow_start_factor(0.25);
+        assert_eq!(view.slow_start_factor(), 0.25);
+        view.raise_slow_start_factor(0.1);
+        assert_eq!(
+            view.slow_start_factor(),
+            0.25,
+            "a late refresh does not lower it"
+        );
+        view.raise_slow_start_factor(0.5);
+        assert_eq!(view.slow_start_factor(), 0.5);
+        let mut next = MemberView::new("a@h", false);
+        next.keep_stats_of(&view);
+        assert_eq!(
+            next.slow_start_factor(),
+            0.5,
+            "the same member in a new list"
+        );
+        next.set_slow_start_factor(f64::NAN);
+        assert_eq!(view.slow_start_factor(), 1.0);
+        next.set_slow_start_factor(0.0);
+        assert!(
+            view.slow_start_factor() > 0.0,
+            "never 0: costs are divided by it"
+        );
+        view.set_slow_start_factor(3.0);
+        assert_eq!(view.slow_start_factor(), 1.0);
     }
 
     #[test]

@@ -441,6 +441,13 @@ impl Selector for Ejecting {
         self.inner.released(member);
     }
 
+    /// As the algorithm's: ejection only re-draws picks of members that are out, so a
+    /// slow start over it (`…+ejection+slow_start`) scales by the factor where the algorithm
+    /// does.
+    fn applies_slow_start(&self) -> bool {
+        self.inner.applies_slow_start()
+    }
+
     fn learns(&self) -> bool {
         true
     }

@@ -1,15 +1,18 @@
-//! The selector of an algorithm with [`SlowStart`]: the algorithm's own selector picks, and
-//! a pick of a member in its window is kept with probability its factor, else redrawn.
+//! The selector of an algorithm with [`SlowStart`]: it keeps each member's factor in the
+//! member's view ([`MemberView::slow_start_factor`]), for the algorithm's selector to apply
+//! (a cost divided by it, a weight multiplied by it: [`Selector::applies_slow_start`]); for an
+//! algorithm that does not, a pick of a member in its window is kept with probability its
+//! factor, else redrawn.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
 use super::SlowStart;
 use crate::routing::rng::splitmix64;
-use crate::routing::wrapped::{record, Wrapped};
 use crate::routing::{
     BuildContext, Change, Clock, Derived, Explanation, MemberView, Outcome, Request, Rng, Selector,
 };
@@ -22,9 +25,22 @@ const REDRAWS: usize = 2;
 /// sequence (a seeded [`Rng`] from the same seed draws the same numbers).
 const SEED_MIX: u64 = 0x736c_6f77_5f73_7461;
 
+/// The factors are refreshed at most every window ÷ this, while a member is in its window.
+const REFRESHES_PER_WINDOW: u32 = 100;
+
+/// The longest time between two refreshes of the factors (ns), whatever the window.
+const MAX_REFRESH_NS: u64 = 100_000_000;
+
+/// The shortest time between two refreshes of the factors (ns), whatever the window.
+const MIN_REFRESH_NS: u64 = 1_000_000;
+
 /// When each member joined (ns on the selector's clock), by node; 0: it ramps not (a member
 /// of the first list).
 type ByNode = HashMap<Arc<str>, u64, foldhash::fast::RandomState>;
+
+/// The members in their window (as of the last membership change), with when each joined:
+/// the views whose factors a refresh writes.
+type InWindow = Vec<(MemberView, u64)>;
 
 /// What a [`Ramping`] tells of the members in their window: their number, whenever it
 /// changes (a member joins, or a window ends, seen by the first pick after it).
@@ -33,10 +49,14 @@ pub(crate) type RampingListener = Box<dyn Fn(usize) + Send + Sync>;
 /// An algorithm's selector with slow start on top.
 pub(crate) struct Ramping {
     inner: Box<dyn Selector>,
+    /// Whether `inner` applies the factors itself ([`Selector::applies_slow_start`]): then
+    /// no pick is skipped.
+    applied: bool,
     options: SlowStart,
     clock: Clock,
     rng: Rng,
     by_node: ArcSwap<ByNode>,
+    in_window: ArcSwap<InWindow>,
     /// When the last member's window ends (ns); 0: no member is in its window, and a pick
     /// reads no clock.
     ramp_end: AtomicU64,
@@ -44,6 +64,10 @@ pub(crate) struct Ramping {
     started: AtomicBool,
     /// When the next member's window ends (ns); `u64::MAX`: none is in its window.
     next_end: AtomicU64,
+    /// When the factors are next refreshed (ns).
+    next_refresh: AtomicU64,
+    /// The time between two refreshes (ns).
+    refresh_ns: u64,
     listener: Option<RampingListener>,
 }
 
@@ -53,15 +77,21 @@ impl Ramping {
         options: SlowStart,
         context: &BuildContext<'_>,
     ) -> Self {
+        let window = u64::try_from(options.window.as_nanos()).unwrap_or(u64::MAX);
         Self {
+            applied: inner.applies_slow_start(),
             inner,
+            refresh_ns: (window / u64::from(REFRESHES_PER_WINDOW))
+                .clamp(MIN_REFRESH_NS, MAX_REFRESH_NS),
             options,
             clock: context.clock.clone(),
             rng: Rng::from_seed(context.seed.map(|seed| splitmix64(seed ^ SEED_MIX))),
             by_node: ArcSwap::from_pointee(ByNode::default()),
+            in_window: ArcSwap::from_pointee(InWindow::new()),
             ramp_end: AtomicU64::new(0),
             started: AtomicBool::new(false),
             next_end: AtomicU64::new(u64::MAX),
+            next_refresh: AtomicU64::new(0),
             listener: None,
         }
     }
@@ -72,10 +102,14 @@ impl Ramping {
         self
     }
 
+    fn window_ns(&self) -> u64 {
+        u64::try_from(self.options.window.as_nanos()).unwrap_or(u64::MAX)
+    }
+
     /// Counts the members of `by_node` in their window at `now`, notes when the next window
     /// ends, and tells the listener.
     fn recount(&self, by_node: &ByNode, now: u64) {
-        let window = u64::try_from(self.options.window.as_nanos()).unwrap_or(u64::MAX);
+        let window = self.window_ns();
         let (mut count, mut next) = (0, u64::MAX);
         for &at in by_node.values() {
             let end = at.saturating_add(window);
@@ -108,60 +142,79 @@ impl Ramping {
         self.clock.now_ns()
     }
 
-    /// `members[index]`'s factor at `now`.
-    fn factor(
-        &self,
-        members: &[MemberView],
-        joined: Option<&[u64]>,
-        by_node: &ByNode,
-        index: usize,
-        now: u64,
-    ) -> f64 {
-        let at = record(members, joined, by_node, index).copied();
-        match at {
-            Some(at) if at != 0 => self
-                .options
-                .factor(std::time::Duration::from_nanos(now.saturating_sub(at))),
-            _ => 1.0,
+    /// The factor of a member that joined at `at` (ns; 0: a member of the first list), at
+    /// `now`.
+    fn factor_at(&self, at: u64, now: u64) -> f64 {
+        if at == 0 {
+            return 1.0;
+        }
+        self.options
+            .factor(Duration::from_nanos(now.saturating_sub(at)))
+    }
+
+    /// Writes the factors of the members in their window at `now` (raised only: a refresh
+    /// that read the clock before another's cannot lower them after it).
+    fn refresh(&self, now: u64) {
+        for (view, at) in self.in_window.load().iter() {
+            view.raise_slow_start_factor(self.factor_at(*at, now));
         }
     }
 
-    /// Whether a draw keeps a pick of factor `factor`.
-    #[inline]
-    fn keeps(&self, factor: f64) -> bool {
-        if factor >= 1.0 {
-            return true;
-        }
-        // 53 random bits: uniform in [0, 1).
-        let draw = (self.rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
-        draw < factor
-    }
-
-    /// A pick while some member may be in its window: `first` if the draw keeps it, else up
-    /// to [`REDRAWS`] more of the algorithm's picks, the last kept whatever its factor.
+    /// What a pick does first while some member may be in its window (`ramp_end`, when the
+    /// last window ends): counts the windows that ended, and refreshes the factors when
+    /// [`refresh_ns`](Self::refresh_ns) passed (or for good, at 1, when every window ended).
+    /// The time now, or `None` once every window ended.
     #[cold]
     #[inline(never)]
-    fn pick_ramping(
-        &self,
-        members: &[MemberView],
-        request: &Request<'_>,
-        joined: Option<&[u64]>,
-        first: usize,
-        ramp_end: u64,
-    ) -> Result<usize, Error> {
+    fn tick(&self, ramp_end: u64) -> Option<u64> {
         let now = self.now_ns();
         self.window_ended(now);
         if now >= ramp_end {
             // Every window ended: picks read no clock again, unless a member joined since.
-            let _ =
-                self.ramp_end
-                    .compare_exchange(ramp_end, 0, Ordering::Relaxed, Ordering::Relaxed);
+            if self
+                .ramp_end
+                .compare_exchange(ramp_end, 0, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                self.refresh(now);
+            }
+            return None;
+        }
+        let due = self.next_refresh.load(Ordering::Relaxed);
+        if now >= due
+            && self
+                .next_refresh
+                .compare_exchange(
+                    due,
+                    now.saturating_add(self.refresh_ns),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+        {
+            self.refresh(now);
+        }
+        Some(now)
+    }
+
+    /// A pick of an algorithm that does not apply the factors, while some member may be in
+    /// its window: `first` if a draw keeps it (with probability its factor), else up to
+    /// [`REDRAWS`] more of the algorithm's picks, the last kept whatever its factor.
+    #[cold]
+    #[inline(never)]
+    fn pick_skipping(
+        &self,
+        members: &[MemberView],
+        request: &Request<'_>,
+        first: usize,
+        ramp_end: u64,
+    ) -> Result<usize, Error> {
+        if self.tick(ramp_end).is_none() {
             return Ok(first);
         }
-        let by_node = self.by_node.load();
         let mut pick = first;
         for _ in 0..REDRAWS {
-            if self.keeps(self.factor(members, joined, &by_node, pick, now)) {
+            if self.rng.chance(members[pick].slow_start_factor()) {
                 return Ok(pick);
             }
             let again = self.inner.pick(members, request)?;
@@ -177,13 +230,19 @@ impl Ramping {
 impl Selector for Ramping {
     #[inline]
     fn pick(&self, members: &[MemberView], request: &Request<'_>) -> Result<usize, Error> {
-        let (inner_request, joined) = Wrapped::<u64>::split(request);
-        let first = self.inner.pick(members, &inner_request)?;
         let ramp_end = self.ramp_end.load(Ordering::Relaxed);
+        if self.applied {
+            if ramp_end != 0 {
+                // The factors refreshed before the algorithm reads them.
+                self.tick(ramp_end);
+            }
+            return self.inner.pick(members, request);
+        }
+        let first = self.inner.pick(members, request)?;
         if ramp_end == 0 || first >= members.len() {
             return Ok(first);
         }
-        self.pick_ramping(members, &inner_request, joined, first, ramp_end)
+        self.pick_skipping(members, request, first, ramp_end)
     }
 
     fn pick_many(
@@ -192,8 +251,7 @@ impl Selector for Ramping {
         count: usize,
         request: &Request<'_>,
     ) -> Result<Vec<usize>, Error> {
-        let (inner_request, _) = Wrapped::<u64>::split(request);
-        self.inner.pick_many(members, count, &inner_request)
+        self.inner.pick_many(members, count, request)
     }
 
     fn members_changed(&self, change: &Change<'_>) {
@@ -201,8 +259,9 @@ impl Selector for Ramping {
         // The first non-empty list is the balancer starting: nobody ramps.
         let first = !change.members.is_empty() && !self.started.swap(true, Ordering::Relaxed);
         let now = self.now_ns();
-        let window = u64::try_from(self.options.window.as_nanos()).unwrap_or(u64::MAX);
+        let window = self.window_ns();
         let mut ramp_end = 0;
+        let mut in_window = InWindow::new();
         let next: ByNode = change
             .members
             .iter()
@@ -213,30 +272,37 @@ impl Selector for Ramping {
                     Some(&at) if !rejoined => at,
                     _ => now,
                 };
-                if at != 0 && at.saturating_add(window) > now {
-                    ramp_end = ramp_end.max(at.saturating_add(window));
+                let end = at.saturating_add(window);
+                if at != 0 && end > now {
+                    ramp_end = ramp_end.max(end);
+                    in_window.push((m.clone(), at));
                 }
+                // Before the list is published: its first picks read the factor.
+                m.set_slow_start_factor(self.factor_at(at, now));
                 (Arc::clone(m.node_arc()), at)
             })
             .collect();
         self.recount(&next, now);
         self.by_node.store(Arc::new(next));
+        self.in_window.store(Arc::new(in_window));
+        self.next_refresh
+            .store(now.saturating_add(self.refresh_ns), Ordering::Relaxed);
         self.ramp_end.store(ramp_end, Ordering::Relaxed);
         self.inner.members_changed(change);
     }
 
     fn derive(&self, change: &Change<'_>) -> Option<Derived> {
-        let by_node = self.by_node.load();
-        let joined = change
-            .members
-            .iter()
-            .map(|m| by_node.get(m.node()).copied().unwrap_or(0))
-            .collect();
-        Wrapped::derive(self.inner.derive(change), joined)
+        self.inner.derive(change)
     }
 
     fn released(&self, member: &MemberView) {
         self.inner.released(member);
+    }
+
+    /// The factors are applied here, by the algorithm or by skipping: a wrapper over this one
+    /// need not.
+    fn applies_slow_start(&self) -> bool {
+        true
     }
 
     fn learns(&self) -> bool {
@@ -252,22 +318,19 @@ impl Selector for Ramping {
     }
 
     fn explain(&self, members: &[MemberView], chosen: usize, request: &Request<'_>) -> Explanation {
-        let (inner_request, joined) = Wrapped::<u64>::split(request);
-        let mut explanation = self.inner.explain(members, chosen, &inner_request);
-        let by_node = self.by_node.load();
-        let now = self.now_ns();
-        let ramping: Vec<String> = (0..members.len())
-            .filter_map(|i| {
-                let factor = self.factor(members, joined, &by_node, i, now);
-                (factor < 1.0).then(|| format!("{} ×{factor:.2}", members[i].node()))
-            })
+        let mut explanation = self.inner.explain(members, chosen, request);
+        let ramping: Vec<String> = members
+            .iter()
+            .filter(|m| m.slow_start_factor() < 1.0)
+            .map(|m| format!("{} ×{:.2}", m.node(), m.slow_start_factor()))
             .collect();
         if !ramping.is_empty() {
-            explanation.rule = format!(
-                "{}; slow start, kept with probability: {}",
-                explanation.rule,
-                ramping.join(", ")
-            );
+            let how = if self.applied {
+                "slow start factors, applied by the algorithm (costs ÷ factor, weights × factor)"
+            } else {
+                "slow start, kept with probability"
+            };
+            explanation.rule = format!("{}; {how}: {}", explanation.rule, ramping.join(", "));
         }
         explanation
     }
@@ -287,6 +350,42 @@ mod tests {
         fn pick(&self, _: &[MemberView], _: &Request<'_>) -> Result<usize, Error> {
             Ok(0)
         }
+    }
+
+    /// Picks the last member, always; says it applies the slow-start factor itself when
+    /// `applies`, and notes the factor of the member it picks as it reads it.
+    struct Last {
+        applies: bool,
+        seen: Arc<Mutex<Vec<f64>>>,
+    }
+
+    impl Selector for Last {
+        fn pick(&self, members: &[MemberView], _: &Request<'_>) -> Result<usize, Error> {
+            let last = members.len() - 1;
+            self.seen
+                .lock()
+                .unwrap()
+                .push(members[last].slow_start_factor());
+            Ok(last)
+        }
+
+        fn applies_slow_start(&self) -> bool {
+            self.applies
+        }
+
+        fn explain(&self, _: &[MemberView], _: usize, _: &Request<'_>) -> Explanation {
+            Explanation {
+                rule: "last".into(),
+                scores: Vec::new(),
+            }
+        }
+    }
+
+    fn context(clock: &crate::routing::ManualClock) -> BuildContext<'static> {
+        let mut context = BuildContext::new("b");
+        context.clock = clock.clock();
+        context.seed = Some(5);
+        context
     }
 
     fn list(nodes: &[&str]) -> Vec<MemberView> {
@@ -340,5 +439,96 @@ mod tests {
         clock.advance(Duration::from_secs(4));
         ramping.pick(&three, &request).unwrap();
         assert_eq!(*heard.lock().unwrap(), vec![0, 1, 2, 1, 0]);
+    }
+
+    #[test]
+    fn factors_are_written_at_a_join_refreshed_before_picks_and_1_after_the_window() {
+        let clock = Clock::manual();
+        let options = SlowStart::new().window(Duration::from_secs(10));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let last = Last {
+            applies: true,
+            seen: Arc::clone(&seen),
+        };
+        let ramping = Ramping::new(Box::new(last), options, &context(&clock));
+        let first = list(&["a@h"]);
+        ramping.members_changed(&change(&[Arc::from("a@h")], &first));
+        assert_eq!(
+            first[0].slow_start_factor(),
+            1.0,
+            "the first list ramps not"
+        );
+        // a's view carried into the new list (its stats shared), b's new.
+        let two = vec![first[0].clone(), MemberView::new("b@h", false)];
+        ramping.members_changed(&change(&[Arc::from("b@h")], &two));
+        // Written before the list is published: min_percent at the join.
+        assert_eq!(two[1].slow_start_factor(), f64::from(0.1f32));
+        let request = Request::new("b", None, Request::UNCACHED);
+        // A re-selection list shares the members' stats: it reads the same factors.
+        let again: Vec<MemberView> = two.to_vec();
+        clock.advance(Duration::from_secs(5));
+        assert_eq!(ramping.pick(&again, &request).unwrap(), 1);
+        assert_eq!(two[1].slow_start_factor(), 0.5, "refreshed before the pick");
+        clock.advance(Duration::from_millis(50));
+        ramping.pick(&two, &request).unwrap();
+        assert_eq!(
+            two[1].slow_start_factor(),
+            0.5,
+            "at most every window / 100 (100 ms)"
+        );
+        clock.advance(Duration::from_millis(60));
+        ramping.pick(&two, &request).unwrap();
+        assert_eq!(two[1].slow_start_factor(), f64::from(0.511f32));
+        clock.advance(Duration::from_secs(5));
+        ramping.pick(&two, &request).unwrap();
+        assert_eq!(two[1].slow_start_factor(), 1.0, "the window ended");
+        assert_eq!(two[0].slow_start_factor(), 1.0);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [0.5, 0.5, f64::from(0.511f32), 1.0],
+            "the algorithm read the factor refreshed for its pick"
+        );
+    }
+
+    #[test]
+    fn an_algorithm_that_applies_the_factor_is_not_skipped_one_that_does_not_is() {
+        for applies in [true, false] {
+            let clock = Clock::manual();
+            let options = SlowStart::new().window(Duration::from_secs(100));
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let last = Last {
+                applies,
+                seen: Arc::clone(&seen),
+            };
+            let ramping = Ramping::new(Box::new(last), options, &context(&clock));
+            let first = list(&["a@h"]);
+            ramping.members_changed(&change(&[Arc::from("a@h")], &first));
+            let two = list(&["a@h", "b@h"]);
+            ramping.members_changed(&change(&[Arc::from("b@h")], &two));
+            clock.advance(Duration::from_secs(25));
+            let request = Request::new("b", None, Request::UNCACHED);
+            let picks = 4_000;
+            for _ in 0..picks {
+                // The inner selector always picks b: only a skip could redraw it, and the
+                // redraw picks b again.
+                assert_eq!(ramping.pick(&two, &request).unwrap(), 1);
+            }
+            let asked = seen.lock().unwrap().len();
+            if applies {
+                assert_eq!(asked, picks, "no pick skipped: the factor counts once");
+            } else {
+                // Kept at the first draw with probability 0.25, else redrawn (twice at most):
+                // 1 + 0.75 + 0.75² draws a pick on average.
+                let per_pick = asked as f64 / picks as f64;
+                assert!((2.2..2.4).contains(&per_pick), "{per_pick}");
+            }
+            let explained = ramping.explain(&two, 1, &request).rule;
+            let expected = if applies {
+                "last; slow start factors, applied by the algorithm (costs ÷ factor, weights × factor): b@h ×0.25"
+            } else {
+                "last; slow start, kept with probability: b@h ×0.25"
+            };
+            assert_eq!(explained, expected);
+        }
     }
 }
