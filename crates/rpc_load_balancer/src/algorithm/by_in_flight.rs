@@ -14,6 +14,12 @@ pub(super) trait InFlightRule: Send + Sync + 'static {
 
     /// Why `members[chosen]` was picked.
     fn explain(members: &[MemberView], chosen: usize) -> Explanation;
+
+    /// Whether the rule applies the members' slow-start factors itself
+    /// ([`Selector::applies_slow_start`]).
+    fn applies_slow_start() -> bool {
+        false
+    }
 }
 
 /// One balancer's selector of rule `R`: its generator (seeded or thread-local).
@@ -44,6 +50,10 @@ impl<R: InFlightRule> Selector for InFlightSelector<R> {
         _request: &Request<'_>,
     ) -> Explanation {
         R::explain(members, chosen)
+    }
+
+    fn applies_slow_start(&self) -> bool {
+        R::applies_slow_start()
     }
 }
 

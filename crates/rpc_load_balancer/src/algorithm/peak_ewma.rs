@@ -53,6 +53,14 @@ use selector::EwmaSelector;
 /// overload them at half load: the lab's `two-slow` scenario); the second look leaves a slow
 /// member about a quarter of that.
 ///
+/// **Slow start**: with [`SlowStart`](crate::SlowStart), a member in its window costs its
+/// cost ÷ its [factor](crate::routing::MemberView::slow_start_factor) — at factor 0.25, four
+/// times its cost — and a tie goes to each of the two with probability proportional to its
+/// factor. So a new member, whose cost is the median estimate's, does not draw more than its
+/// share before it has shown how fast it is; with calls in flight, one at factor 0.25 and
+/// the same latency settles at about a quarter of the calls in flight of the others. Slow
+/// start then skips no pick.
+///
 /// Ties between the two sampled members go to a random one of them. A pick reads the
 /// balancer's coarse clock once, two estimates and two in-flight counts (four of each with
 /// the second look): no lock, no allocation. Each outcome costs a coarse clock read, one hash

@@ -7,6 +7,11 @@ use crate::routing::{Explanation, MemberView, Rng};
 /// this node (ties: a random one of the two). Source: Mitzenmacher, "The Power of Two Choices in
 /// Randomized Load Balancing" (IEEE TPDS, 2001); tower's `p2c` balancer does the same. Costs
 /// two count reads whatever the cluster size.
+///
+/// With [`SlowStart`](crate::SlowStart), a member in its window costs its calls in flight ÷
+/// its [factor](crate::routing::MemberView::slow_start_factor) (it looks busier), and a tie
+/// goes to each of the two with probability proportional to its factor: two idle members,
+/// one at factor 0.25, split their picks 1 : 4. Slow start then skips no pick.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct PowerOfTwo {
     seed: Option<u64>,
@@ -50,7 +55,12 @@ impl InFlightRule for TwoChoices {
             return 0;
         }
         let (a, b, coin) = two(rng, members.len());
-        let (load_a, load_b) = (members[a].in_flight(), members[b].in_flight());
+        let (member_a, member_b) = (&members[a], &members[b]);
+        let (load_a, load_b) = (member_a.in_flight(), member_b.in_flight());
+        let (factor_a, factor_b) = (member_a.slow_start_factor(), member_b.slow_start_factor());
+        if factor_a < 1.0 || factor_b < 1.0 {
+            return ramping(rng, (a, load_a, factor_a), (b, load_b, factor_b));
+        }
         match load_a.cmp(&load_b) {
             std::cmp::Ordering::Less => a,
             std::cmp::Ordering::Greater => b,
@@ -61,16 +71,47 @@ impl InFlightRule for TwoChoices {
 
     fn explain(members: &[MemberView], chosen: usize) -> Explanation {
         let member = members.get(chosen);
+        let ramping = member.is_some_and(|m| m.slow_start_factor() < 1.0);
         Explanation {
             rule: format!(
-                "fewer in flight of two sampled at random (picked {})",
+                "fewer in flight{} of two sampled at random (picked {})",
+                if ramping {
+                    " ÷ slow-start factor (ties by factor)"
+                } else {
+                    ""
+                },
                 member.map_or("?", MemberView::node)
             ),
             scores: member
-                .map(|m| (m.node().to_string(), m.in_flight() as f64))
+                .map(|m| {
+                    let cost = m.in_flight() as f64 / m.slow_start_factor();
+                    (m.node().to_string(), cost)
+                })
                 .into_iter()
                 .collect(),
         }
+    }
+
+    fn applies_slow_start() -> bool {
+        true
+    }
+}
+
+/// The pick of two sampled members `(index, in flight, slow-start factor)` when one is in
+/// its slow-start window: the lower in flight ÷ factor, a tie to each with probability
+/// proportional to its factor.
+#[cold]
+#[inline(never)]
+fn ramping(rng: &Rng, a: (usize, usize, f64), b: (usize, usize, f64)) -> usize {
+    let (cost_a, cost_b) = (a.1 as f64 / a.2, b.1 as f64 / b.2);
+    if cost_a < cost_b {
+        a.0
+    } else if cost_b < cost_a {
+        b.0
+    } else if rng.chance(a.2 / (a.2 + b.2)) {
+        a.0
+    } else {
+        b.0
     }
 }
 

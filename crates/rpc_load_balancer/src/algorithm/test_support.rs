@@ -3,8 +3,41 @@
 
 use proptest::prelude::*;
 
-use crate::routing::{Algorithm, BuildContext, MemberView, Request, Selector};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::routing::{Algorithm, BuildContext, MemberView, Request, Selector, SlowStart};
 use crate::testkit::SelectorKit;
+
+/// One second.
+pub(super) const S: Duration = Duration::from_secs(1);
+
+/// A kit of `algorithm` with slow start over it — a 100 s window, a straight ramp: factor
+/// = seconds since the join ÷ 100, at least 0.1 — seeded with `seed`, whose first list
+/// (`first`: they do not ramp) joined.
+pub(super) fn slow_start_kit(
+    algorithm: Arc<dyn Algorithm>,
+    first: &[&str],
+    seed: u64,
+) -> SelectorKit {
+    let algorithm = SlowStart::new().window(100 * S).wrap(algorithm);
+    let mut kit = SelectorKit::seeded(&*algorithm, seed).unwrap();
+    kit.join(first);
+    kit
+}
+
+/// [`slow_start_kit`] after `joining` joined, `ramped` ago (25 s: factor 0.25).
+pub(super) fn ramping_kit(
+    algorithm: Arc<dyn Algorithm>,
+    first: &[&str],
+    joining: &[&str],
+    ramped: Duration,
+) -> SelectorKit {
+    let mut kit = slow_start_kit(algorithm, first, 3);
+    kit.join(joining);
+    kit.clock().advance(ramped);
+    kit
+}
 
 /// A kit of `algorithm` with remote members on `nodes`.
 pub(super) fn kit(algorithm: &dyn Algorithm, nodes: &[&str]) -> SelectorKit {

@@ -1,6 +1,7 @@
 //! LeastConnections' rules, on the test kit.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use super::*;
 use crate::algorithm::test_support::*;
@@ -56,4 +57,43 @@ fn least_connections_follows_releases_joins_and_leaves() {
     assert_eq!(lc.in_flight("a"), Some(0));
     lc.release(b);
     assert_eq!(lc.in_flight("b"), Some(0));
+}
+
+#[test]
+fn with_slow_start_a_ramping_member_costs_in_flight_over_its_factor_and_wins_ties_by_it() {
+    // d joined 25 s into a 100 s window: factor 0.25.
+    let kit = ramping_kit(
+        Arc::new(LeastConnections::new()),
+        &["a", "b", "c"],
+        &["d"],
+        25 * S,
+    );
+    // Idle, every member ties: the scan's start is drawn by factor, so d gets about a
+    // quarter of an even member's picks (0.254 with at most 4 draws; the skip on top would
+    // give about 0.06).
+    let counts = kit.counts(30_000, None).unwrap();
+    let even = (counts["a"] + counts["b"] + counts["c"]) as f64 / 3.0;
+    let ratio = counts["d"] as f64 / even;
+    assert!((0.22..=0.29).contains(&ratio), "{ratio}: {counts:?}");
+    // Busy: d with 2 costs 8 against the others' 4: never d; with none it costs 0: d.
+    for node in ["a", "b", "c"] {
+        kit.set_in_flight(node, 4);
+    }
+    kit.set_in_flight("d", 2);
+    assert!((0..300).all(|_| pick(&kit) != 3));
+    kit.set_in_flight("d", 0);
+    assert!((0..300).all(|_| pick(&kit) == 3));
+    kit.set_in_flight("d", 1);
+    let explained = kit.explain(3, None).unwrap();
+    assert_eq!(explained.scores[3], ("d".to_string(), 4.0));
+    assert!(explained
+        .rule
+        .starts_with("fewest calls in flight ÷ slow-start factor"));
+    // After the window: ties at random, evenly.
+    for node in ["a", "b", "c", "d"] {
+        kit.set_in_flight(node, 0);
+    }
+    kit.clock().advance(75 * S);
+    let counts = kit.counts(20_000, None).unwrap();
+    assert!((4_700..=5_300).contains(&counts["d"]), "{counts:?}");
 }

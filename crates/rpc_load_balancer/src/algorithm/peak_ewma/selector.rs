@@ -99,7 +99,8 @@ impl EwmaSelector {
         u64::try_from(self.clock.now().as_nanos()).unwrap_or(u64::MAX)
     }
 
-    /// `member`'s cost at `now_ns`: its estimate (or the no-history cost) × (in flight + 1).
+    /// `member`'s cost at `now_ns`: its estimate (or the no-history cost) × (in flight + 1),
+    /// ÷ its slow-start factor.
     #[inline]
     fn cost(&self, estimate: Option<&Estimate>, member: &MemberView, now_ns: u64) -> f64 {
         let in_flight = member.in_flight();
@@ -109,7 +110,26 @@ impl EwmaSelector {
         // A member silent for longer than its estimate with calls in flight is at least that
         // slow now (a pause, a dead connection): no need to wait for the timeout to know.
         let silent = estimate.map_or(0, |e| e.silent_ns(in_flight, now_ns)) as f64;
-        latency.max(silent) * (in_flight as f64 + 1.0)
+        let cost = latency.max(silent) * (in_flight as f64 + 1.0);
+        // A member in its slow-start window looks costlier (1 otherwise: no division).
+        let factor = member.slow_start_factor();
+        if factor < 1.0 {
+            cost / factor
+        } else {
+            cost
+        }
+    }
+
+    /// Whether a tie between members `a` and `b` goes to `a`: by `coin` when neither is in
+    /// its slow-start window, else with probability proportional to `a`'s factor.
+    #[inline]
+    fn tie_to_a(&self, a: &MemberView, b: &MemberView, coin: bool) -> bool {
+        let (factor_a, factor_b) = (a.slow_start_factor(), b.slow_start_factor());
+        if factor_a == factor_b {
+            coin
+        } else {
+            self.rng.chance(factor_a / (factor_a + factor_b))
+        }
     }
 
     /// Where a pick finds the members' estimates: the list derived from a published member
@@ -192,7 +212,9 @@ impl Selector for EwmaSelector {
             let (a, b, coin) = two(&self.rng, members.len());
             let cost_a = self.cost(source.get(members, a), &members[a], now);
             let cost_b = self.cost(source.get(members, b), &members[b], now);
-            let better = if cost_a < cost_b || (cost_a == cost_b && coin) {
+            let better = if cost_a < cost_b
+                || (cost_a == cost_b && self.tie_to_a(&members[a], &members[b], coin))
+            {
                 (a, cost_a)
             } else {
                 (b, cost_b)
@@ -235,6 +257,11 @@ impl Selector for EwmaSelector {
         Some(Arc::new(list))
     }
 
+    /// Costs are divided by the slow-start factor ([`Self::cost`]).
+    fn applies_slow_start(&self) -> bool {
+        true
+    }
+
     fn learns(&self) -> bool {
         true
     }
@@ -272,9 +299,11 @@ impl Selector for EwmaSelector {
     ) -> Explanation {
         let by_node = self.by_node.load();
         let now = self.now_ns();
+        let ramping = members.iter().any(|m| m.slow_start_factor() < 1.0);
         Explanation {
             rule: format!(
-                "lower cost (latency estimate ns × (in flight + 1)) of two sampled at random (picked {})",
+                "lower cost (latency estimate ns × (in flight + 1){}) of two sampled at random (picked {})",
+                if ramping { " ÷ slow-start factor" } else { "" },
                 members.get(chosen).map_or("?", MemberView::node)
             ),
             scores: members

@@ -1,9 +1,12 @@
 //! PeakEwma's rules, on the test kit (manual clock, seeded samples).
 
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::estimate::{weight, Estimate};
 use super::*;
+use crate::algorithm::test_support::{ramping_kit, S};
 use crate::routing::OutcomeKind;
 use crate::testkit::SelectorKit;
 use crate::ErrorCode;
@@ -270,4 +273,61 @@ fn a_member_silent_with_calls_in_flight_costs_at_least_its_silence() {
     let estimate = cost(&kit, "a") / 2.0;
     assert!(estimate < 20e6, "not silent: {estimate}");
     kit.release(again);
+}
+
+#[test]
+fn with_slow_start_a_ramping_members_cost_is_divided_by_its_factor() {
+    // d joined 25 s into a 100 s window: factor 0.25.
+    let kit = ramping_kit(Arc::new(PeakEwma::new()), &["a", "b", "c"], &["d"], 25 * S);
+    // Every member answers in 1 ms: equal estimates.
+    for node in ["a", "b", "c", "d"] {
+        answer(&kit, node, MS, OutcomeKind::Ok);
+    }
+    assert_eq!(cost(&kit, "d"), 4.0 * cost(&kit, "a"), "1 ms ÷ 0.25");
+    // Idle, d costs four times any other: it loses every comparison.
+    assert_eq!(share(&kit, 2_000, "d"), 0);
+    // Idle against busy others, d (1 ms ÷ 0.25) beats them (1 ms × 11) wherever it is
+    // sampled: in half the pairs, and in 7 of 16 second looks of the others (the better of
+    // those costs over twice the median): 0.72 of the picks, none of them skipped. (The skip
+    // on top would keep about a third.)
+    for node in ["a", "b", "c"] {
+        kit.set_in_flight(node, 10);
+    }
+    let d = share(&kit, 10_000, "d");
+    assert!((6_900..=7_500).contains(&d), "{d}");
+    for node in ["a", "b", "c"] {
+        kit.set_in_flight(node, 0);
+    }
+    // 400 calls held, the oldest answered in 1 ms as each new one is picked: costs settle
+    // where d's (in flight + 1) ÷ 0.25 is the others' (in flight + 1), so d holds — and gets
+    // — about a quarter of an even member's calls (0.24 here; the skip on top would give
+    // about 0.06).
+    let mut held = VecDeque::new();
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for step in 0..40_000 {
+        let pick = kit.pick(None).unwrap();
+        if step >= 4_000 {
+            *counts.entry(pick.node().to_string()).or_default() += 1;
+        }
+        held.push_back(pick);
+        if held.len() > 400 {
+            kit.complete(held.pop_front().unwrap(), MS, OutcomeKind::Ok);
+        }
+    }
+    let even = (counts["a"] + counts["b"] + counts["c"]) as f64 / 3.0;
+    let ratio = counts["d"] as f64 / even;
+    assert!((0.2..=0.3).contains(&ratio), "{ratio}: {counts:?}");
+    let explained = kit.explain(3, None).unwrap();
+    assert!(
+        explained.rule.contains("÷ slow-start factor") && explained.rule.ends_with("d ×0.25"),
+        "{}",
+        explained.rule
+    );
+    for pick in held {
+        kit.complete(pick, MS, OutcomeKind::Ok);
+    }
+    // After the window, d costs what the others do.
+    kit.clock().advance(75 * S);
+    kit.pick_and_release(None).unwrap();
+    assert_eq!(cost(&kit, "d"), cost(&kit, "a"));
 }

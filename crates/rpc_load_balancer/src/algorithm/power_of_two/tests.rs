@@ -1,5 +1,7 @@
 //! PowerOfTwo's rules, on the test kit.
 
+use std::sync::Arc;
+
 use super::*;
 use crate::algorithm::test_support::*;
 
@@ -40,4 +42,39 @@ fn the_two_samples_are_distinct_and_cover_every_pair() {
         );
         assert!(coins.iter().all(|c| *c > 1500), "n={n}: coin {coins:?}");
     }
+}
+
+#[test]
+fn with_slow_start_a_ramping_member_loses_ties_by_its_factor_and_costs_in_flight_over_it() {
+    // b joined 25 s into a 100 s window: factor 0.25.
+    let kit = ramping_kit(Arc::new(PowerOfTwo::new()), &["a"], &["b"], 25 * S);
+    // Idle (each pick released at once), every pick is a tie: b wins 0.25 / 1.25 of them,
+    // a quarter of a's picks. (Slow start's skip on top would leave b about 6 %.)
+    let counts = kit.counts(20_000, None).unwrap();
+    let b = counts["b"] as f64 / 20_000.0;
+    assert!((0.19..=0.21).contains(&b), "{counts:?}");
+    // Equal calls in flight: b costs 3 ÷ 0.25 = 12 against a's 3: never b.
+    kit.set_in_flight("a", 3);
+    kit.set_in_flight("b", 3);
+    assert!((0..200).all(|_| pick(&kit) == 0));
+    // b with 1 costs 4, a with 5 costs 5: b.
+    kit.set_in_flight("a", 5);
+    kit.set_in_flight("b", 1);
+    assert!((0..200).all(|_| pick(&kit) == 1));
+    let explained = kit.explain(1, None).unwrap();
+    assert_eq!(explained.scores, [("b".to_string(), 4.0)]);
+    assert!(
+        explained.rule.contains("÷ slow-start factor")
+            && explained
+                .rule
+                .ends_with("applied by the algorithm (costs ÷ factor, weights × factor): b ×0.25"),
+        "{}",
+        explained.rule
+    );
+    // After the window: plain power of two, ties at even odds.
+    kit.set_in_flight("a", 0);
+    kit.set_in_flight("b", 0);
+    kit.clock().advance(75 * S);
+    let counts = kit.counts(20_000, None).unwrap();
+    assert!((9_600..=10_400).contains(&counts["b"]), "{counts:?}");
 }
