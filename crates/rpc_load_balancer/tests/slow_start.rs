@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use rpc_load_balancer::routing::SlowStart;
 use rpc_load_balancer::testkit::SelectorKit;
-use rpc_load_balancer::{algorithm, CallDirect, HashRing, Random, RoundRobin};
+use rpc_load_balancer::{
+    algorithm, CallDirect, HashRing, LeastConnections, LoadWeighted, Random, RoundRobin,
+    WeightedRoundRobin,
+};
 use rpc_load_balancer::{Algorithm, Error};
 
 const S: Duration = Duration::from_secs(1);
@@ -167,6 +170,36 @@ fn a_new_member_ramps_from_the_minimum_to_its_fair_share_with_random() {
         largest < 0.4,
         "no member above twice a fair share: {largest}"
     );
+}
+
+#[test]
+fn a_new_member_ramps_by_weight_times_factor_with_weighted_round_robin_and_load_weighted() {
+    let weighted: [Arc<dyn Algorithm>; 2] = [
+        Arc::new(WeightedRoundRobin::new()),
+        Arc::new(LoadWeighted::new()),
+    ];
+    for algorithm in weighted {
+        let name = algorithm.name();
+        let ([first, half, full], largest) = ramp(algorithm);
+        // Every member weighs 1 (LoadWeighted: no reports), e its factor: 0.1 / 4.1 of the
+        // picks at first, 0.5 / 4.5 half way (its weight followed the factor), 1 / 5 at the
+        // end.
+        assert!((0.022..=0.027).contains(&first), "{name}: {first}");
+        assert!((0.105..=0.117).contains(&half), "{name}: {half}");
+        assert!((0.195..=0.205).contains(&full), "{name}: {full}");
+        assert!(largest < 0.4, "{name}: {largest}");
+    }
+}
+
+#[test]
+fn a_new_member_ramps_by_its_factor_in_ties_with_least_connections() {
+    // Idle members tie: the scan starts at a member drawn by factor, so e gets about
+    // factor / (4 + factor) of the picks.
+    let ([first, half, full], largest) = ramp(Arc::new(LeastConnections::new()));
+    assert!((0.02..=0.03).contains(&first), "{first}");
+    assert!((0.1..=0.12).contains(&half), "{half}");
+    assert!((0.19..=0.21).contains(&full), "{full}");
+    assert!(largest < 0.4, "{largest}");
 }
 
 #[test]

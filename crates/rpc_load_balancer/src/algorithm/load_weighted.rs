@@ -61,6 +61,13 @@ use selector::LoadWeightedSelector;
 /// period after the first that arrived). Weights in use are clamped to [0.01, 10] × the
 /// mean, so one member can neither starve nor take all the calls on a bad report.
 ///
+/// **Slow start**: with [`SlowStart`](crate::SlowStart), a member in its window weighs its
+/// weight in use × its [factor](crate::routing::MemberView::slow_start_factor) in the
+/// schedule (a new member: the mean × its factor). While a member is in its window, a pick
+/// also rescales the weights by the factors at most every 100 ms (in place, without
+/// reading the reports; the recomputation from the reports keeps its own period), so a
+/// ramping member's weight follows its ramp. Slow start then skips no pick.
+///
 /// **Picks** follow a stride schedule (gRPC's static stride scheduler): weights scaled so
 /// the largest is 65,535, one atomic sequence for the balancer; the sequence's value `s`
 /// names member `s mod n` in round `s / n`, which takes it when its weight's stride reaches

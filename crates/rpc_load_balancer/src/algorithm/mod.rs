@@ -30,6 +30,7 @@ mod power_of_two;
 mod random;
 mod rotation;
 mod round_robin;
+mod stride;
 mod weighted_round_robin;
 
 use std::sync::Arc;

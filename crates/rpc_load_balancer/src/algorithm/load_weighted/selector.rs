@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use super::schedule::{next, recompute, scale, Mode};
+use super::schedule::{next, recompute, rescale, scale, Mode};
 use super::track::Track;
 use super::Options;
 use crate::routing::{Change, Clock, Derived, Explanation, MemberView, Request, Selector};
@@ -20,14 +20,24 @@ type Tracks = Vec<Arc<Track>>;
 /// Every member's track by node.
 type ByNode = HashMap<Arc<str>, Arc<Track>, foldhash::fast::RandomState>;
 
+/// How often, at most, the weights of a list whose members ramp (slow start) follow their
+/// factors (ms), between recomputations from the reports.
+const RAMP_REFRESH_MS: u64 = 100;
+
 /// One balancer's load-weighted round robin.
 pub(super) struct LoadWeightedSelector {
     options: Options,
     clock: Clock,
     /// The stride schedule's sequence (every pick's, over any list).
     sequence: AtomicU64,
-    /// When weights are next recomputed (ms on the clock; 0: at the next pick).
+    /// When a pick next recomputes the weights or, while members ramp, rescales them by
+    /// their slow-start factors (ms on the clock; 0: at the next pick).
     next_update_ms: AtomicU64,
+    /// When the weights are next recomputed from the reports (ms on the clock; 0: at the
+    /// next update).
+    recompute_at_ms: AtomicU64,
+    /// Whether a member was in its slow-start window at the last recomputation or rescale.
+    ramping: AtomicBool,
     /// Held by the one recomputing (a pick or a membership change); others skip.
     updating: AtomicBool,
     /// Whether the last recomputation weighted (else: round robin).
@@ -51,15 +61,24 @@ impl LoadWeightedSelector {
             clock,
             sequence: AtomicU64::new(start),
             next_update_ms: AtomicU64::new(0),
+            recompute_at_ms: AtomicU64::new(0),
+            ramping: AtomicBool::new(false),
             updating: AtomicBool::new(false),
             weighted: AtomicBool::new(false),
             by_node: ArcSwap::from_pointee(ByNode::default()),
         }
     }
 
-    /// Recomputes the weights of `members` (with their `tracks`) if no one else is; whether
-    /// it did.
-    fn recompute(&self, members: &[MemberView], tracks: &[Arc<Track>], now_ms: u64) -> bool {
+    /// Recomputes the weights of `members` (with their `tracks`) from their reports — or
+    /// unless `full`, only rescales them by the slow-start factors — if no one else is;
+    /// whether it did.
+    fn recompute(
+        &self,
+        members: &[MemberView],
+        tracks: &[Arc<Track>],
+        now_ms: u64,
+        full: bool,
+    ) -> bool {
         if self
             .updating
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -67,29 +86,56 @@ impl LoadWeightedSelector {
         {
             return false;
         }
-        let (mode, unknown) = recompute(members, tracks, now_ms, &self.options);
-        self.weighted
-            .store(mode == Mode::Weighted, Ordering::Relaxed);
-        if let Some(gauge) = &self.unknown {
-            gauge.set(unknown as f64);
-        }
+        let ramping = if full {
+            let (mode, unknown, ramping) = recompute(members, tracks, now_ms, &self.options);
+            self.weighted
+                .store(mode == Mode::Weighted, Ordering::Relaxed);
+            if let Some(gauge) = &self.unknown {
+                gauge.set(unknown as f64);
+            }
+            self.recompute_at_ms.store(
+                now_ms.saturating_add(self.options.update_ms),
+                Ordering::Relaxed,
+            );
+            ramping
+        } else {
+            rescale(members, tracks)
+        };
+        self.ramping.store(ramping, Ordering::Relaxed);
         self.updating.store(false, Ordering::Release);
         true
     }
 
-    /// The pick that finds the update period over: recomputes if it wins the period.
+    /// When a pick next updates the weights, after an update at `now_ms`: at the next
+    /// recomputation, or while members ramp, within [`RAMP_REFRESH_MS`].
+    fn next_update(&self, now_ms: u64) -> u64 {
+        let recompute_at = self.recompute_at_ms.load(Ordering::Relaxed);
+        if self.ramping.load(Ordering::Relaxed) {
+            recompute_at.min(now_ms.saturating_add(RAMP_REFRESH_MS))
+        } else {
+            recompute_at
+        }
+    }
+
+    /// The pick that finds the update time over: recomputes (or rescales, while members
+    /// ramp and the period is not over) if it wins the time.
     #[cold]
     #[inline(never)]
     fn update(&self, members: &[MemberView], tracks: &[Arc<Track>], now_ms: u64) {
         let due = self.next_update_ms.load(Ordering::Relaxed);
-        let next = now_ms.saturating_add(self.options.update_ms);
+        // Until the update below sets the time it is next due: none sooner than this.
+        let soonest = now_ms.saturating_add(self.options.update_ms.min(RAMP_REFRESH_MS));
         if now_ms >= due
             && self
                 .next_update_ms
-                .compare_exchange(due, next, Ordering::Relaxed, Ordering::Relaxed)
+                .compare_exchange(due, soonest, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
         {
-            self.recompute(members, tracks, now_ms);
+            let full = now_ms >= self.recompute_at_ms.load(Ordering::Relaxed);
+            if self.recompute(members, tracks, now_ms, full) {
+                self.next_update_ms
+                    .store(self.next_update(now_ms), Ordering::Relaxed);
+            }
         }
     }
 
@@ -100,7 +146,9 @@ impl LoadWeightedSelector {
     #[inline(never)]
     fn pick_unpublished(&self, members: &[MemberView]) -> usize {
         let by_node = self.by_node.load();
-        let weight = |m: &MemberView| by_node.get(m.node()).map_or(1.0, |t| t.in_use());
+        let weight = |m: &MemberView| {
+            by_node.get(m.node()).map_or(1.0, |t| t.in_use()) * m.slow_start_factor()
+        };
         let heaviest = members.iter().map(weight).fold(0.0, f64::max);
         next(&self.sequence, members.len(), |i| {
             scale(weight(&members[i]), heaviest)
@@ -155,16 +203,23 @@ impl Selector for LoadWeightedSelector {
             .iter()
             .map(|m| by_node.get(m.node()).cloned().unwrap_or_default())
             .collect();
-        // The new list's weights at once (a joined member at the mean); if a pick is
-        // recomputing the last list's, the next pick recomputes this one.
+        // The new list's weights at once (a joined member at the mean, × its slow-start
+        // factor, which slow start wrote before); if a pick is recomputing the last list's,
+        // the next pick recomputes this one.
         let now_ms = self.clock.now_ms();
-        let next = if self.recompute(change.members, &tracks, now_ms) {
-            now_ms.saturating_add(self.options.update_ms)
+        let next = if self.recompute(change.members, &tracks, now_ms, true) {
+            self.next_update(now_ms)
         } else {
+            self.recompute_at_ms.store(0, Ordering::Relaxed);
             0
         };
         self.next_update_ms.store(next, Ordering::Relaxed);
         Some(Arc::new(tracks))
+    }
+
+    /// Weights are multiplied by the slow-start factor ([`rescale`]).
+    fn applies_slow_start(&self) -> bool {
+        true
     }
 
     fn explain(
@@ -183,8 +238,16 @@ impl Selector for LoadWeightedSelector {
                     || ("unknown (not a member)".to_string(), 1.0),
                     |t| (t.standing(now_ms, &self.options).to_string(), t.in_use()),
                 );
-                standings.push(format!("{}: {standing}", m.node()));
-                (m.node().to_string(), in_use)
+                let factor = m.slow_start_factor();
+                if factor < 1.0 {
+                    standings.push(format!(
+                        "{}: {standing}, × slow-start factor {factor:.2}",
+                        m.node()
+                    ));
+                } else {
+                    standings.push(format!("{}: {standing}", m.node()));
+                }
+                (m.node().to_string(), in_use * factor)
             })
             .collect();
         let mode = if self.weighted.load(Ordering::Relaxed) {
@@ -194,7 +257,7 @@ impl Selector for LoadWeightedSelector {
         };
         Explanation {
             rule: format!(
-                "load-weighted round robin (stride schedule; score: the weight in use): {mode}; picked {}; {}",
+                "load-weighted round robin (stride schedule; score: the weight in use × the slow-start factor): {mode}; picked {}; {}",
                 members.get(chosen).map_or("?", MemberView::node),
                 standings.join(", ")
             ),

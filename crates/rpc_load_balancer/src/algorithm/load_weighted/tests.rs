@@ -1,11 +1,13 @@
 //! LoadWeighted's rules, on the test kit (manual clock, reports set by hand).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::schedule::{next, MAX_SCALED};
 use super::track::weight_of;
 use super::*;
+use crate::algorithm::test_support::slow_start_kit;
 use crate::routing::{Algorithm, BuildContext, LoadReport, OutcomeKind};
 use crate::testkit::SelectorKit;
 
@@ -400,4 +402,36 @@ fn a_rejoined_member_starts_a_new_blackout() {
         100,
         "the mean until its blackout ends"
     );
+}
+
+#[test]
+fn with_slow_start_a_ramping_members_weight_is_multiplied_by_its_factor_between_recomputations() {
+    // Weights recomputed from the reports once a minute only: the ramp does not wait for it.
+    let lw = LoadWeighted::new()
+        .blackout_period(Duration::ZERO)
+        .weight_update_period(60 * S);
+    let mut kit = slow_start_kit(Arc::new(lw), &["a", "b", "c"], 3);
+    // Weights 600, 200 and 400 (qps at 50 % CPU).
+    reports(&kit, &[("a", 300), ("b", 100), ("c", 200)]);
+    kit.join(["d"]);
+    // d, unknown, weighs the mean (400) × its factor: 0.1 at the join, 0.25 at 25 s of its
+    // 100 s window: 100 of 1,300. (Only at the join's recomputation, it would stay at 40.)
+    kit.clock().advance(25 * S);
+    let shares = counts(&kit, 13_000);
+    assert!((950..=1_050).contains(&shares["d"]), "{shares:?}");
+    assert!((5_900..=6_100).contains(&shares["a"]), "{shares:?}");
+    let (scores, rule) = explained(&kit);
+    assert_eq!(scores[3], ("d".to_string(), 100.0));
+    assert!(
+        rule.contains("d: unknown (no report with qps and utilization), × slow-start factor 0.25"),
+        "{rule}"
+    );
+    // Half way: 400 × 0.5 = 200 of 1,400.
+    kit.clock().advance(25 * S);
+    let shares = counts(&kit, 14_000);
+    assert!((1_900..=2_100).contains(&shares["d"]), "{shares:?}");
+    // After the window: the mean, 400 of 1,600.
+    kit.clock().advance(50 * S);
+    let shares = counts(&kit, 16_000);
+    assert!((3_900..=4_100).contains(&shares["d"]), "{shares:?}");
 }

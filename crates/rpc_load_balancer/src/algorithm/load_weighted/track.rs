@@ -80,10 +80,10 @@ pub(super) struct Track {
     updated_at_ms: AtomicU64,
     /// When its first non-empty report (since it joined or its weight expired) arrived.
     non_empty_since_ms: AtomicU64,
-    /// The weight its picks use (after the mean and the clamp), for explanations.
+    /// The weight its picks use (after the mean and the clamp; before slow start's factor).
     in_use: AtomicU64,
-    /// `in_use` scaled so the heaviest member of the list has [`MAX_SCALED`]: what the
-    /// stride schedule reads.
+    /// `in_use` × the member's slow-start factor, scaled so the heaviest member of the list
+    /// has [`MAX_SCALED`]: what the stride schedule reads.
     scaled: AtomicU32,
 }
 
@@ -152,13 +152,18 @@ impl Track {
         Standing::Usable(f64::from_bits(self.weight.load(Ordering::Relaxed)))
     }
 
-    /// Sets the weight picks use, and its scaled form.
-    pub(super) fn set_in_use(&self, weight: f64, scaled: u32) {
+    /// Sets the weight picks use (before slow start's factor).
+    pub(super) fn set_in_use(&self, weight: f64) {
         self.in_use.store(weight.to_bits(), Ordering::Relaxed);
+    }
+
+    /// Sets the scaled weight the stride schedule reads (the weight in use × the member's
+    /// slow-start factor, scaled).
+    pub(super) fn set_scaled(&self, scaled: u32) {
         self.scaled.store(scaled, Ordering::Relaxed);
     }
 
-    /// The weight picks use.
+    /// The weight picks use (before slow start's factor).
     pub(super) fn in_use(&self) -> f64 {
         f64::from_bits(self.in_use.load(Ordering::Relaxed))
     }

@@ -1,5 +1,7 @@
 //! WeightedRoundRobin's rules, on the test kit.
 
+use std::sync::Arc;
+
 use proptest::prelude::*;
 
 use super::*;
@@ -135,5 +137,46 @@ proptest! {
                 prop_assert_eq!(seen, weight / gcd);
             }
         }
+    }
+}
+
+#[test]
+fn with_slow_start_a_ramping_members_weight_is_multiplied_by_its_factor_as_it_ramps() {
+    let wrr = WeightedRoundRobin::new()
+        .weight("a@h", 2)
+        .weight("d@h", 2)
+        .starting_at(0);
+    // d joined 25 s into a 100 s window: factor 0.25.
+    let kit = ramping_kit(Arc::new(wrr), &["a@h", "b@h", "c@h"], &["d@h"], 25 * S);
+    // Weights 2, 1, 1 and d's 2 × 0.25: d takes 0.5 / 4.5 of the picks, a 2 / 4.5. (The
+    // skip on top would leave d about 3 %.)
+    let counts = kit.counts(9_000, None).unwrap();
+    assert!((980..=1_020).contains(&counts["d@h"]), "{counts:?}");
+    assert!((3_960..=4_040).contains(&counts["a@h"]), "{counts:?}");
+    let explained = kit.explain(3, None).unwrap();
+    assert_eq!(explained.scores[3], ("d@h".to_string(), 0.5));
+    assert!(explained.rule.contains("weight × slow-start factor"));
+    // Half way, the weight follows the factor (refreshed at most every 100 ms): 2 × 0.5 = 1,
+    // a fifth of the picks.
+    kit.clock().advance(25 * S);
+    let counts = kit.counts(10_000, None).unwrap();
+    assert!((1_980..=2_020).contains(&counts["d@h"]), "{counts:?}");
+    // A re-selection without a (a list that is no published one): b, c and d weigh 1 each.
+    let mut d = 0;
+    for _ in 0..3_000 {
+        let pick = kit.pick_excluding(&["a@h"], None).unwrap();
+        d += usize::from(pick.node() == "d@h");
+        kit.release(pick);
+    }
+    assert!((970..=1_030).contains(&d), "{d}");
+    // After the window, the first pick finds every factor at 1: the exact cycle again.
+    kit.clock().advance(50 * S);
+    pick(&kit);
+    let picks: Vec<usize> = (0..60).map(|_| pick(&kit)).collect();
+    for window in picks.windows(6) {
+        let times: Vec<usize> = (0..4)
+            .map(|i| window.iter().filter(|p| **p == i).count())
+            .collect();
+        assert_eq!(times, [2, 1, 1, 2], "{picks:?}");
     }
 }
