@@ -318,7 +318,13 @@ impl LeastCpuSelector {
                 Base::Reading(*value)
             };
             *value = match self.track(tracks, by_node, members, i) {
-                Some(track) => track.value(base, now, self.threshold, all, members.len()),
+                Some(track) => track.value(
+                    base,
+                    now,
+                    self.threshold,
+                    (all, members.len()),
+                    members[i].slow_start_factor(),
+                ),
                 None => match base {
                     Base::Reading(cpu) | Base::Unknown(cpu) | Base::Stale(cpu) => cpu,
                 },
@@ -398,6 +404,12 @@ impl Selector for LeastCpuSelector {
         }
         self.all.fetch_add(1, Ordering::Relaxed);
         Ok(chosen)
+    }
+
+    /// A ramping member's picks count 1 / its factor times ([`Track::value`]): slow start
+    /// need not skip its picks.
+    fn applies_slow_start(&self) -> bool {
+        true
     }
 
     fn members_changed(&self, change: &Change<'_>) {

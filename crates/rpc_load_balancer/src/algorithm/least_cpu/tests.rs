@@ -376,3 +376,31 @@ fn members_never_heard_from_share_the_picks_evenly() {
         - scores.iter().map(|(_, v)| *v).fold(f64::MAX, f64::min);
     assert!(spread < 5.0, "{scores:?}");
 }
+
+#[test]
+fn with_slow_start_a_ramping_members_picks_count_one_over_its_factor() {
+    use crate::algorithm::test_support::ramping_kit;
+    // a, b, c from the start, d joined 25 s into a 100 s window (factor 0.25); no readings:
+    // every member counts as 50, projected by its picks against an even share, d's counted
+    // four times. d settles at about 0.25 / 3.25 ≈ 7.7 % of the picks (25 % without slow
+    // start; about 2 % were slow start's skip applied on top).
+    let ramping = ramping_kit(
+        std::sync::Arc::new(LeastCpu::seeded(15)),
+        &["a", "b", "c"],
+        &["d"],
+        Duration::from_secs(25),
+    );
+    let counts = picks_over_time(&ramping, 4_000);
+    let d = counts.get("d").copied().unwrap_or(0) as f64 / 4_000.0;
+    assert!((0.05..=0.11).contains(&d), "{counts:?}");
+    // Without slow start, d joining as late takes a fourth.
+    let mut plain = kit(
+        &LeastCpu::seeded(15),
+        &[("a", None, 0), ("b", None, 0), ("c", None, 0)],
+    );
+    plain.join(["d"]);
+    plain.clock().advance(Duration::from_secs(25));
+    let counts = picks_over_time(&plain, 4_000);
+    let d = counts.get("d").copied().unwrap_or(0) as f64 / 4_000.0;
+    assert!((0.2..=0.3).contains(&d), "{counts:?}");
+}

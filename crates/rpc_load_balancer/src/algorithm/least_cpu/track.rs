@@ -107,14 +107,19 @@ impl Track {
     /// below its base and never below 0. A stale member's value is projected as a reading
     /// when the track has a period before (as an unheard one without), but only up: fewer
     /// picks of a node that stopped answering say nothing of its load.
+    ///
+    /// Slow start: a member's picks count `1 / factor` times (`factor` in (0, 1], its
+    /// [slow-start factor](crate::routing::MemberView::slow_start_factor)), so it settles at
+    /// about `factor` × the rate it would get; before its first period its reading is divided
+    /// by `factor`.
     #[inline]
     pub(super) fn value(
         &self,
         base: Base,
         now_ms: u64,
         threshold: f64,
-        all: u64,
-        members: usize,
+        (all, members): (u64, usize),
+        factor: f64,
     ) -> f64 {
         let (cpu, key) = match base {
             Base::Reading(cpu) => (cpu, (cpu * 100.0).round() as u64 + 1),
@@ -124,12 +129,12 @@ impl Track {
         if self.reading.load(Ordering::Relaxed) != key {
             self.roll(key, now_ms, all);
         }
-        let sent = self.sent.load(Ordering::Relaxed) as f64;
+        let sent = self.sent.load(Ordering::Relaxed) as f64 / factor;
         let before = self.before.load(Ordering::Relaxed);
         let period = (before & u64::from(u32::MAX)) as f64;
         let ratio = if period == 0.0 {
             if key < STALE {
-                return cpu;
+                return cpu / factor;
             }
             let even = all.saturating_sub(self.all_at_since.load(Ordering::Relaxed)) as f64
                 / members.max(1) as f64;
