@@ -468,7 +468,13 @@ impl Selector for LeastCpuSelector {
                     let (sent, before, period) = t.counts();
                     format!(", {sent} picks since it changed, {before} in the {period} ms before")
                 });
-                ages.push(format!("{}: {reading}{picks}", member.node()));
+                let factor = member.slow_start_factor();
+                let ramp = if factor < 1.0 {
+                    format!(", slow start: its picks count {:.2} times", 1.0 / factor)
+                } else {
+                    String::new()
+                };
+                ages.push(format!("{}: {reading}{picks}{ramp}", member.node()));
                 (member.node().to_string(), values[i])
             })
             .collect();

@@ -393,6 +393,13 @@ fn with_slow_start_a_ramping_members_picks_count_one_over_its_factor() {
     let counts = picks_over_time(&ramping, 4_000);
     let d = counts.get("d").copied().unwrap_or(0) as f64 / 4_000.0;
     assert!((0.05..=0.11).contains(&d), "{counts:?}");
+    // The explanation names the factor's weight for d alone (3.8–4 at 25–26 s of 100 s).
+    let rule = ramping.explain(0, None).unwrap().rule;
+    assert_eq!(
+        rule.matches("slow start: its picks count 3.").count(),
+        1,
+        "{rule}"
+    );
     // Without slow start, d joining as late takes a fourth.
     let mut plain = kit(
         &LeastCpu::seeded(15),
