@@ -2,32 +2,50 @@
 //! its full share of the calls over a window, instead of sending it a full share at once —
 //! while its caches are cold, its JIT has not warmed, its connection pools are empty (Envoy's
 //! [slow start mode](https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/load_balancing/slow_start)
-//! for its round robin and least request balancers). Its selector wraps the algorithm's
-//! ([`SlowStart::wrap`]).
+//! for its round robin and least request balancers, which multiplies a member's weight by
+//! the factor below). Its selector wraps the algorithm's ([`SlowStart::wrap`]).
 //!
 //! A member that joined `t` ago, with `t` below [`window`](SlowStart::window), has the
 //! factor max([`min_percent`](SlowStart::min_percent) / 100, (t / window)^(1 /
 //! [`aggression`](SlowStart::aggression))) — Envoy's formula — and 1 from the window's end
-//! ([`SlowStart::factor`]). The algorithm picks as usual; a pick of a member in its window is
-//! kept with probability factor, else redrawn from the algorithm (at most twice; the last
-//! draw is kept). With [`RoundRobin`](crate::RoundRobin) or [`Random`](crate::Random) a
-//! new member so gets about factor × its fair share.
+//! ([`SlowStart::factor`]). Slow start's selector keeps each member's factor in the member's
+//! view, [`MemberView::slow_start_factor`](super::MemberView::slow_start_factor): written when
+//! the member joins (before its list is published), refreshed before a pick at most every
+//! window ÷ 100 (at most every 100 ms, at least every 1 ms) while a member is in its window,
+//! and 1 again from the first pick after the last window's end. What the factor does depends
+//! on the algorithm ([`Selector::applies_slow_start`] says whether it applies the factor
+//! itself):
+//!
+//! | algorithm | what the factor does |
+//! |---|---|
+//! | [`RoundRobin`](crate::RoundRobin), [`Random`](crate::Random) | **skip**: a pick of a member in its window is kept with probability factor, else redrawn from the algorithm (at most twice; the last draw is kept), so a new member gets about factor × its fair share |
+//! | [`PowerOfTwo`](crate::PowerOfTwo) | **cost ÷ factor**: a member costs its calls in flight ÷ factor; a tie between the two sampled goes to each with probability proportional to its factor |
+//! | [`LeastConnections`](crate::LeastConnections) | **cost ÷ factor**: calls in flight ÷ factor; the scan starts at a member drawn with probability proportional to its factor (ties go to the first after it) |
+//! | [`PeakEwma`](crate::PeakEwma) | **cost ÷ factor**: latency estimate × (in flight + 1) ÷ factor; ties by factor |
+//! | [`WeightedRoundRobin`](crate::WeightedRoundRobin) | **weight × factor**: while a member of the list is in its window, picks follow a stride schedule over weight × factor, rescaled at most every 100 ms; the cycle again once every factor is 1 |
+//! | [`LoadWeighted`](crate::LoadWeighted) | **weight × factor**: its weight in use × factor in the stride schedule, rescaled at most every 100 ms while a member ramps (besides the recomputation from the reports, once per `weight_update_period`) |
+//! | [`LeastCpu`](crate::LeastCpu) | **skip**, as RoundRobin (for now) |
+//! | [`HashRing`](crate::HashRing), [`CallDirect`](crate::CallDirect) | not allowed: building either with slow start fails with [`Error::InvalidConfig`] naming `slow_start` (a key's owner must not depend on a coin; CallDirect never selects) |
+//! | a custom algorithm | **skip**, unless its selector applies the factor itself and says so ([`Selector::applies_slow_start`]) |
+//!
+//! A selector that applies the factor is never skipped as well: the factor counts once.
+//! Idle members (nothing in flight), one of them at factor 0.25, so get picks 1 : 4 with
+//! [`LeastConnections`](crate::LeastConnections), in a tie of two with
+//! [`PowerOfTwo`](crate::PowerOfTwo), and by weight with the weighted algorithms; a cost
+//! algorithm with calls in flight balances the costs, so a ramping member holds about
+//! factor × the calls in flight of another as fast. [`PeakEwma`](crate::PeakEwma) at idle
+//! gives a ramping member no call against members as fast (its cost is theirs ÷ factor), and
+//! calls against slower or busier ones.
 //!
 //! - **Who ramps.** The members of the selector's first non-empty member list (the balancer
 //!   starting: everyone "joins" at once) do not: factor 1. A member that joins later does,
 //!   and so does one that left and came back (its window starts again).
-//! - **Cost and weight algorithms** ([`PowerOfTwo`](crate::PowerOfTwo),
-//!   [`LeastConnections`](crate::LeastConnections), [`PeakEwma`](crate::PeakEwma),
-//!   [`WeightedRoundRobin`](crate::WeightedRoundRobin), [`LeastCpu`](crate::LeastCpu)) get
-//!   the same skip for now; their costs are not divided nor their weights multiplied by the
-//!   factor.
-//! - **Not for** [`HashRing`](crate::HashRing) (a key's owner must not depend on a coin) nor
-//!   [`CallDirect`](crate::CallDirect) (it never selects): building either with slow start
-//!   fails with [`Error::InvalidConfig`] naming `slow_start`.
 //! - Replica selection ([`Selector::pick_many`]) is not ramped.
 //!
 //! When no member is in its window, a pick costs one relaxed atomic load more than the
-//! algorithm's own.
+//! algorithm's own, and an algorithm that applies the factor reads each member's it looks at
+//! (one more relaxed load on the cache line of the member's in-flight count, and a
+//! comparison with 1).
 
 mod selector;
 
@@ -41,11 +59,19 @@ pub(crate) use selector::Ramping;
 
 /// Slow start's options: a member that joined (or rejoined) `t` ago, `t` < `window`, has the
 /// factor max(`min_percent` / 100, (t / window)^(1 / `aggression`)) (Envoy's slow start mode,
-/// [`factor`](Self::factor)), and a pick of it is kept with that probability, else the
-/// algorithm picks again (at most twice). The members of the selector's first non-empty
-/// member list do not ramp. Cost and weight algorithms get the same skip for now (their
-/// costs and weights are not scaled); not for [`HashRing`](crate::HashRing) nor
-/// [`CallDirect`](crate::CallDirect) (their start fails). Replica selection is not ramped.
+/// [`factor`](Self::factor)); the members of the selector's first non-empty member list do
+/// not ramp. [`PowerOfTwo`](crate::PowerOfTwo), [`LeastConnections`](crate::LeastConnections)
+/// and [`PeakEwma`](crate::PeakEwma) divide the member's cost by its factor (ties go by
+/// factor); [`WeightedRoundRobin`](crate::WeightedRoundRobin) and
+/// [`LoadWeighted`](crate::LoadWeighted) multiply its weight by it (rescaled at most every
+/// 100 ms); for [`RoundRobin`](crate::RoundRobin), [`Random`](crate::Random),
+/// [`LeastCpu`](crate::LeastCpu) and custom algorithms that do not
+/// [apply it](crate::routing::Selector::applies_slow_start), a pick of the member is kept
+/// with that probability, else the algorithm picks again (at most twice). Not for
+/// [`HashRing`](crate::HashRing) nor [`CallDirect`](crate::CallDirect) (their start fails).
+/// Replica selection is not ramped. The [module docs](crate::routing) name the seam; the
+/// factor each member has now is its view's
+/// [`slow_start_factor`](crate::routing::MemberView::slow_start_factor).
 /// [`Default`]: Envoy's defaults — a 30 s window, aggression 1 (a linear ramp), at least 10 %.
 ///
 /// ```
