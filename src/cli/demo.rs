@@ -50,7 +50,7 @@ pub struct DemoArgs {
     #[arg(long, value_name = "NAME", value_parser = PossibleValuesParser::new(crate::twin::plan::TWIN_SCENARIOS))]
     pub scenario: Option<String>,
     /// --scenario: the algorithms to run, comma-separated (default: --algorithm's).
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = PossibleValuesParser::new(BUILT_IN), requires = "scenario")]
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = super::lab::algorithm_name, requires = "scenario")]
     pub algorithms: Vec<String>,
     /// --scenario: measured seconds per algorithm (after --warmup-s); the fault's timeline
     /// is the lab's scaled to it.
@@ -143,6 +143,25 @@ mod tests {
         assert!(demo(&["--scenario", "uniform"]).is_err(), "no twin");
         assert!(demo(&["--duration-s", "3"]).is_err(), "needs --scenario");
         assert!(demo(&["--scenario", "slow-member", "--algorithms", "nope"]).is_err());
+        // The lab's names: options as suffixes, refused combinations refused here.
+        let args = demo(&[
+            "--scenario",
+            "new-member",
+            "--algorithms",
+            "random,round_robin+slow_start,round_robin+ejection",
+        ])
+        .unwrap();
+        assert_eq!(
+            args.algorithms,
+            ["random", "round_robin+slow_start", "round_robin+ejection"]
+        );
+        assert!(demo(&[
+            "--scenario",
+            "new-member",
+            "--algorithms",
+            "hash_ring+slow_start"
+        ])
+        .is_err());
         assert!(demo(&["--scenario", "slow-member", "--callers", "0"]).is_err());
     }
 }

@@ -1,8 +1,6 @@
 //! `rpclb demo-caller` (hidden): one caller process of `rpclb demo --scenario`.
 
-use clap::builder::PossibleValuesParser;
 use clap::Args;
-use rpc_load_balancer::algorithm::BUILT_IN;
 
 use super::ClusterArgs;
 
@@ -18,7 +16,7 @@ pub struct DemoCallerArgs {
     #[arg(long)]
     pub name: String,
     /// The algorithm of its balancer.
-    #[arg(long, value_parser = PossibleValuesParser::new(BUILT_IN))]
+    #[arg(long, value_parser = super::lab::algorithm_name)]
     pub algorithm: String,
     /// Members to wait for (≤ 15 s) before the start.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000))]

@@ -67,9 +67,10 @@ pub struct LabArgs {
     pub svg: Option<PathBuf>,
 }
 
-/// A built-in algorithm's name (or an extra one, `hash_ring_bounded`), optionally with suffixes (`+ejection`, `+slow_start`, in any
-/// order: each wraps what is before it).
-fn algorithm_name(name: &str) -> Result<String, String> {
+/// A built-in algorithm's name (or an extra one, `hash_ring_bounded`), optionally with
+/// suffixes (`+ejection`, `+slow_start`, in any order: each wraps what is before it). Also
+/// `rpclb demo --algorithms`' and its callers' parser.
+pub(super) fn algorithm_name(name: &str) -> Result<String, String> {
     let mut base = name;
     while let Some(rest) = SUFFIXES.iter().find_map(|s| base.strip_suffix(s)) {
         base = rest;
