@@ -281,7 +281,7 @@ impl LeastCpuSelector {
         &self,
         members: &[MemberView],
         tracks: Option<&Tracks>,
-        by_node: &ByNode,
+        by_node: Option<&ByNode>,
         now: u64,
         values: &mut [f64],
     ) {
@@ -296,9 +296,9 @@ impl LeastCpuSelector {
                 },
             };
         }
-        let mut scratch = [0.0f64; STACK_MEMBERS];
         let stand_in = if values.iter().any(|v| v.is_nan()) {
             if values.len() <= STACK_MEMBERS {
+                let mut scratch = [0.0f64; STACK_MEMBERS];
                 let scratch = &mut scratch[..values.len()];
                 scratch.copy_from_slice(values);
                 Self::stand_in(scratch)
@@ -332,18 +332,19 @@ impl LeastCpuSelector {
         }
     }
 
-    /// `members[index]`'s track: from the list's derived tracks, else by node.
-    #[inline]
+    /// `members[index]`'s track: from the list's derived tracks, else by node (`by_node` is
+    /// loaded only for a list that has none).
+    #[inline(always)]
     fn track<'a>(
         &self,
         tracks: Option<&'a Tracks>,
-        by_node: &'a ByNode,
+        by_node: Option<&'a ByNode>,
         members: &[MemberView],
         index: usize,
     ) -> Option<&'a Track> {
         match tracks {
             Some(list) => list.get(index).map(|t| &**t),
-            None => by_node.get(members.get(index)?.node()).map(|t| &**t),
+            None => by_node?.get(members.get(index)?.node()).map(|t| &**t),
         }
     }
 
@@ -371,7 +372,7 @@ impl LeastCpuSelector {
         &self,
         members: &[MemberView],
         tracks: Option<&Tracks>,
-        by_node: &ByNode,
+        by_node: Option<&ByNode>,
         now: u64,
     ) -> usize {
         let mut values = vec![0.0; members.len()];
@@ -391,15 +392,16 @@ impl Selector for LeastCpuSelector {
         let tracks = request
             .derived_as::<Tracks>()
             .filter(|list| list.len() == members.len());
-        let by_node = self.by_node.load();
+        let guard = tracks.is_none().then(|| self.by_node.load());
+        let by_node = guard.as_ref().map(|g| &***g);
         let chosen = if members.len() > STACK_MEMBERS {
-            self.pick_large(members, tracks, &by_node, now)
+            self.pick_large(members, tracks, by_node, now)
         } else {
             let mut values = [0.0f64; STACK_MEMBERS];
-            self.values(members, tracks, &by_node, now, &mut values[..members.len()]);
+            self.values(members, tracks, by_node, now, &mut values[..members.len()]);
             self.pick_in_band(&values[..members.len()])
         };
-        if let Some(track) = self.track(tracks, &by_node, members, chosen) {
+        if let Some(track) = self.track(tracks, by_node, members, chosen) {
             track.picked();
         }
         self.all.fetch_add(1, Ordering::Relaxed);
@@ -450,15 +452,16 @@ impl Selector for LeastCpuSelector {
         let tracks = request
             .derived_as::<Tracks>()
             .filter(|list| list.len() == members.len());
-        let by_node = self.by_node.load();
+        let guard = tracks.is_none().then(|| self.by_node.load());
+        let by_node = guard.as_ref().map(|g| &***g);
         let mut values = vec![0.0; members.len()];
-        self.values(members, tracks, &by_node, now, &mut values);
+        self.values(members, tracks, by_node, now, &mut values);
         let mut ages = Vec::new();
         let scores = members
             .iter()
             .enumerate()
             .map(|(i, member)| {
-                let track = self.track(tracks, &by_node, members, i);
+                let track = self.track(tracks, by_node, members, i);
                 let reading = member
                     .cpu_reading(now)
                     .map_or("no reading".to_string(), |r| {
