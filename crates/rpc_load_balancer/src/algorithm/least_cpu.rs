@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
+use crossbeam_utils::CachePadded;
 
 use self::track::{Base, ByNode, Track, Tracks};
 use crate::load::NEUTRAL_CPU;
@@ -48,9 +49,11 @@ const STALE_MARK: f64 = -1.0;
 /// last period ÷ its picks in the period the reading was taken in (both plus one; a reading
 /// under 5 % scales as 5 %), taking this caller's change of rate for every caller's (they read
 /// the same values); it falls at most 2 × `cpu_threshold` below the reading (a node loaded by
-/// another process is not relieved by fewer calls), and a stale member's only rises. A
-/// member never read counts its picks against an even share of this caller's picks. The
-/// design and its lab figures: docs/how-to/least-cpu.md.
+/// another process is not relieved by fewer calls; a reading from 99.5 % up does not fall),
+/// and a stale member's only rises. A member never read counts its picks against an even
+/// share of this caller's picks. With [slow start](crate::SlowStart), a ramping member's
+/// value (at least 5 %) is divided by its factor. The design, its limits and its lab
+/// figures: docs/how-to/least-cpu.md.
 ///
 /// Options (validated when the balancer starts, [`Error::InvalidConfig`] naming the option):
 ///
@@ -222,7 +225,7 @@ impl Algorithm for LeastCpu {
             clock: context.clock.clone(),
             rng: context.rng(self.seed),
             by_node: ArcSwap::from_pointee(ByNode::default()),
-            all: AtomicU64::new(0),
+            all: CachePadded::new(AtomicU64::new(0)),
         }))
     }
 
@@ -246,8 +249,8 @@ struct LeastCpuSelector {
     /// Every member's track by node (carried from list to list; read by a pick over a list
     /// that is no published one).
     by_node: ArcSwap<ByNode>,
-    /// This selector's picks so far.
-    all: AtomicU64,
+    /// This selector's picks so far (on its own cache line: every pick writes it).
+    all: CachePadded<AtomicU64>,
 }
 
 impl LeastCpuSelector {
@@ -473,7 +476,7 @@ impl Selector for LeastCpuSelector {
                 });
                 let factor = member.slow_start_factor();
                 let ramp = if factor < 1.0 {
-                    format!(", slow start: its picks count {:.2} times", 1.0 / factor)
+                    format!(", slow start: its value ÷ {factor:.2}")
                 } else {
                     String::new()
                 };

@@ -24,7 +24,7 @@
 //! | [`PeakEwma`](crate::PeakEwma) | **cost ÷ factor**: latency estimate × (in flight + 1) ÷ factor; ties by factor |
 //! | [`WeightedRoundRobin`](crate::WeightedRoundRobin) | **weight × factor**: while a member of the list is in its window, picks follow a stride schedule over weight × factor, rescaled at most every 100 ms; the cycle again once every factor is 1 |
 //! | [`LoadWeighted`](crate::LoadWeighted) | **weight × factor**: its weight in use × factor in the stride schedule, rescaled at most every 100 ms while a member ramps (besides the recomputation from the reports, once per `weight_update_period`) |
-//! | [`LeastCpu`](crate::LeastCpu) | **cost ÷ factor**: a member's picks count 1 ÷ factor times in the projection of its CPU reading (its reading ÷ factor before its first period), so it settles at about factor × the rate it would get |
+//! | [`LeastCpu`](crate::LeastCpu) | **cost ÷ factor**: its projected CPU value (at least 5 %) ÷ factor; its CPU following its calls, it settles where its reading ÷ factor meets the others' readings, about factor × their load |
 //! | [`HashRing`](crate::HashRing), [`CallDirect`](crate::CallDirect) | not allowed: building either with slow start fails with [`Error::InvalidConfig`] naming `slow_start` (a key's owner must not depend on a coin; CallDirect never selects) |
 //! | a custom algorithm | **skip**, unless its selector applies the factor itself and says so ([`Selector::applies_slow_start`]) |
 //!
@@ -64,8 +64,8 @@ pub(crate) use selector::Ramping;
 /// and [`PeakEwma`](crate::PeakEwma) divide the member's cost by its factor (ties go by
 /// factor); [`WeightedRoundRobin`](crate::WeightedRoundRobin) and
 /// [`LoadWeighted`](crate::LoadWeighted) multiply its weight by it (rescaled at most every
-/// 100 ms); [`LeastCpu`](crate::LeastCpu) counts its picks 1 ÷ factor times in the
-/// projection of its CPU reading; for [`RoundRobin`](crate::RoundRobin),
+/// 100 ms); [`LeastCpu`](crate::LeastCpu) divides its projected CPU value (at least
+/// 5 %) by it; for [`RoundRobin`](crate::RoundRobin),
 /// [`Random`](crate::Random) and custom algorithms that do not
 /// [apply it](crate::routing::Selector::applies_slow_start), a pick of the member is kept
 /// with that probability, else the algorithm picks again (at most twice). Not for

@@ -331,24 +331,61 @@ fn a_member_picked_more_since_its_reading_counts_higher_until_the_next_one() {
 
 #[test]
 fn a_member_pinned_far_above_the_others_is_never_picked() {
-    // a reads 100 % and never changes (another process burns its CPU); b and c read 30 %
-    // with new readings each second. Fewer picks of a lower its value at most two bands, so a
-    // never comes back into the band.
+    // Threshold 30: the band reaches 60 from the others' 30, and a projection may fall two
+    // bands (60 points). a first reads 30 and gets its share for a second; then it reads
+    // 100 % and never changes (another process burns its cores), while b and c keep reading
+    // about 30 with new readings each second. Fewer picks of a cannot relieve a saturated
+    // node: its value never falls below its reading, so it never comes back into the band.
     let mut lc = kit(
-        &LeastCpu::seeded(13),
+        &LeastCpu::seeded(13).cpu_threshold(30.0),
         &[
-            ("a", Some(100.0), 0),
+            ("a", Some(30.0), 0),
             ("b", Some(30.0), 0),
             ("c", Some(30.0), 0),
         ],
     );
+    let first = picks_over_time(&lc, 1_000);
+    assert!(first.get("a").is_some_and(|n| *n > 200), "{first:?}");
     for second in 0..10 {
-        let counts = picks_over_time(&lc, 1_000);
-        assert_eq!(counts.get("a"), None, "second {second}: {counts:?}");
         lc.set_cpu("a", 100.0, Duration::ZERO);
         lc.set_cpu("b", 30.0 + f64::from(second % 2), Duration::ZERO);
         lc.set_cpu("c", 30.5 - f64::from(second % 2), Duration::ZERO);
+        let counts = picks_over_time(&lc, 1_000);
+        assert_eq!(counts.get("a"), None, "second {second}: {counts:?}");
     }
+}
+
+#[test]
+fn with_slow_start_and_readings_a_ramping_member_gets_about_its_factor_of_a_share() {
+    use crate::algorithm::test_support::ramping_kit;
+    // Four members whose CPU follows their calls: each second's reading is 160 × its share of
+    // the last second's picks (an even share reads 40 %). d joined 25 s into a
+    // 100 s window (factor 0.25 to 0.37 over the 12 s run): its value is divided by its
+    // factor, so it settles where its reading ÷ factor meets the others' readings — about
+    // its factor of their share, not starved and not a full fourth.
+    let mut lc = ramping_kit(
+        std::sync::Arc::new(LeastCpu::seeded(16)),
+        &["a", "b", "c"],
+        &["d"],
+        Duration::from_secs(25),
+    );
+    let nodes = ["a", "b", "c", "d"];
+    let mut shares = [0.25; 4];
+    let mut d = 0;
+    for second in 0..12 {
+        for (node, share) in nodes.iter().zip(shares) {
+            lc.set_cpu(node, 160.0 * share, Duration::ZERO);
+        }
+        let counts = picks_over_time(&lc, 1_000);
+        for (share, node) in shares.iter_mut().zip(nodes) {
+            *share = counts.get(node).copied().unwrap_or(0) as f64 / 1_000.0;
+        }
+        if second >= 4 {
+            d += counts.get("d").copied().unwrap_or(0);
+        }
+    }
+    let share = d as f64 / 8_000.0;
+    assert!((0.04..=0.16).contains(&share), "d's share {share}");
 }
 
 #[test]
@@ -378,7 +415,7 @@ fn members_never_heard_from_share_the_picks_evenly() {
 }
 
 #[test]
-fn with_slow_start_a_ramping_members_picks_count_one_over_its_factor() {
+fn with_slow_start_a_ramping_members_value_is_divided_by_its_factor() {
     use crate::algorithm::test_support::ramping_kit;
     // a, b, c from the start, d joined 25 s into a 100 s window (factor 0.25); no readings:
     // every member counts as 50, projected by its picks against an even share, d's counted
@@ -393,10 +430,10 @@ fn with_slow_start_a_ramping_members_picks_count_one_over_its_factor() {
     let counts = picks_over_time(&ramping, 4_000);
     let d = counts.get("d").copied().unwrap_or(0) as f64 / 4_000.0;
     assert!((0.05..=0.11).contains(&d), "{counts:?}");
-    // The explanation names the factor's weight for d alone (3.8–4 at 25–26 s of 100 s).
+    // The explanation names the factor for d alone (0.25–0.29 at 25–29 s of 100 s).
     let rule = ramping.explain(0, None).unwrap().rule;
     assert_eq!(
-        rule.matches("slow start: its picks count 3.").count(),
+        rule.matches("slow start: its value ÷ 0.").count(),
         1,
         "{rule}"
     );

@@ -24,6 +24,11 @@ pub(super) const FLOOR_CPU: f64 = 5.0;
 /// only a new reading clears it.
 pub(super) const MAX_FALL_BANDS: f64 = 2.0;
 
+/// A reading at or above this (%) is never projected down: a node pinned at 100 % (another
+/// process burning its cores) is not relieved by fewer calls, whatever this caller sent it
+/// before.
+pub(super) const SATURATED_CPU: f64 = 99.5;
+
 /// Shortest period (ms): a base that changes again sooner (a report from an older sample
 /// arriving late, a reading that went stale and came back) continues the current period rather
 /// than starting one, whose few picks would project nothing.
@@ -100,18 +105,22 @@ impl Track {
     /// picks in the `e` ms since, this caller's picks over the last `P` ms are about
     /// `s + p × (1 − e/P)` (the old rate for the part of the window before the change), or
     /// `s × P/e` once `e ≥ P`; their ratio to `p` (both plus one, so a member not picked
-    /// before doubles with one pick) scales the reading (at least [`FLOOR_CPU`]). Without a
-    /// period before (a clock that did not move) the ratio is 1. A member never heard from
-    /// (its stand-in) is scaled by its picks since against an even share of this caller's
-    /// picks since (both plus one). Either falls at most [`MAX_FALL_BANDS`] × `threshold`
-    /// below its base and never below 0. A stale member's value is projected as a reading
-    /// when the track has a period before (as an unheard one without), but only up: fewer
-    /// picks of a node that stopped answering say nothing of its load.
+    /// before doubles with one pick: it comes back geometrically, period by period — a prior
+    /// of even 5 % of an even share let the herd back onto a slow member in the lab's
+    /// `cold-start`) scales the reading (at least [`FLOOR_CPU`]). Without a period before
+    /// (the first value seen) the ratio is 1 (so a member whose first value is a reading is
+    /// not projected until that reading changes, about one sampling interval). A member never heard from (its stand-in) is scaled by
+    /// its picks since against an even share of this caller's picks since (both plus one).
+    /// Either falls at most [`MAX_FALL_BANDS`] × `threshold` below its base, never below 0,
+    /// and not at all from [`SATURATED_CPU`] up. A stale member's value is projected as a
+    /// reading when the track has a period before (as an unheard one without), but only up:
+    /// fewer picks of a node that stopped answering say nothing of its load.
     ///
-    /// Slow start: a member's picks count `1 / factor` times (`factor` in (0, 1], its
-    /// [slow-start factor](crate::routing::MemberView::slow_start_factor)), so it settles at
-    /// about `factor` × the rate it would get; before its first period its reading is divided
-    /// by `factor`.
+    /// Slow start: a ramping member's value (at least [`FLOOR_CPU`]) is divided by its
+    /// `factor` (in (0, 1], its [slow-start
+    /// factor](crate::routing::MemberView::slow_start_factor)): a cost divided by the factor,
+    /// as the rule has it. Its CPU follows its calls, so it settles where its
+    /// reading ÷ factor meets the others' — about `factor` × their load.
     #[inline]
     pub(super) fn value(
         &self,
@@ -129,16 +138,18 @@ impl Track {
         if self.reading.load(Ordering::Relaxed) != key {
             self.roll(key, now_ms, all);
         }
-        let sent = self.sent.load(Ordering::Relaxed) as f64 / factor;
+        let sent = self.sent.load(Ordering::Relaxed) as f64;
         let before = self.before.load(Ordering::Relaxed);
         let period = (before & u64::from(u32::MAX)) as f64;
+        let members = members.max(1) as f64;
         let ratio = if period == 0.0 {
             if key < STALE {
-                return cpu / factor;
+                1.0
+            } else {
+                let even =
+                    all.saturating_sub(self.all_at_since.load(Ordering::Relaxed)) as f64 / members;
+                (sent + 1.0) / (even + 1.0)
             }
-            let even = all.saturating_sub(self.all_at_since.load(Ordering::Relaxed)) as f64
-                / members.max(1) as f64;
-            (sent + 1.0) / (even + 1.0)
         } else {
             let prev = (before >> 32) as f64;
             let elapsed = now_ms.saturating_sub(self.since_ms.load(Ordering::Relaxed)) as f64;
@@ -149,8 +160,11 @@ impl Track {
             };
             (recent + 1.0) / (prev + 1.0)
         };
-        let value = cpu + cpu.max(FLOOR_CPU) * (ratio - 1.0);
-        if key == STALE {
+        let mut value = cpu + cpu.max(FLOOR_CPU) * (ratio - 1.0);
+        if factor < 1.0 {
+            value = value.max(FLOOR_CPU) / factor;
+        }
+        if key == STALE || cpu >= SATURATED_CPU {
             return value.max(cpu);
         }
         value.max(cpu - MAX_FALL_BANDS * threshold).max(0.0)
