@@ -34,6 +34,9 @@ pub(super) fn ramping_kit(
     ramped: Duration,
 ) -> SelectorKit {
     let mut kit = slow_start_kit(algorithm, first, 3);
+    // Past the balancer's start (members joining within slow start's startup grace, 2 s,
+    // count as starting members and do not ramp).
+    kit.clock().advance(Duration::from_secs(3));
     kit.join(joining);
     kit.clock().advance(ramped);
     kit

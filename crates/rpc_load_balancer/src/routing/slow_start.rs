@@ -37,9 +37,12 @@
 //! gives a ramping member no call against members as fast (its cost is theirs ÷ factor), and
 //! calls against slower or busier ones.
 //!
-//! - **Who ramps.** The members of the selector's first non-empty member list (the balancer
-//!   starting: everyone "joins" at once) do not: factor 1. A member that joins later does,
-//!   and so does one that left and came back (its window starts again).
+//! - **Who ramps.** The balancer's starting members do not: factor 1 — those of the
+//!   selector's first non-empty member list and those that join within 2 s of it (a tenth of
+//!   the window, if shorter), since a balancer discovers its members one by one as its
+//!   node's sessions come up (the real-process twin showed fresh callers ramping every
+//!   member but the first). A member that joins later does, and so does one that left and
+//!   came back (its window starts again).
 //! - Replica selection ([`Selector::pick_many`]) is not ramped.
 //!
 //! When no member is in its window, a pick costs one relaxed atomic load more than the
@@ -59,8 +62,8 @@ pub(crate) use selector::Ramping;
 
 /// Slow start's options: a member that joined (or rejoined) `t` ago, `t` < `window`, has the
 /// factor max(`min_percent` / 100, (t / window)^(1 / `aggression`)) (Envoy's slow start mode,
-/// [`factor`](Self::factor)); the members of the selector's first non-empty member list do
-/// not ramp. [`PowerOfTwo`](crate::PowerOfTwo), [`LeastConnections`](crate::LeastConnections)
+/// [`factor`](Self::factor)); the balancer's starting members (its first non-empty member
+/// list, and members that join within 2 s of it or a tenth of the window) do not ramp. [`PowerOfTwo`](crate::PowerOfTwo), [`LeastConnections`](crate::LeastConnections)
 /// and [`PeakEwma`](crate::PeakEwma) divide the member's cost by its factor (ties go by
 /// factor); [`WeightedRoundRobin`](crate::WeightedRoundRobin) and
 /// [`LoadWeighted`](crate::LoadWeighted) multiply its weight by it (rescaled at most every

@@ -413,6 +413,8 @@ fn with_slow_start_a_ramping_members_weight_is_multiplied_by_its_factor_between_
     let mut kit = slow_start_kit(Arc::new(lw), &["a", "b", "c"], 3);
     // Weights 600, 200 and 400 (qps at 50 % CPU).
     reports(&kit, &[("a", 300), ("b", 100), ("c", 200)]);
+    // Past slow start's startup grace (2 s): d ramps.
+    kit.clock().advance(3 * S);
     kit.join(["d"]);
     // d, unknown, weighs the mean (400) × its factor: 0.1 at the join, 0.25 at 25 s of its
     // 100 s window: 100 of 1,300. (Only at the join's recomputation, it would stay at 40.)

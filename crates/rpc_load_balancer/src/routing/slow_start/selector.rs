@@ -5,7 +5,7 @@
 //! factor, else redrawn.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,6 +46,11 @@ type InWindow = Vec<(MemberView, u64)>;
 /// changes (a member joins, or a window ends, seen by the first pick after it).
 pub(crate) type RampingListener = Box<dyn Fn(usize) + Send + Sync>;
 
+/// How long after the balancer's first non-empty member list a joining member still counts as
+/// one of its starting members (no ramp): a balancer discovers its members one by one as its
+/// node's sessions come up. At most a tenth of the window.
+pub(crate) const STARTUP_GRACE: Duration = Duration::from_secs(2);
+
 /// An algorithm's selector with slow start on top.
 pub(crate) struct Ramping {
     inner: Box<dyn Selector>,
@@ -60,8 +65,9 @@ pub(crate) struct Ramping {
     /// When the last member's window ends (ns); 0: no member is in its window, and a pick
     /// reads no clock.
     ramp_end: AtomicU64,
-    /// Whether a non-empty member list came: the members of the first do not ramp.
-    started: AtomicBool,
+    /// When the first non-empty member list came (ns; 0: none yet): members that join within
+    /// [`STARTUP_GRACE`] of it (or a tenth of the window, if shorter) do not ramp.
+    started_ns: AtomicU64,
     /// When the next member's window ends (ns); `u64::MAX`: none is in its window.
     next_end: AtomicU64,
     /// When the factors are next refreshed (ns).
@@ -89,7 +95,7 @@ impl Ramping {
             by_node: ArcSwap::from_pointee(ByNode::default()),
             in_window: ArcSwap::from_pointee(InWindow::new()),
             ramp_end: AtomicU64::new(0),
-            started: AtomicBool::new(false),
+            started_ns: AtomicU64::new(0),
             next_end: AtomicU64::new(u64::MAX),
             next_refresh: AtomicU64::new(0),
             listener: None,
@@ -256,10 +262,24 @@ impl Selector for Ramping {
 
     fn members_changed(&self, change: &Change<'_>) {
         let before = self.by_node.load();
-        // The first non-empty list is the balancer starting: nobody ramps.
-        let first = !change.members.is_empty() && !self.started.swap(true, Ordering::Relaxed);
+        // The balancer starting: its members are discovered one by one, over the first
+        // moments (a peer's groups arrive as its session comes up); those found within the
+        // grace after the first non-empty list do not ramp.
         let now = self.now_ns();
         let window = self.window_ns();
+        if !change.members.is_empty() {
+            let _ = self.started_ns.compare_exchange(
+                0,
+                now.max(1),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+        let started = self.started_ns.load(Ordering::Relaxed);
+        let grace = u64::try_from(STARTUP_GRACE.as_nanos())
+            .unwrap_or(u64::MAX)
+            .min(window / 10);
+        let first = started != 0 && now.saturating_sub(started) <= grace;
         let mut ramp_end = 0;
         let mut in_window = InWindow::new();
         let next: ByNode = change
@@ -415,6 +435,8 @@ mod tests {
             .with_listener(Box::new(move |n| sink.lock().unwrap().push(n)));
         let first = list(&["a@h"]);
         ramping.members_changed(&change(&[Arc::from("a@h")], &first));
+        // Past the startup grace (a tenth of the 10 s window).
+        clock.advance(Duration::from_secs(2));
         let two = list(&["a@h", "b@h"]);
         ramping.members_changed(&change(&[Arc::from("b@h")], &two));
         clock.advance(Duration::from_secs(4));
@@ -442,6 +464,47 @@ mod tests {
     }
 
     #[test]
+    fn members_found_within_the_startup_grace_do_not_ramp() {
+        // A balancer discovers its members one by one as its sessions come up: those found
+        // within 2 s of its first member (a tenth of the window, if shorter) are starting
+        // members; a member found later ramps.
+        let clock = Clock::manual();
+        let options = SlowStart::new().window(Duration::from_secs(100));
+        let ramping = Ramping::new(Box::new(First), options, &context(&clock));
+        let first = list(&["a@h"]);
+        ramping.members_changed(&change(&[Arc::from("a@h")], &first));
+        clock.advance(Duration::from_millis(1_500));
+        let two = vec![first[0].clone(), MemberView::new("b@h", false)];
+        ramping.members_changed(&change(&[Arc::from("b@h")], &two));
+        assert_eq!(
+            two[1].slow_start_factor(),
+            1.0,
+            "found 1.5 s after the first"
+        );
+        clock.advance(Duration::from_millis(600));
+        let three = vec![
+            two[0].clone(),
+            two[1].clone(),
+            MemberView::new("c@h", false),
+        ];
+        ramping.members_changed(&change(&[Arc::from("c@h")], &three));
+        assert_eq!(
+            three[2].slow_start_factor(),
+            f64::from(0.1f32),
+            "2.1 s: it ramps"
+        );
+        // With a 10 s window the grace is 1 s.
+        let options = SlowStart::new().window(Duration::from_secs(10));
+        let ramping = Ramping::new(Box::new(First), options, &context(&clock));
+        let first = list(&["a@h"]);
+        ramping.members_changed(&change(&[Arc::from("a@h")], &first));
+        clock.advance(Duration::from_millis(1_100));
+        let two = vec![first[0].clone(), MemberView::new("b@h", false)];
+        ramping.members_changed(&change(&[Arc::from("b@h")], &two));
+        assert_eq!(two[1].slow_start_factor(), f64::from(0.1f32));
+    }
+
+    #[test]
     fn factors_are_written_at_a_join_refreshed_before_picks_and_1_after_the_window() {
         let clock = Clock::manual();
         let options = SlowStart::new().window(Duration::from_secs(10));
@@ -458,7 +521,9 @@ mod tests {
             1.0,
             "the first list ramps not"
         );
-        // a's view carried into the new list (its stats shared), b's new.
+        // a's view carried into the new list (its stats shared), b's new, past the startup
+        // grace (a tenth of the 10 s window).
+        clock.advance(Duration::from_secs(2));
         let two = vec![first[0].clone(), MemberView::new("b@h", false)];
         ramping.members_changed(&change(&[Arc::from("b@h")], &two));
         // Written before the list is published: min_percent at the join.
@@ -503,6 +568,7 @@ mod tests {
             let ramping = Ramping::new(Box::new(last), options, &context(&clock));
             let first = list(&["a@h"]);
             ramping.members_changed(&change(&[Arc::from("a@h")], &first));
+            clock.advance(Duration::from_secs(3));
             let two = list(&["a@h", "b@h"]);
             ramping.members_changed(&change(&[Arc::from("b@h")], &two));
             clock.advance(Duration::from_secs(25));
