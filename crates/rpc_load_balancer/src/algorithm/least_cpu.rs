@@ -20,10 +20,6 @@ mod track;
 /// Most members whose values one selection keeps on the stack; larger pools read twice.
 const STACK_MEMBERS: usize = 64;
 
-/// A member's value while it is being read marks a stale reading `r` as this minus `r` (no
-/// reading is negative).
-const STALE_MARK: f64 = -1.0;
-
 /// Picks uniformly at random among the members whose CPU utilisation is within
 /// `cpu_threshold` percentage points of the least loaded one (the original's LeastCpu; the
 /// random band keeps callers from herding onto one "coldest" node between polls), each
@@ -255,12 +251,12 @@ struct LeastCpuSelector {
 
 impl LeastCpuSelector {
     /// The stand-in for members never heard from: the median of the fresh readings in
-    /// `readings` (the lower one of an even count; NaN and [`STALE_MARK`] are no fresh
-    /// reading), or [`NEUTRAL_CPU`] when none is.
+    /// `readings` (the lower one of an even count; NaN is no fresh reading), or
+    /// [`NEUTRAL_CPU`] when none is.
     fn stand_in(readings: &mut [f64]) -> f64 {
         let mut known = 0;
         for i in 0..readings.len() {
-            if readings[i] >= 0.0 {
+            if !readings[i].is_nan() {
                 readings.swap(known, i);
                 known += 1;
             }
@@ -288,16 +284,9 @@ impl LeastCpuSelector {
         now: u64,
         values: &mut [f64],
     ) {
-        // NaN: never a reading; below STALE_MARK: a reading older than the TTL (its value
-        // in the mark's offset).
+        // NaN: no fresh reading (never read, or stale: told apart below).
         for (value, member) in values.iter_mut().zip(members) {
-            *value = match member.cpu(now, self.ttl_ms) {
-                Some(cpu) => cpu,
-                None => match member.cpu_reading(now) {
-                    Some(old) => STALE_MARK - old.cpu,
-                    None => f64::NAN,
-                },
-            };
+            *value = member.cpu(now, self.ttl_ms).unwrap_or(f64::NAN);
         }
         let stand_in = if values.iter().any(|v| v.is_nan()) {
             if values.len() <= STACK_MEMBERS {
@@ -313,12 +302,13 @@ impl LeastCpuSelector {
         };
         let all = self.all.load(Ordering::Relaxed);
         for (i, value) in values.iter_mut().enumerate() {
-            let base = if value.is_nan() {
-                Base::Unknown(stand_in)
-            } else if *value <= STALE_MARK {
-                Base::Stale(NEUTRAL_CPU.max(STALE_MARK - *value))
-            } else {
+            let base = if !value.is_nan() {
                 Base::Reading(*value)
+            } else {
+                match members[i].cpu_reading(now) {
+                    Some(old) => Base::Stale(NEUTRAL_CPU.max(old.cpu)),
+                    None => Base::Unknown(stand_in),
+                }
             };
             *value = match self.track(tracks, by_node, members, i) {
                 Some(track) => track.value(
@@ -474,13 +464,7 @@ impl Selector for LeastCpuSelector {
                     let (sent, before, period) = t.counts();
                     format!(", {sent} picks since it changed, {before} in the {period} ms before")
                 });
-                let factor = member.slow_start_factor();
-                let ramp = if factor < 1.0 {
-                    format!(", slow start: its value ÷ {factor:.2}")
-                } else {
-                    String::new()
-                };
-                ages.push(format!("{}: {reading}{picks}{ramp}", member.node()));
+                ages.push(format!("{}: {reading}{picks}", member.node()));
                 (member.node().to_string(), values[i])
             })
             .collect();

@@ -135,6 +135,7 @@ impl Track {
             Base::Unknown(cpu) => (cpu, UNKNOWN),
             Base::Stale(cpu) => (cpu, STALE),
         };
+        let is_reading = matches!(base, Base::Reading(_));
         if self.reading.load(Ordering::Relaxed) != key {
             self.roll(key, now_ms, all);
         }
@@ -143,7 +144,7 @@ impl Track {
         let period = (before & u64::from(u32::MAX)) as f64;
         let members = members.max(1) as f64;
         let ratio = if period == 0.0 {
-            if key < STALE {
+            if is_reading {
                 1.0
             } else {
                 let even =
