@@ -39,6 +39,16 @@ pub struct DemoCallerArgs {
     /// Seed of the arrivals.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// The faulty member's full node name: the caller counts the calls around its fault
+    /// (the report's `fault`), which spans `--fault-from-us`..`--fault-to-us`.
+    #[arg(long, requires_all = ["fault_from_us", "fault_to_us"])]
+    pub fault_member: Option<String>,
+    /// The fault's start, µs from the run's start.
+    #[arg(long, requires = "fault_member")]
+    pub fault_from_us: Option<u64>,
+    /// The fault's end (exclusive), µs from the run's start.
+    #[arg(long, requires = "fault_member")]
+    pub fault_to_us: Option<u64>,
 }
 
 /// Parses a rate in calls/s: finite, above 0, at most 1,000,000.

@@ -3,8 +3,10 @@
 //! for the members, and from an agreed wall-clock start makes open-loop calls of `work`
 //! (Poisson arrivals at `--rate`) for the warm-up and the measured window. It prints one JSON
 //! line, [`CallerReport`], with the latencies of the calls issued in the window (an
-//! hdrhistogram's recorded values), their outcomes, and which member served each call (in
-//! total, and per 100 ms of the whole run for the shed time).
+//! hdrhistogram's recorded values), their outcomes, which member served each call (in
+//! total, and per 100 ms of the whole run for the shed time), and, when told the fault's span
+//! (`--fault-member`, `--fault-from-us`, `--fault-to-us`), the calls around it
+//! ([`FaultCounts`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -19,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::fault_window::{FaultCounts, FaultWindow};
 use crate::cli::DemoCallerArgs;
 use crate::work::WorkFn;
 use crate::CmdResult;
@@ -52,12 +55,19 @@ pub struct CallerReport {
     pub per_bucket: BTreeMap<String, Vec<u64>>,
     /// Calls per [`BUCKET_MS`] of the whole run.
     pub totals: Vec<u64>,
+    /// The calls around the fault, by this caller's clock from the agreed start
+    /// ([`super::fault_window`] says how that differs from the lab); `None` (absent from the
+    /// line, and from an older caller's) when the caller was not told the fault's span.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault: Option<FaultCounts>,
 }
 
 /// The caller's running tally.
 struct Tally {
     report: CallerReport,
     histogram: Histogram<u64>,
+    /// The fault's span, when told it.
+    window: Option<FaultWindow>,
 }
 
 /// An empty latency histogram in µs: 1 µs to an hour, 3 significant digits (a bounded, flat
@@ -119,13 +129,21 @@ async fn drive(
     let end = window_start + Duration::from_millis(args.measure_ms);
     let timeout = Duration::from_millis(args.timeout_ms);
     let buckets = (args.warmup_ms + args.measure_ms).div_ceil(BUCKET_MS) as usize;
+    let window = fault_window(args);
+    // The agreed start on this clock (`start` is later when this caller started late): the
+    // fault's span is measured from it.
+    let agreed = start
+        .checked_sub(Duration::from_millis(late_ms))
+        .unwrap_or(start);
     let tally = Arc::new(Mutex::new(Tally {
         report: CallerReport {
             late_ms,
             totals: vec![0; buckets],
+            fault: window.as_ref().map(|_| FaultCounts::default()),
             ..CallerReport::default()
         },
         histogram: histogram(),
+        window,
     }));
     let mut rng = StdRng::seed_from_u64(args.seed);
     let mut calls = JoinSet::new();
@@ -148,9 +166,12 @@ async fn drive(
                 .timeout(timeout)
                 .with_node()
                 .await;
-            let latency = issued.elapsed();
+            let ended = Instant::now();
+            let latency = ended - issued;
+            let since = |t: Instant| t.saturating_duration_since(agreed).as_micros() as u64;
+            let span_us = (since(issued), since(ended));
             let mut tally = tally.lock().unwrap_or_else(|p| p.into_inner());
-            record(&mut tally, outcome, latency, measured, bucket, buckets);
+            record(&mut tally, outcome, latency, measured, bucket, span_us);
         });
         while calls.try_join_next().is_some() {}
     }
@@ -168,19 +189,42 @@ async fn drive(
     std::mem::take(&mut tally.report)
 }
 
+/// The fault's span from `--fault-member`, `--fault-from-us` and `--fault-to-us` (clap
+/// requires all three or none).
+fn fault_window(args: &DemoCallerArgs) -> Option<FaultWindow> {
+    Some(FaultWindow {
+        member: args.fault_member.clone()?,
+        from_us: args.fault_from_us?,
+        to_us: args.fault_to_us?,
+    })
+}
+
+/// Counts a call that ended: `span_us` is when it was issued and when it ended, µs from the
+/// agreed start.
 fn record(
     tally: &mut Tally,
     outcome: Result<((), Arc<str>), Error>,
     latency: Duration,
     measured: bool,
     bucket: usize,
-    buckets: usize,
+    span_us: (u64, u64),
 ) {
     let node = match &outcome {
         Ok((_, node)) => Some(node.to_string()),
         Err(e) => e.node().map(str::to_string),
     };
+    if let (Some(window), Some(counts)) = (&tally.window, &mut tally.report.fault) {
+        let (issued_us, ended_us) = span_us;
+        counts.count(
+            window,
+            node.as_deref(),
+            outcome.is_ok(),
+            issued_us,
+            ended_us,
+        );
+    }
     let report = &mut tally.report;
+    let buckets = report.totals.len();
     if let Some(total) = report.totals.get_mut(bucket) {
         *total += 1;
     }

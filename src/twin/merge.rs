@@ -1,9 +1,26 @@
 //! The callers' reports of one run, merged into the lab's [`RunReport`], so that the lab's
 //! table and summaries show the twin as they show a simulated run.
+//!
+//! The fault-window fields are the lab's, from the callers' [`FaultCounts`] (what each
+//! counted on its own clock from the run's agreed start; [`super::fault_window`] says how
+//! that differs from the lab's one virtual clock):
+//! - `fault_goodput_ratio`: successful replies per second while the fault lasted ÷ per second
+//!   in as long a span just before it (or since the run's start, when shorter), by when each
+//!   reply came, warm-up included, summed over the callers; absent for a fault from the run's
+//!   start (`slow-member`) or with no reply before it.
+//! - `faulty_picks_per_caller`: the most calls one caller issued to the faulty member while
+//!   the fault lasted (0 when none did).
+//! - `last_faulty_pick_ms`: how long after the fault's start the last of those calls was
+//!   issued, by any caller (µs resolution); absent when none was.
+//!
+//! "While the fault lasted" is [`Plan::fault_span`]: the pause, the failing member's time
+//! from its fault on, the new member's slow time, a slow member's whole run. All three are
+//! absent when no caller reported its counts.
 
 use rpclb_lab::{Latency, Little, RunReport, ShareOverTime};
 
 use super::caller::{CallerReport, BUCKET_MS};
+use super::fault_window::{FaultCounts, FaultWindow};
 use super::plan::Plan;
 
 /// The run of `algorithm` (its `run`-th, as the seed) from the `callers`' reports; members are
@@ -47,6 +64,7 @@ pub fn run_report(
         .collect();
     let measure_s = plan.measure.as_secs_f64();
     let fault_member = plan.fault.member();
+    let fault = fault_figures(FaultWindow::of(plan, members).as_ref(), callers);
     RunReport {
         scenario: plan.scenario.name.clone(),
         load: plan.load_point().label(),
@@ -81,15 +99,47 @@ pub fn run_report(
             .then(|| share_over_time(plan, members, callers)),
         faulty_member: Some(fault_member),
         shed_ms: shed_ms(plan, members, callers),
-        // (Not measured on real processes yet.)
-        fault_goodput_ratio: None,
-        faulty_picks_per_caller: None,
-        last_faulty_pick_ms: None,
+        fault_goodput_ratio: fault.goodput_ratio,
+        faulty_picks_per_caller: fault.picks_per_caller,
+        last_faulty_pick_ms: fault.last_pick_ms,
         member_in_flight: Vec::new(),
         calls_moved_from_home: None,
         little: Little::default(),
         simulated_calls: callers.iter().map(|c| c.totals.iter().sum::<u64>()).sum(),
         overloaded_at_s: None,
+    }
+}
+
+/// The run's fault-window fields (the module's doc).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct FaultFigures {
+    goodput_ratio: Option<f64>,
+    picks_per_caller: Option<u64>,
+    last_pick_ms: Option<f64>,
+}
+
+/// The fault-window fields from the counts of the `callers` that reported them; all `None`
+/// without a window or without any caller's counts.
+fn fault_figures(window: Option<&FaultWindow>, callers: &[CallerReport]) -> FaultFigures {
+    let counts: Vec<&FaultCounts> = callers.iter().filter_map(|c| c.fault.as_ref()).collect();
+    let Some(window) = window.filter(|_| !counts.is_empty()) else {
+        return FaultFigures::default();
+    };
+    let ok_during: u64 = counts.iter().map(|c| c.ok_during).sum();
+    let ok_before: u64 = counts.iter().map(|c| c.ok_before).sum();
+    let before_us = window.before_us();
+    let goodput_ratio = (before_us > 0 && ok_before > 0).then(|| {
+        let during = ok_during as f64 / window.length_us() as f64;
+        during / (ok_before as f64 / before_us as f64)
+    });
+    FaultFigures {
+        goodput_ratio,
+        picks_per_caller: counts.iter().map(|c| c.picks).max(),
+        last_pick_ms: counts
+            .iter()
+            .filter_map(|c| c.last_pick_us)
+            .max()
+            .map(|us| us as f64 / 1e3),
     }
 }
 
@@ -233,6 +283,121 @@ mod tests {
         assert_eq!(run.shed_ms, Some(1_000.0));
         let over_time = run.share_over_time.unwrap();
         assert_eq!(over_time.shares.len(), 6);
+    }
+
+    /// paused-member over 10 s after 2 s (the pause from 3.667 s to 8.667 s), 2 callers.
+    fn paused_plan() -> Plan {
+        Plan::new(
+            "paused-member",
+            Knobs {
+                warmup_s: 2.0,
+                measure_s: 10.0,
+                service_ms: 10.0,
+                capacity: 8,
+                callers: 2,
+                load: 0.5,
+            },
+        )
+        .unwrap()
+    }
+
+    fn counted(picks: u64, last_pick_us: Option<u64>, during: u64, before: u64) -> CallerReport {
+        CallerReport {
+            fault: Some(FaultCounts {
+                picks,
+                last_pick_us,
+                ok_during: during,
+                ok_before: before,
+            }),
+            ..CallerReport::default()
+        }
+    }
+
+    #[test]
+    fn the_fault_window_fields_sum_the_callers_replies_and_take_the_busiest_caller() {
+        let plan = paused_plan();
+        let members: Vec<String> = (0..4).map(|i| format!("m{i}@h")).collect();
+        // The pause lasts 5 s; the span before it is 3.667 s (since the run's start).
+        // Caller 0 sent the paused member 3 calls, the last 42.5 ms after the pause began;
+        // caller 1 sent it none. Replies: 900 + 1,000 during, 600 + 700 before.
+        let callers = [
+            counted(3, Some(42_500), 900, 600),
+            counted(0, None, 1_000, 700),
+        ];
+        let run = run_report(&plan, "peak_ewma", 1, &members, &callers);
+        let (during, before) = (1_900.0 / 5.0, 1_300.0 / 3.666_666);
+        let ratio = run.fault_goodput_ratio.unwrap();
+        assert!((ratio - during / before).abs() < 1e-6, "{ratio}");
+        assert_eq!(run.faulty_picks_per_caller, Some(3));
+        assert_eq!(run.last_faulty_pick_ms, Some(42.5));
+        // And in JSON, the lab's field names.
+        let json = serde_json::to_value(&run).unwrap();
+        assert_eq!(json["faulty_picks_per_caller"], 3);
+        assert_eq!(json["last_faulty_pick_ms"], 42.5);
+    }
+
+    #[test]
+    fn a_fault_with_no_call_to_the_faulty_member_has_no_last_pick() {
+        let window = FaultWindow::of(&paused_plan(), &["m0@h".to_string()]).unwrap();
+        let figures = fault_figures(
+            Some(&window),
+            &[counted(0, None, 10, 10), counted(0, None, 10, 10)],
+        );
+        assert_eq!(figures.picks_per_caller, Some(0));
+        assert_eq!(figures.last_pick_ms, None);
+        assert!(figures.goodput_ratio.unwrap() > 0.0);
+        // No reply before the fault: no ratio (the lab's rule).
+        let figures = fault_figures(Some(&window), &[counted(0, None, 10, 0)]);
+        assert_eq!(figures.goodput_ratio, None);
+        assert_eq!(figures.picks_per_caller, Some(0));
+    }
+
+    #[test]
+    fn without_a_fault_or_the_callers_counts_the_fields_are_absent() {
+        let window = FaultWindow::of(&paused_plan(), &["m0@h".to_string()]).unwrap();
+        // No fault: nothing to count against.
+        let figures = fault_figures(None, &[counted(2, Some(5), 10, 10)]);
+        assert_eq!(figures, FaultFigures::default());
+        // Callers that were not told the fault (or counted nothing): absent, not 0.
+        let figures = fault_figures(Some(&window), &[CallerReport::default()]);
+        assert_eq!(figures, FaultFigures::default());
+        let run = run_report(
+            &paused_plan(),
+            "random",
+            1,
+            &["m0@h".to_string()],
+            &[CallerReport::default()],
+        );
+        let json = serde_json::to_value(&run).unwrap();
+        for field in [
+            "fault_goodput_ratio",
+            "faulty_picks_per_caller",
+            "last_faulty_pick_ms",
+        ] {
+            assert!(json.get(field).is_none(), "{field}: {json}");
+        }
+    }
+
+    #[test]
+    fn a_fault_from_the_runs_start_has_no_goodput_ratio() {
+        let plan = Plan::new(
+            "slow-member",
+            Knobs {
+                warmup_s: 1.0,
+                measure_s: 6.0,
+                service_ms: 10.0,
+                capacity: 8,
+                callers: 1,
+                load: 0.5,
+            },
+        )
+        .unwrap();
+        let window = FaultWindow::of(&plan, &["m0@h".to_string()]).unwrap();
+        assert_eq!((window.from_us, window.before_us()), (0, 0));
+        let figures = fault_figures(Some(&window), &[counted(40, Some(6_900_000), 500, 0)]);
+        assert_eq!(figures.goodput_ratio, None);
+        assert_eq!(figures.picks_per_caller, Some(40));
+        assert_eq!(figures.last_pick_ms, Some(6_900.0));
     }
 
     #[test]

@@ -14,6 +14,7 @@
 
 pub mod caller;
 pub mod compare;
+pub mod fault_window;
 pub mod merge;
 pub mod plan;
 mod processes;

@@ -10,6 +10,7 @@ use rpclb_lab::RunReport;
 use tokio::time::Instant;
 
 use super::caller;
+use super::fault_window::FaultWindow;
 use super::merge;
 use super::plan::{Plan, TwinFault};
 use crate::harness::{random_cookie, NodeProcess, NodeSpec};
@@ -125,6 +126,7 @@ impl Twin {
         let start = Instant::now() + CALLER_LEAD;
         let callers = plan.scenario.callers;
         let timeout_ms = plan.scenario.timeout_ms.round() as u64;
+        let window = FaultWindow::of(plan, &self.names);
         let mut children = Vec::with_capacity(callers);
         for k in 0..callers {
             let mut command = tokio::process::Command::new(&self.bin);
@@ -143,7 +145,14 @@ impl Twin {
                 .args(["--warmup-ms", &plan.warmup.as_millis().to_string()])
                 .args(["--measure-ms", &plan.measure.as_millis().to_string()])
                 .args(["--timeout-ms", &timeout_ms.to_string()])
-                .args(["--seed", &(run * 1_000 + k as u64).to_string()])
+                .args(["--seed", &(run * 1_000 + k as u64).to_string()]);
+            if let Some(window) = &window {
+                command
+                    .args(["--fault-member", &window.member])
+                    .args(["--fault-from-us", &window.from_us.to_string()])
+                    .args(["--fault-to-us", &window.to_us.to_string()]);
+            }
+            command
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .process_group(0)

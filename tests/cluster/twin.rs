@@ -1,7 +1,9 @@
 //! The real-process twin of the lab (`rpclb demo --scenario`) and its `work` function: a node
 //! run with `--cpu-from-work` reports the work's utilization as its CPU reading; a short
 //! slow-member twin sends the slow member a smaller share under LeastConnections than under
-//! RoundRobin, and its `--json` has every field of the lab's summaries and runs.
+//! RoundRobin, and its `--json` has every field of the lab's summaries and runs; a short
+//! paused-member twin reports the fault-window fields (goodput during the pause, calls to the
+//! paused member) as the lab does.
 
 use std::time::Duration;
 
@@ -162,6 +164,51 @@ async fn the_slow_member_twin_sheds_the_slow_member_under_least_connections() {
         (slow_share("round_robin"), slow_share("least_connections"));
     assert!((0.2..0.3).contains(&round_robin), "{report}");
     assert!(least_connections < round_robin * 0.75, "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_paused_member_twin_reports_the_calls_around_the_pause() {
+    // 1 s warm-up + 3 s: the pause from 1.5 s to the run's end (2.5 s), compared with the
+    // 1.5 s before it. RoundRobin keeps sending m0 its turn until the heartbeat drops it (3 s
+    // after the pause began, after this run), so each caller sends it calls throughout.
+    let (code, stdout) = rpclb(
+        &[
+            "demo",
+            "--scenario",
+            "paused-member",
+            "--algorithms",
+            "round_robin",
+            "--service-ms",
+            "40",
+            "--duration-s",
+            "3",
+            "--warmup-s",
+            "1",
+            "--json",
+        ],
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(code, 0, "{stdout}");
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let run = &report["runs"][0];
+    assert_eq!(run["faulty_member"], 0, "{run}");
+    let ratio = run["fault_goodput_ratio"].as_f64().unwrap_or(-1.0);
+    assert!(0.0 < ratio && ratio <= 2.0, "{run}");
+    let picks = run["faulty_picks_per_caller"].as_u64().unwrap_or(0);
+    assert!(picks > 0, "{run}");
+    let last = run["last_faulty_pick_ms"].as_f64().unwrap_or(-1.0);
+    assert!((0.0..2_500.0).contains(&last), "{run}");
+    let summary = &report["summaries"][0];
+    assert_eq!(
+        summary["faulty_picks_per_caller"].as_f64(),
+        Some(picks as f64)
+    );
+    assert_eq!(
+        summary["last_faulty_pick_ms"].as_f64(),
+        Some(last),
+        "{summary}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
