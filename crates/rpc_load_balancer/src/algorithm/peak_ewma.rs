@@ -29,9 +29,11 @@ use selector::EwmaSelector;
 ///   last update (as Finagle and tower do): a member nobody calls any more because it was
 ///   slow is tried again after a while (about `decay × ln(its estimate ÷ the others')`);
 /// - a member **silent** with calls of this balancer in flight — no reply since it became
-///   busy, or since its last reply, whichever is later — costs at least that silence as its
-///   latency: a paused member, or one behind a dead connection, stops drawing calls within
-///   a few of its own latencies instead of at the first timeout;
+///   busy, or since its last reply, whichever is later — costs at least that silence × its
+///   calls in flight (3 at most) as its latency: with `n` calls out, one should have come
+///   back within about its estimate ÷ `n`. A paused member, or one behind a dead
+///   connection, stops drawing calls within a few of its own latencies instead of at the
+///   first timeout;
 /// - a **failure** (a timeout, or an error other than `BadRequest`: the member or its
 ///   connection failed) counts as a sample of max(its latency, the penalty); the penalty
 ///   defaults to the attempt's timeout ([`failure_penalty`](Self::failure_penalty) sets

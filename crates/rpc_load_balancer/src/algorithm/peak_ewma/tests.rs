@@ -276,6 +276,41 @@ fn a_member_silent_with_calls_in_flight_costs_at_least_its_silence() {
 }
 
 #[test]
+fn a_silence_counts_once_per_call_in_flight_up_to_three() {
+    let kit = kit_of(PeakEwma::new(), &["a", "b"]);
+    answer(&kit, "a", 20 * MS, OutcomeKind::Ok);
+    answer(&kit, "b", 20 * MS, OutcomeKind::Ok);
+    // Three calls go to a and stay unanswered for 10 ms: one of them should have come back
+    // within about 20 ms ÷ 3, so the silence counts 3 × 10 ms = 30 ms, above the estimate.
+    let held: Vec<_> = (0..3)
+        .map(|_| kit.pick_excluding(&["b"], None).unwrap())
+        .collect();
+    kit.clock().advance(10 * MS);
+    // max(20 ms, 3 × 10 ms) x (3 + 1); the silence counted once would leave 20 ms x 4.
+    assert!((cost(&kit, "a") - 120e6).abs() < 1.0, "{}", cost(&kit, "a"));
+    for pick in held {
+        kit.release(pick);
+    }
+}
+
+#[test]
+fn a_silence_counts_at_most_three_times() {
+    let kit = kit_of(PeakEwma::new(), &["a", "b"]);
+    answer(&kit, "a", 25 * MS, OutcomeKind::Ok);
+    answer(&kit, "b", 25 * MS, OutcomeKind::Ok);
+    // Five calls out, silent 10 ms: max(25 ms, min(5, 3) × 10 ms) x (5 + 1). Counted five
+    // times the silence would be 50 ms (a member merely busy is not taken for paused).
+    let held: Vec<_> = (0..5)
+        .map(|_| kit.pick_excluding(&["b"], None).unwrap())
+        .collect();
+    kit.clock().advance(10 * MS);
+    assert!((cost(&kit, "a") - 180e6).abs() < 1.0, "{}", cost(&kit, "a"));
+    for pick in held {
+        kit.release(pick);
+    }
+}
+
+#[test]
 fn with_slow_start_a_ramping_members_cost_is_divided_by_its_factor() {
     // d joined 25 s into a 100 s window: factor 0.25.
     let kit = ramping_kit(Arc::new(PeakEwma::new()), &["a", "b", "c"], &["d"], 25 * S);
