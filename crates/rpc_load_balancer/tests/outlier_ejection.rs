@@ -250,6 +250,47 @@ fn a_suspect_at_the_ejection_cap_takes_one_probe_at_a_time() {
 }
 
 #[test]
+fn a_member_holding_every_call_is_suspected_and_ejected_when_they_time_out() {
+    // A caller with few calls at once: all of them stuck on b, so no outcome comes to run a
+    // look over the members until they time out, and by then a's reply is a second old.
+    let kit = kit_of(OutlierEjection::new(), &["a", "b", "c", "d"]);
+    answer(&kit, "b", 1, OutcomeKind::Ok);
+    let mut held: Vec<Picked> = (0..3).map(|_| pick_of(&kit, "b")).collect();
+    kit.clock().advance(MS);
+    answer(&kit, "a", 1, OutcomeKind::Ok);
+    kit.clock().advance(Duration::from_secs(1));
+    // The first timeout: b has not replied since that call was sent, a has: b is silent
+    // past the limit, and a call of it timed out: ejected (3 failures would not eject it).
+    // (Each call's latency: from its pick, 1.001 s ago.)
+    let waited = Duration::from_millis(1_001);
+    kit.complete(held.pop().unwrap(), waited, OutcomeKind::Timeout);
+    for pick in held {
+        kit.complete(pick, waited, OutcomeKind::Timeout);
+    }
+    assert_eq!(share(&kit, 400, "b"), 0, "ejected");
+}
+
+#[test]
+fn a_timeout_at_a_member_that_replied_since_is_no_silence() {
+    let kit = kit_of(OutlierEjection::new(), &["a", "b", "c", "d"]);
+    let mut held: Vec<Picked> = (0..3).map(|_| pick_of(&kit, "b")).collect();
+    kit.clock().advance(MS);
+    answer(&kit, "a", 1, OutcomeKind::Ok);
+    kit.clock().advance(Duration::from_secs(1));
+    // b answers another call just before the held ones time out: not silent.
+    answer(&kit, "b", 1, OutcomeKind::Ok);
+    for pick in held.drain(..2) {
+        kit.complete(pick, Duration::from_millis(1_001), OutcomeKind::Timeout);
+    }
+    assert_eq!(
+        share(&kit, 400, "b"),
+        100,
+        "2 failures in a row, no silence"
+    );
+    drop(held);
+}
+
+#[test]
 fn nobody_is_suspected_while_no_member_replies() {
     let kit = kit_of(OutlierEjection::new(), &["a", "b", "c", "d"]);
     let _held = go_silent(&kit, "b", 10 * MS);

@@ -307,14 +307,49 @@ impl Ejecting {
         let Some(since) = health.silent_since() else {
             return;
         };
-        let floor = nanos(self.options.suspicion_floor);
-        let p99 = health.p99_ns().unwrap_or(0) as f64;
-        let limit = floor.max((p99 * self.options.suspicion_p99_factor) as u64);
+        let limit = self.suspicion_limit(health);
         // Others replied since it went silent, and lately: not a stall of every member.
         let others_reply = replied > since && replied.saturating_add(limit) >= now;
         if now.saturating_sub(since) >= limit && others_reply {
-            health.suspected.store(true, Ordering::Relaxed);
+            self.suspect(health);
+        }
+    }
+
+    /// How long (ns) `health`'s member must be silent to be suspected: max(the floor, its p99
+    /// × the factor).
+    fn suspicion_limit(&self, health: &Health) -> u64 {
+        let floor = nanos(self.options.suspicion_floor);
+        let p99 = health.p99_ns().unwrap_or(0) as f64;
+        floor.max((p99 * self.options.suspicion_p99_factor) as u64)
+    }
+
+    /// A call to `health`'s member timed out at `now`, `latency_ns` after it was sent: the
+    /// member is suspected if it has not replied since that call was sent, for at least the
+    /// suspicion limit, with enough calls in flight (this one counted), while another member
+    /// replied after the call was sent. A sweep may not have seen that silence: when every
+    /// call a caller has out is stuck on the member, no outcome comes to run one until the
+    /// timeouts, and by then the others' replies are older than the limit.
+    fn suspect_on_timeout(&self, health: &Health, now: u64, latency_ns: u64) {
+        if !self.options.suspicion
+            || health.view.in_flight() < self.options.suspicion_min_in_flight
+            || health.suspected.load(Ordering::Relaxed)
+        {
+            return;
+        }
+        let sent = now.saturating_sub(latency_ns);
+        let since = health.replied.load(Ordering::Relaxed).max(sent);
+        let limit = self.suspicion_limit(health);
+        let others_replied = self.replied.load(Ordering::Relaxed) > since;
+        if now.saturating_sub(since) >= limit && others_replied {
+            self.suspect(health);
+        }
+    }
+
+    /// Marks `health`'s member suspected of being silent.
+    fn suspect(&self, health: &Health) {
+        if !health.suspected.swap(true, Ordering::Relaxed) {
             self.suspicions.fetch_add(1, Ordering::Relaxed);
+            self.out.fetch_add(1, Ordering::Relaxed);
             self.tell(&EjectionEvent::Suspected {
                 node: health.view.node(),
             });
@@ -494,6 +529,9 @@ impl Selector for Ejecting {
                     .out
                     .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
             }
+        }
+        if outcome.kind == OutcomeKind::Timeout {
+            self.suspect_on_timeout(health, now, latency);
         }
         if outcome.kind == OutcomeKind::Timeout && health.suspected.load(Ordering::Relaxed) {
             // Silent past a call's whole timeout: an outlier, ejected like one (this ends its
