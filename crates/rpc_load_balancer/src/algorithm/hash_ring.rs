@@ -6,6 +6,7 @@ use std::sync::Arc;
 use xxhash_rust::xxh3::xxh3_64;
 
 use bounded::Loads;
+use ring_index::RingIndex;
 
 use crate::routing::{
     Algorithm, BuildContext, Change, Clock, Derived, Explanation, MemberView, Needs, Request, Rng,
@@ -21,7 +22,9 @@ use crate::Error;
 /// **Ring.** Each member has [`weight`](Self::weight) points (default 128): point `i` of node
 /// `N` is `xxh3_64(N ++ [0] ++ i as u32 little-endian)`. Points are sorted by value, ties by
 /// node name, so the ring depends on the member *set* only — not on member order, platform or
-/// compiler. A key's owner is the member of the first point ≥ `xxh3_64(key)`, wrapping around.
+/// compiler. A key's owner is the member of the first point ≥ `xxh3_64(key)`, wrapping around;
+/// an index by the key's top hash bits finds it among the few points of one arc of the ring
+/// (about one point an arc), not by a binary search over every point.
 /// xxh3 is XXH3-64 with seed 0 (xxHash 0.8); golden vectors in the tests pin it.
 ///
 /// **Keys** are bytes: pass strings as their UTF-8 bytes (`b"customer-42"`), integers as
@@ -58,8 +61,41 @@ pub struct HashRing {
 struct Ring {
     /// (point, member index), sorted by point then node name.
     points: Vec<(u64, u32)>,
+    /// Where a key's search starts in `points`, by the top bits of its hash.
+    index: RingIndex,
     /// The members' loads as this caller knows them (used with a balance factor).
     loads: Loads,
+}
+
+impl Ring {
+    /// The ring of `members` with `weight` points each ([`HashRing::point`]), sorted by
+    /// [`sort_points`], and its index.
+    fn new(members: &[MemberView], weight: u32) -> Self {
+        let mut points: Vec<(u64, u32)> = Vec::with_capacity(members.len() * weight as usize);
+        for (index, member) in members.iter().enumerate() {
+            for i in 0..weight {
+                points.push((HashRing::point(member.node(), i), index as u32));
+            }
+        }
+        sort_points(&mut points, members);
+        Self {
+            index: RingIndex::new(&points),
+            points,
+            loads: Loads::new(members.len()),
+        }
+    }
+
+    /// Position of the first point ≥ the key point `h`, wrapping to 0 past the last point
+    /// (the same as `points.partition_point(|p| p.0 < h)`, read from the index).
+    #[inline]
+    fn start(&self, h: u64) -> usize {
+        let position = self.index.first_at_or_after(&self.points, h);
+        if position == self.points.len() {
+            0
+        } else {
+            position
+        }
+    }
 }
 
 impl Default for HashRing {
@@ -83,7 +119,8 @@ impl HashRing {
     }
 
     /// Points per member (1 ..= [`Self::MAX_WEIGHT`], default 128); more points spread keys
-    /// more evenly and cost more memory (16 bytes each) and rebuild time.
+    /// more evenly and cost more memory (16 bytes each, and at most 4 more in the ring's
+    /// lookup index) and rebuild time.
     ///
     /// Errors: [`Balancer::start`](crate::Balancer::start) fails with
     /// [`Error::InvalidConfig`] naming `weight` when it is 0 or above [`Self::MAX_WEIGHT`].
@@ -239,17 +276,7 @@ pub(super) fn sort_points(points: &mut [(u64, u32)], members: &[MemberView]) {
 
 impl HashRingSelector {
     fn build(&self, members: &[MemberView]) -> Ring {
-        let mut points: Vec<(u64, u32)> = Vec::with_capacity(members.len() * self.weight as usize);
-        for (index, member) in members.iter().enumerate() {
-            for i in 0..self.weight {
-                points.push((HashRing::point(member.node(), i), index as u32));
-            }
-        }
-        sort_points(&mut points, members);
-        Ring {
-            points,
-            loads: Loads::new(members.len()),
-        }
+        Ring::new(members, self.weight)
     }
 
     /// Runs `f` on the ring for `members`: the one their list carries (derived when it was
@@ -268,13 +295,7 @@ impl HashRingSelector {
 
     /// Position of the first point ≥ the key's, wrapping to 0.
     fn start(ring: &Ring, key: &[u8]) -> usize {
-        let h = HashRing::key_point(key);
-        let position = ring.points.partition_point(|(point, _)| *point < h);
-        if position == ring.points.len() {
-            0
-        } else {
-            position
-        }
+        ring.start(HashRing::key_point(key))
     }
 
     fn keyless_pick(&self, members: &[MemberView], request: &Request<'_>) -> usize {
@@ -375,5 +396,6 @@ impl Selector for HashRingSelector {
 mod bounded;
 #[cfg(test)]
 mod bounded_tests;
+mod ring_index;
 #[cfg(test)]
 mod tests;

@@ -310,3 +310,101 @@ proptest! {
         }
     }
 }
+
+/// The owner's position by a binary search over every point, wrapping to 0 — what
+/// [`Ring::start`] answered before it had an index.
+fn searched_start(points: &[(u64, u32)], h: u64) -> usize {
+    let position = points.partition_point(|(point, _)| *point < h);
+    if position == points.len() {
+        0
+    } else {
+        position
+    }
+}
+
+/// Key points that catch an index off by one: each point, one either side, the ring's ends,
+/// and each arc boundary of 1 to 12 bits with the hash below it.
+fn edge_points(points: &[(u64, u32)]) -> Vec<u64> {
+    let mut keys = vec![0, 1, u64::MAX - 1, u64::MAX];
+    for (point, _) in points {
+        keys.extend([point.wrapping_sub(1), *point, point.wrapping_add(1)]);
+    }
+    for bits in 1..=12u32 {
+        for arc in 1..1u64 << bits {
+            let start = arc << (64 - bits);
+            keys.extend([start - 1, start]);
+        }
+    }
+    keys
+}
+
+#[test]
+fn hash_ring_index_answers_the_binary_search_at_the_edges() {
+    // Hand-made rings: empty, one point, points at both ends, runs of equal points, and every
+    // point in one arc (a skew the hash never gives, which the index must still answer).
+    let rings: [Vec<u64>; 6] = [
+        vec![],
+        vec![7],
+        vec![0, u64::MAX],
+        vec![0, 0, 5, 5, 5, 1 << 63, u64::MAX, u64::MAX],
+        (0..100).map(|i| (1 << 40) + i).collect(),
+        (0..1024u64).map(|i| i << 54).collect(),
+    ];
+    for hashes in rings {
+        let points: Vec<(u64, u32)> = hashes.iter().map(|h| (*h, 0)).collect();
+        let index = ring_index::RingIndex::new(&points);
+        for h in edge_points(&points) {
+            let searched = points.partition_point(|(point, _)| *point < h);
+            assert_eq!(
+                index.first_at_or_after(&points, h),
+                searched,
+                "{hashes:?} at {h:#x}"
+            );
+        }
+    }
+    // A key above every point wraps to the first; one equal to a point is that point's.
+    let ring = Ring::new(&views(&["a@h", "b@h"]), 4);
+    let last = ring.points.len() - 1;
+    assert_eq!(ring.start(ring.points[last].0), last);
+    assert_eq!(ring.start(u64::MAX), searched_start(&ring.points, u64::MAX));
+    if ring.points[last].0 < u64::MAX {
+        assert_eq!(ring.start(ring.points[last].0 + 1), 0);
+    }
+    assert_eq!(ring.start(0), 0);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn hash_ring_index_answers_the_binary_search(
+        names in proptest::collection::btree_set("[a-z]{1,8}@h[0-9]", 1..=40),
+        weight in 1u32..=300,
+        keys in proptest::collection::vec(any::<u64>(), 0..200),
+    ) {
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let ring = Ring::new(&views(&names), weight);
+        for h in keys.into_iter().chain(edge_points(&ring.points)) {
+            prop_assert_eq!(ring.start(h), searched_start(&ring.points, h), "key point {:#x}", h);
+        }
+    }
+
+    #[test]
+    fn hash_ring_index_answers_the_binary_search_on_any_sorted_points(
+        mut hashes in proptest::collection::vec(any::<u64>(), 0..300),
+        top in any::<u64>(),
+        clustered in any::<bool>(),
+    ) {
+        // Clustered: every hash in one arc of 2^48 (one bucket for rings up to 2^16 points).
+        if clustered {
+            hashes.iter_mut().for_each(|h| *h = (top & !((1 << 48) - 1)) | (*h >> 16));
+        }
+        hashes.sort_unstable();
+        let points: Vec<(u64, u32)> = hashes.iter().map(|h| (*h, 0)).collect();
+        let index = ring_index::RingIndex::new(&points);
+        for h in edge_points(&points).into_iter().chain(hashes.iter().map(|h| h ^ top)) {
+            let searched = points.partition_point(|(point, _)| *point < h);
+            prop_assert_eq!(index.first_at_or_after(&points, h), searched, "key point {:#x}", h);
+        }
+    }
+}
