@@ -291,6 +291,51 @@ fn a_timeout_at_a_member_that_replied_since_is_no_silence() {
 }
 
 #[test]
+fn a_stall_of_every_member_after_one_reply_suspects_nobody_at_the_timeouts() {
+    // This caller's network stalls 1 ms after a's one reply: every other call times out.
+    let kit = kit_of(OutlierEjection::new(), &["a", "b", "c", "d"]);
+    for node in ["a", "b", "c", "d"] {
+        answer(&kit, node, 3, OutcomeKind::Ok);
+    }
+    kit.clock().advance(20 * MS);
+    let mut held: Vec<Picked> = Vec::new();
+    for node in ["a", "b", "c", "d"] {
+        held.push(pick_of(&kit, node));
+        held.push(pick_of(&kit, node));
+    }
+    kit.clock().advance(MS);
+    kit.complete(held.remove(0), MS, OutcomeKind::Ok);
+    kit.clock().advance(Duration::from_secs(1));
+    for pick in held {
+        kit.complete(pick, Duration::from_millis(1_001), OutcomeKind::Timeout);
+    }
+    let counts = kit.counts(400, None).unwrap();
+    for node in ["a", "b", "c", "d"] {
+        assert_eq!(counts.get(node).copied(), Some(100), "{node}: {counts:?}");
+    }
+}
+
+#[test]
+fn a_member_that_replied_after_the_timed_out_call_was_sent_is_not_silent() {
+    let kit = kit_of(OutlierEjection::new(), &["a", "b", "c", "d"]);
+    for node in ["a", "b", "c", "d"] {
+        answer(&kit, node, 3, OutcomeKind::Ok);
+    }
+    let slow = pick_of(&kit, "b");
+    kit.clock().advance(100 * MS);
+    answer(&kit, "b", 1, OutcomeKind::Ok);
+    kit.clock().advance(100 * MS);
+    answer(&kit, "a", 1, OutcomeKind::Ok);
+    kit.clock().advance(799 * MS);
+    let fresh = pick_of(&kit, "b");
+    kit.clock().advance(MS);
+    // One slow call times out; b answered since it was sent: one failure, no ejection.
+    kit.complete(slow, Duration::from_secs(1), OutcomeKind::Timeout);
+    assert_eq!(share(&kit, 400, "b"), 100);
+    kit.release(fresh);
+}
+
+#[test]
 fn nobody_is_suspected_while_no_member_replies() {
     let kit = kit_of(OutlierEjection::new(), &["a", "b", "c", "d"]);
     let _held = go_silent(&kit, "b", 10 * MS);

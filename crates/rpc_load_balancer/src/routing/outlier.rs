@@ -36,11 +36,12 @@ pub(crate) use selector::{Ejecting, EjectionEvent};
 ///   no reply for max([`suspicion_floor`](OutlierEjection::suspicion_floor),
 ///   [`suspicion_p99_factor`](OutlierEjection::suspicion_p99_factor) × its p99 latency), while
 ///   other members reply lately, is not picked while any of its calls is in flight, until it
-///   replies; so is a member one of whose calls times out with no reply from it since that call
-///   was sent (for at least that limit, with as many calls in flight counting that one) while
-///   another member replied after the call was sent. A suspect whose call times out (silent past the whole call timeout) is ejected as
-///   above; at the ejection cap it stays suspected, and takes one call — a probe — whenever
-///   none of its calls is in flight.
+///   replies; so is a member one of whose calls times out with no reply from it for that
+///   limit, with as many calls in flight, while another member replied after the call was
+///   sent and none failed to answer since (a stall of this caller suspects nobody). A suspect
+///   whose call times out (silent past the whole call timeout) is ejected as above; at the
+///   ejection cap it stays suspected, and takes one call — a probe — whenever none of its
+///   calls is in flight.
 ///
 /// A failure is an outcome of kind [`Timeout`](crate::routing::OutcomeKind::Timeout) or
 /// [`Error`](crate::routing::OutcomeKind::Error) with any code but

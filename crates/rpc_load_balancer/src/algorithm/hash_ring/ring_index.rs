@@ -3,7 +3,7 @@
 //! A key's owner is the first point ≥ the key's hash. A binary search over the sorted points
 //! is a chain of dependent loads (10 at 8 members × 128 points; perf put 43 % of a keyed
 //! pick's samples on one step of it). The points' hashes are uniform, so cutting the ring
-//! into `2^k` equal arcs by the hash's top `k` bits, with about one point per arc, leaves a
+//! into `2^k` equal arcs by the hash's top `k` bits, with one to two points per arc on average, leaves a
 //! search over the few points of one arc (0–3 as a rule). The answer is the binary search's,
 //! position for position.
 
@@ -51,11 +51,11 @@ impl RingIndex {
         if points == 0 || u32::try_from(points).is_err() {
             return 0;
         }
-        let wanted = points.next_power_of_two().trailing_zeros();
+        // A quarter of the points' bytes holds as many 4-byte entries as there are points
+        // (16 bytes a point), so the cap is the largest power of two ≤ the count, which is
+        // also ≤ the count rounded up.
         let budget = points * size_of::<(u64, u32)>() / 4 / size_of::<u32>();
-        // The largest power of two ≤ the budget (the budget is ≥ 1: 4 entries a point).
-        let cap = usize::BITS - 1 - budget.leading_zeros();
-        wanted.min(cap)
+        usize::BITS - 1 - budget.leading_zeros()
     }
 
     /// The hash where bucket `bucket` starts: `bucket << (64 − bits)`, 0 for bucket 0.

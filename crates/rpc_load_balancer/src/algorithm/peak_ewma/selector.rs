@@ -39,10 +39,10 @@ const EXTRA_LOOKS: usize = 2;
 
 /// The most calls in flight a member's silence is multiplied by. A member with `n` calls out
 /// and no reply for `s` costs a latency of at least `s × min(n, 3)`: with its calls as fast as
-/// its estimate, one should have come back within about estimate ÷ `n`. Uncapped, a member
-/// merely busy with many calls (whose replies come in bursts, under overload) was taken for
-/// silent: in the lab's `two-slow` at 85 % errors rose from 41 % to 52 %; capped at 3 they do
-/// not, and `paused-member` at 50 % sends the paused member at most 3 calls per caller in
+/// its estimate, one should have come back within about estimate ÷ `n` (calls sent together
+/// count the same: 3 sent at once 15 ms ago to a member estimated at 20 ms cost 45 ms each
+/// until one returns). Uncapped, a member merely busy with many calls weighed as silent: in
+/// the lab's `two-slow` at 85 % errors rose from 41 % to 52 %; capped at 3 they do not, and `paused-member` at 50 % sends the paused member at most 3 calls per caller in
 /// each of 40 seeds (without the factor: 4 in 3 of them; bench/README.md).
 const SILENCE_IN_FLIGHT_CAP: usize = 3;
 

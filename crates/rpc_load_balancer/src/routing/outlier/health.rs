@@ -30,6 +30,8 @@ pub(super) struct Health {
     pub(super) times_ejected: AtomicU32,
     /// Its last reply (an error reply too; not a timeout).
     pub(super) replied: AtomicU64,
+    /// Its last call that timed out (when the timeout came).
+    pub(super) timed_out: AtomicU64,
     /// When a sweep first saw it with calls in flight since it last had none.
     pub(super) busy_since: AtomicU64,
     /// Suspected of being silent: not picked while it has enough calls in flight.
@@ -47,6 +49,7 @@ impl Health {
             ejected_until: AtomicU64::new(0),
             times_ejected: AtomicU32::new(0),
             replied: AtomicU64::new(0),
+            timed_out: AtomicU64::new(0),
             busy_since: AtomicU64::new(0),
             suspected: AtomicBool::new(false),
             latency: Histogram::default(),
@@ -66,6 +69,15 @@ impl Health {
         if ok {
             self.latency.record(latency_ns);
         }
+    }
+
+    /// Whether it failed to answer since `at`: a call of it timed out after `at` with no
+    /// reply since, or it holds calls in flight and has not replied for `limit` before `now`.
+    pub(super) fn unanswered_since(&self, at: u64, now: u64, limit: u64) -> bool {
+        let replied = self.replied.load(Ordering::Relaxed);
+        let timed_out = self.timed_out.load(Ordering::Relaxed);
+        (timed_out > at && timed_out >= replied)
+            || (self.view.in_flight() > 0 && now.saturating_sub(replied) >= limit)
     }
 
     /// Its p99 reply latency (ns), from the buckets' upper bounds; `None` without samples.

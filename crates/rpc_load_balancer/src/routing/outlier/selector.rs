@@ -324,24 +324,64 @@ impl Ejecting {
     }
 
     /// A call to `health`'s member timed out at `now`, `latency_ns` after it was sent: the
-    /// member is suspected if it has not replied since that call was sent, for at least the
-    /// suspicion limit, with enough calls in flight (this one counted), while another member
-    /// replied after the call was sent. A sweep may not have seen that silence: when every
-    /// call a caller has out is stuck on the member, no outcome comes to run one until the
-    /// timeouts, and by then the others' replies are older than the limit.
-    fn suspect_on_timeout(&self, health: &Health, now: u64, latency_ns: u64) {
+    /// member is suspected if it has not replied for the suspicion limit (since that call was
+    /// sent, or since its last reply if that came later), with enough calls in flight (this
+    /// one counted only if it was sent after that reply: an older call that was merely slow
+    /// does not make a member that replies since silent), while another member replied
+    /// after the call was sent and no other member failed to answer since (a call of it timed
+    /// out, or it holds calls silent as long: a stall of this caller, not of the member).
+    /// A sweep may not have seen that silence: when every call a caller has out is stuck on
+    /// the member, no outcome comes to run one until the timeouts, and by then the others'
+    /// replies are older than the limit. Called with the verdicts' lock held, so that a
+    /// sweep's recount cannot drop the suspicion from the counts.
+    fn suspect_on_timeout(
+        &self,
+        _held: &MutexGuard<'_, ()>,
+        by_node: &ByNode,
+        health: &Health,
+        now: u64,
+        latency_ns: u64,
+    ) {
         if !self.options.suspicion
-            || health.view.in_flight() < self.options.suspicion_min_in_flight
             || health.suspected.load(Ordering::Relaxed)
+            || health.is_ejected(now)
         {
             return;
         }
         let sent = now.saturating_sub(latency_ns);
-        let since = health.replied.load(Ordering::Relaxed).max(sent);
+        let replied = health.replied.load(Ordering::Relaxed);
+        let counted = health
+            .view
+            .in_flight()
+            .saturating_sub(usize::from(replied > sent));
+        if counted < self.options.suspicion_min_in_flight {
+            return;
+        }
+        let since = replied.max(sent);
         let limit = self.suspicion_limit(health);
-        let others_replied = self.replied.load(Ordering::Relaxed) > since;
-        if now.saturating_sub(since) >= limit && others_replied {
+        let others_replied = self.replied.load(Ordering::Relaxed) > sent;
+        let stalled = by_node.values().any(|other| {
+            !std::ptr::eq(&**other, health) && other.unanswered_since(sent, now, limit)
+        });
+        if now.saturating_sub(since) >= limit && others_replied && !stalled {
             self.suspect(health);
+        }
+    }
+
+    /// A call to `health`'s member timed out at `now` after `latency_ns`: it may be found
+    /// silent ([`Self::suspect_on_timeout`]), and a suspect is ejected (silent past a call's
+    /// whole timeout: an outlier), which ends its suspicion unless the cap keeps it in.
+    fn timed_out(&self, by_node: &ByNode, health: &Health, now: u64, latency_ns: u64) {
+        let verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
+        self.suspect_on_timeout(&verdicts, by_node, health, now, latency_ns);
+        if !health.suspected.load(Ordering::Relaxed) {
+            return;
+        }
+        self.eject_locked(&verdicts, health, now, by_node.len(), Reason::Silent);
+        if health.is_ejected(now) && health.suspected.swap(false, Ordering::Relaxed) {
+            let _ = self
+                .out
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
         }
     }
 
@@ -531,17 +571,8 @@ impl Selector for Ejecting {
             }
         }
         if outcome.kind == OutcomeKind::Timeout {
-            self.suspect_on_timeout(health, now, latency);
-        }
-        if outcome.kind == OutcomeKind::Timeout && health.suspected.load(Ordering::Relaxed) {
-            // Silent past a call's whole timeout: an outlier, ejected like one (this ends its
-            // suspicion, unless the cap keeps it in).
-            self.eject(health, now, by_node.len(), Reason::Silent);
-            if health.is_ejected(now) && health.suspected.swap(false, Ordering::Relaxed) {
-                let _ = self
-                    .out
-                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
-            }
+            health.timed_out.fetch_max(now, Ordering::Relaxed);
+            self.timed_out(&by_node, health, now, latency);
         }
         health.calls.fetch_add(1, Ordering::Relaxed);
         if failed {
