@@ -87,6 +87,8 @@ pub struct DemoArgs {
         long,
         value_name = "FRACTION",
         default_value_t = 0.5,
+        allow_negative_numbers = true,
+        value_parser = crate::twin::plan::parse_load,
         requires = "scenario"
     )]
     pub load: f64,
@@ -141,6 +143,16 @@ mod tests {
         assert_eq!(args.algorithms, ["random", "least_connections"]);
         assert!(args.compare);
         assert!(demo(&["--scenario", "uniform"]).is_err(), "no twin");
+        for load in ["50", "0", "-1", "2.5", "NaN"] {
+            let error = demo(&["--scenario", "paused-member", "--load", load]).unwrap_err();
+            assert!(error.to_string().contains("--load"), "{load}: {error}");
+        }
+        assert_eq!(
+            demo(&["--scenario", "paused-member", "--load", "2"])
+                .unwrap()
+                .load,
+            2.0
+        );
         assert!(demo(&["--duration-s", "3"]).is_err(), "needs --scenario");
         assert!(demo(&["--scenario", "slow-member", "--algorithms", "nope"]).is_err());
         // The lab's names: options as suffixes, refused combinations refused here.

@@ -20,8 +20,12 @@ pub fn unmeasured_faults(scenario: &Scenario) -> Vec<String> {
             event.at_s
         );
         if event.at_s >= end {
+            let whole = match event.for_s {
+                Some(length) => format!(" ({} s to measure all of it)", event.at_s + length),
+                None => String::new(),
+            };
             notes.push(format!(
-                "{what} comes after the run's end ({end} s: {} s warm-up + {} s measured): the run measures no fault; run at least {} s",
+                "{what} comes after the run's end ({end} s: {} s warm-up + {} s measured): the run measures no fault; run past {} s{whole}",
                 scenario.warmup_s, scenario.measure_s, event.at_s
             ));
         } else if let (Some(length), None) = (event.for_s, event.every_s) {

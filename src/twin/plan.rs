@@ -47,6 +47,27 @@ pub fn parse_warmup_s(text: &str) -> Result<f64, String> {
     seconds_in(text, 0.0, MAX_WARMUP_S)
 }
 
+/// The highest `rpclb demo --load`: twice the uniform cluster's capacity (past it every call
+/// of the twin waits out its timeout; the lab's own scenarios allow more).
+pub const MAX_LOAD: f64 = 2.0;
+
+/// Parses `rpclb demo --load`: a fraction of the uniform cluster's capacity, above 0 and at
+/// most [`MAX_LOAD`] (0.5 is 50 %).
+///
+/// Errors: not a number, or out of range (the message says the range).
+pub fn parse_load(text: &str) -> Result<f64, String> {
+    let load: f64 = text
+        .parse()
+        .map_err(|e| format!("{text:?} is not a fraction of capacity: {e}"))?;
+    if load > 0.0 && load <= MAX_LOAD {
+        Ok(load)
+    } else {
+        Err(format!(
+            "{text} is outside (0, {MAX_LOAD}]: a fraction of the cluster's capacity (0.5 is 50 %)"
+        ))
+    }
+}
+
 fn seconds_in(text: &str, min: f64, max: f64) -> Result<f64, String> {
     let secs: f64 = text
         .parse()
