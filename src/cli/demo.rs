@@ -46,8 +46,14 @@ pub struct DemoArgs {
     /// CPU reading), --callers caller processes call it open loop at --load of the cluster's
     /// capacity, the scenario's fault is played on the processes, and the lab's table is
     /// printed (`rpclb lab`'s columns). --nodes, --calls, --concurrency, --timeout-ms, --burn
-    /// and --metrics do not apply (the call timeout is the lab's, 1 s).
-    #[arg(long, value_name = "NAME", value_parser = PossibleValuesParser::new(crate::twin::plan::TWIN_SCENARIOS))]
+    /// and --metrics do not apply (the call timeout is the lab's, 1 s): given with it, they
+    /// are a usage error.
+    #[arg(
+        long,
+        value_name = "NAME",
+        value_parser = PossibleValuesParser::new(crate::twin::plan::TWIN_SCENARIOS),
+        conflicts_with_all = ["nodes", "calls", "concurrency", "timeout_ms", "burn", "metrics"]
+    )]
     pub scenario: Option<String>,
     /// --scenario: the algorithms to run, comma-separated (default: --algorithm's).
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = super::lab::algorithm_name, requires = "scenario")]
@@ -143,6 +149,23 @@ mod tests {
         assert_eq!(args.algorithms, ["random", "least_connections"]);
         assert!(args.compare);
         assert!(demo(&["--scenario", "uniform"]).is_err(), "no twin");
+        for flag in [
+            &["--nodes", "5"][..],
+            &["--calls", "100"],
+            &["--concurrency", "4"],
+            &["--timeout-ms", "100"],
+            &["--burn", "1"],
+            &["--metrics"],
+        ] {
+            let args: Vec<&str> = ["--scenario", "paused-member"]
+                .into_iter()
+                .chain(flag.iter().copied())
+                .collect();
+            assert!(
+                demo(&args).is_err(),
+                "{flag:?} does not apply to a scenario"
+            );
+        }
         for load in ["50", "0", "-1", "2.5", "NaN"] {
             let error = demo(&["--scenario", "paused-member", "--load", load]).unwrap_err();
             assert!(error.to_string().contains("--load"), "{load}: {error}");
