@@ -206,6 +206,41 @@ fn a_short_run_warns_that_it_measures_no_fault_and_an_empty_run_is_null() {
         assert!(run["latency_ms"].is_null(), "{run}");
         assert!(run["shed_ms"].is_null(), "{run}");
     }
+    // A fault over before the measured window starts is not measured either: no fault figures
+    // taken from the warm-up.
+    let out = lab(&[
+        "--scenario",
+        "paused-member",
+        "--seeds",
+        "1",
+        "--warmup-s",
+        "25",
+        "--measure-s",
+        "0.5",
+        "--algorithm",
+        "round_robin",
+        "--json",
+    ]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let scenario = &doc["scenarios"][0];
+    assert!(
+        scenario["notes"][0]
+            .as_str()
+            .unwrap()
+            .contains("before the measured window starts"),
+        "{scenario}"
+    );
+    for run in scenario["runs"].as_array().unwrap() {
+        for field in [
+            "faulty_member",
+            "shed_ms",
+            "fault_goodput_ratio",
+            "faulty_picks_per_caller",
+            "last_faulty_pick_ms",
+        ] {
+            assert!(run.get(field).is_none_or(|v| v.is_null()), "{field}: {run}");
+        }
+    }
     // The full-length document has no notes field at all (the baseline's shape).
     let out = lab(&[
         "--scenario",

@@ -97,7 +97,8 @@ impl Fault {
     }
 }
 
-/// The faulty member and its fault's span (see [`RunReport::faulty_member`]).
+/// The faulty member and its fault's span (see [`RunReport::faulty_member`]); `None` without
+/// one, or when its fault ends before the measured window starts or starts after the run.
 pub(super) fn find_fault(s: &Scenario, run_end: u64, joins_later: &[bool]) -> Option<Fault> {
     let initial = joins_later.iter().filter(|j| !**j).count();
     let (member, start, end, present) = if let Some(e) = s.event.iter().find(|e| {
@@ -115,7 +116,9 @@ pub(super) fn find_fault(s: &Scenario, run_end: u64, joins_later: &[bool]) -> Op
             .find(|m| m.slow_factor.is_some_and(|f| f > 1.0))?;
         (m.index, 0, run_end, initial)
     };
-    if start >= end {
+    // A fault over before the measured window starts is not measured (the run warns of it),
+    // as one after the run's end is not.
+    if start >= end || end <= ns(s.warmup_s) {
         return None;
     }
     let windows = (end - start).div_ceil(SHED_WINDOW_NS) as usize;
