@@ -25,6 +25,19 @@ use crate::Error;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct CallDirect;
 
+impl CallDirect {
+    /// The algorithm (it has no options), as the other algorithms' `new`: the same as
+    /// `CallDirect` or `CallDirect::default()`.
+    ///
+    /// ```
+    /// use rpc_load_balancer::{routing::Algorithm, CallDirect};
+    /// assert_eq!(CallDirect::new().name(), "call_direct");
+    /// ```
+    pub const fn new() -> Self {
+        CallDirect
+    }
+}
+
 impl Algorithm for CallDirect {
     fn name(&self) -> &'static str {
         "call_direct"
