@@ -87,6 +87,18 @@ pub async fn run(args: DemoArgs, scenario: &str) -> CmdResult<i32> {
             format!("{NO_TWIN} has no twin: it runs each call on the calling node, and the twin's callers are not members (the lab co-locates each caller with a member)"),
         ));
     }
+    if let Some(twice) = algorithms
+        .iter()
+        .enumerate()
+        .find_map(|(i, a)| algorithms[..i].contains(a).then_some(a))
+    {
+        return Ok(usage(
+            &args,
+            format!(
+                "{twice} is named twice in --algorithms (its runs would be merged into one row)"
+            ),
+        ));
+    }
     if args.compare && !algorithms.iter().any(|a| a == "random") {
         return Ok(usage(
             &args,

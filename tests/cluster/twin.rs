@@ -262,3 +262,21 @@ async fn an_interrupted_twin_says_it_measured_nothing_instead_of_an_empty_table(
     );
     assert!(!out.contains("algorithm"), "no empty table: {out}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_algorithm_named_twice_is_a_usage_error_not_a_merged_row() {
+    let (code, stdout) = rpclb(
+        &[
+            "demo",
+            "--scenario",
+            "paused-member",
+            "--algorithms",
+            "random,peak_ewma,random",
+            "--json",
+        ],
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(code, 2, "{stdout}");
+    assert!(stdout.contains("random is named twice"), "{stdout}");
+}
