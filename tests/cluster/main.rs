@@ -18,6 +18,7 @@ mod drain_timeout;
 mod dropped_calls;
 mod errors;
 mod filters;
+mod forward;
 mod function_limits;
 mod handshake;
 mod heartbeat;

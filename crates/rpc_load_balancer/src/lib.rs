@@ -125,8 +125,9 @@ pub use filter::NodeFilter;
 pub use function::{CallContext, FunctionError, RemoteFunction};
 pub use named::NamedBalancer;
 pub use node::{
-    Node, NodeConfig, NodeEvent, TlsConfig, DEFAULT_HANDSHAKE_FRAME_LIMIT, DEFAULT_MAX_HANDSHAKES,
-    DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_CAP_BYTES,
+    ForwardedEvent, Forwarding, ForwardingEnd, Node, NodeConfig, NodeEvent, TlsConfig,
+    DEFAULT_HANDSHAKE_FRAME_LIMIT, DEFAULT_MAX_HANDSHAKES, DEFAULT_MAX_PAYLOAD_BYTES,
+    MAX_PAYLOAD_CAP_BYTES,
 };
 pub use payload::{Payload, PAYLOAD_TAIL_ROOM};
 pub use random_node::{RandomNodeCall, RandomNodeCast};

@@ -49,6 +49,7 @@ pub(crate) mod cpu_poller;
 mod cpu_selection;
 mod drain;
 mod ejection_metrics;
+mod forward;
 mod in_flight;
 mod keeper;
 mod load_balancer;
@@ -241,7 +242,7 @@ impl Balancer {
     /// A watch of the members snapshot: changes on every join and leave. It watches the
     /// balancer this handle stands for when it is called (see
     /// [Restarts](Balancer#restarts-a-handle-follows-its-name)): after a restart, take a new
-    /// watch.
+    /// watch. To an actor as messages: [`Balancer::forward_members_to`].
     pub fn watch_members(&self) -> watch::Receiver<Arc<Members>> {
         self.current().shared.watch()
     }

@@ -11,6 +11,7 @@ mod cluster;
 mod config;
 mod connect;
 mod event;
+pub(crate) mod forward;
 mod heartbeat;
 mod keep_peer;
 mod listener;
@@ -38,6 +39,7 @@ use tokio::task::JoinHandle;
 
 pub use config::{NodeConfig, DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_CAP_BYTES};
 pub use event::NodeEvent;
+pub use forward::{ForwardedEvent, Forwarding, ForwardingEnd};
 pub use preauth::{DEFAULT_HANDSHAKE_FRAME_LIMIT, DEFAULT_MAX_HANDSHAKES};
 pub use tls::TlsConfig;
 
@@ -238,7 +240,8 @@ impl Node {
     }
 
     /// A stream of [`NodeEvent`]s from now on (a receiver that falls 256 events behind skips
-    /// the oldest, see `tokio::sync::broadcast`).
+    /// the oldest, see `tokio::sync::broadcast`). To an actor as messages:
+    /// [`Node::forward_events_to`].
     pub fn events(&self) -> broadcast::Receiver<NodeEvent> {
         self.inner.shared.events.subscribe()
     }
