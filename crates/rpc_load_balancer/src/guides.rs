@@ -43,6 +43,8 @@ pub struct HowToRunningAcrossMachines;
 pub struct HowToDeadlinesAndOverload;
 #[doc = include_str!("../../../docs/how-to/large-payloads.md")]
 pub struct HowToLargePayloads;
+#[doc = include_str!("../../../docs/how-to/tower.md")]
+pub struct HowToTower;
 #[doc = include_str!("../../../docs/reference/configuration.md")]
 pub struct ReferenceConfiguration;
 #[doc = include_str!("../../../docs/reference/errors.md")]

@@ -119,6 +119,9 @@ pub use balancer::{
     BalancedCall, BalancedCast, Balancer, BalancerActor, BalancerConfig, DrainOutcome, DrainReport,
     Member, Members, SelectionGuard, SupervisorMsg,
 };
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub use balancer::{FunctionFuture, FunctionService};
 pub use control::{ControlReply, ControlRequest};
 pub use error::{Error, ErrorCode, PayloadDirection, RemoteFailure, Unavailable};
 pub use filter::NodeFilter;

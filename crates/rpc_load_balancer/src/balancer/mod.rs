@@ -63,6 +63,8 @@ mod start;
 pub(crate) mod supervisor;
 #[cfg(test)]
 mod tests;
+#[cfg(feature = "tower")]
+mod tower_service;
 
 /// The least time a leaving member refuses calls (rather than dropping them) before its
 /// actor stops, whatever `leave_grace` and the drain took.
@@ -88,6 +90,8 @@ pub use drain::{DrainOutcome, DrainReport};
 pub use members::{Member, Members};
 pub use selection::SelectionGuard;
 pub use supervisor::{BalancerActor, BalancerActorState, SupervisorMsg};
+#[cfg(feature = "tower")]
+pub use tower_service::{FunctionFuture, FunctionService};
 
 pub(crate) use members::member_name;
 pub(crate) use registered::BalancerLookup;
