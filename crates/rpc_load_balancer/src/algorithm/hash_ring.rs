@@ -24,7 +24,7 @@ use crate::Error;
 /// node name, so the ring depends on the member *set* only — not on member order, platform or
 /// compiler. A key's owner is the member of the first point ≥ `xxh3_64(key)`, wrapping around;
 /// an index by the key's top hash bits finds it among the few points of one arc of the ring
-/// (about one point an arc), not by a binary search over every point.
+/// (one to two points an arc), not by a binary search over every point.
 /// xxh3 is XXH3-64 with seed 0 (xxHash 0.8); golden vectors in the tests pin it.
 ///
 /// **Keys** are bytes: pass strings as their UTF-8 bytes (`b"customer-42"`), integers as

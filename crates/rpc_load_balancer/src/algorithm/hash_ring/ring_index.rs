@@ -3,21 +3,18 @@
 //! A key's owner is the first point ≥ the key's hash. A binary search over the sorted points
 //! is a chain of dependent loads (10 at 8 members × 128 points; perf put 43 % of a keyed
 //! pick's samples on one step of it). The points' hashes are uniform, so cutting the ring
-//! into `2^k` equal arcs by the hash's top `k` bits, with one to two points per arc on average, leaves a
-//! search over the few points of one arc (0–3 as a rule). The answer is the binary search's,
-//! position for position.
-
-use std::mem::size_of;
+//! into `2^k` equal arcs by the hash's top `k` bits, one to two points an arc on average,
+//! leaves a search over the few points of one arc (0–3 as a rule). The answer is the binary
+//! search's, position for position.
 
 /// Per bucket `b` of the ring's `2^bits` equal arcs, the position of the first point whose
 /// hash is ≥ the arc's start `b << (64 − bits)` (the points' length when none is).
 ///
-/// Sized `2^bits` with `2^bits` the points' count rounded up to a power of two, as long as the
-/// index stays within a quarter of the points' bytes (4 bytes an entry against 16 a point):
-/// so the largest power of two ≤ the points' count, and one entry for an empty ring.
+/// Sized `2^bits`, the largest power of two ≤ the points' count (one entry for an empty ring):
+/// one to two points an arc, and at most 4 bytes of index a point (a quarter of its 16).
 #[derive(Debug)]
 pub(super) struct RingIndex {
-    /// `bits` of the bucket number (0 ..= 32).
+    /// `bits` of the bucket number (0 ..= 31).
     bits: u32,
     /// Position of the first point ≥ each bucket's start, in bucket order.
     first: Box<[u32]>,
@@ -44,18 +41,13 @@ impl RingIndex {
         }
     }
 
-    /// The bucket bits for a ring of `points` points: `2^bits` is `points` rounded up to a
-    /// power of two, capped so that `4 × 2^bits` bytes ≤ a quarter of the points' bytes;
-    /// 0 for an empty ring, or one too long for `u32` positions.
+    /// The bucket bits for a ring of `points` points: ⌊log2 `points`⌋; 0 for an empty ring,
+    /// or one too long for `u32` positions.
     fn bits_for(points: usize) -> u32 {
         if points == 0 || u32::try_from(points).is_err() {
             return 0;
         }
-        // A quarter of the points' bytes holds as many 4-byte entries as there are points
-        // (16 bytes a point), so the cap is the largest power of two ≤ the count, which is
-        // also ≤ the count rounded up.
-        let budget = points * size_of::<(u64, u32)>() / 4 / size_of::<u32>();
-        usize::BITS - 1 - budget.leading_zeros()
+        points.ilog2()
     }
 
     /// The hash where bucket `bucket` starts: `bucket << (64 − bits)`, 0 for bucket 0.

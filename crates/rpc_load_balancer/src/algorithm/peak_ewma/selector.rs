@@ -42,8 +42,9 @@ const EXTRA_LOOKS: usize = 2;
 /// its estimate, one should have come back within about estimate ÷ `n` (calls sent together
 /// count the same: 3 sent at once 15 ms ago to a member estimated at 20 ms cost 45 ms each
 /// until one returns). Uncapped, a member merely busy with many calls weighed as silent: in
-/// the lab's `two-slow` at 85 % errors rose from 41 % to 52 %; capped at 3 they do not, and `paused-member` at 50 % sends the paused member at most 3 calls per caller in
-/// each of 40 seeds (without the factor: 4 in 3 of them; bench/README.md).
+/// the lab's `two-slow` at 85 % errors rose from 41 % to 52 %; capped at 3 they do not, and
+/// `paused-member` at 50 % sends the paused member at most 3 calls per caller in each of 40
+/// seeds (without the factor: 4 in 3 of them; bench/README.md).
 const SILENCE_IN_FLIGHT_CAP: usize = 3;
 
 /// Where a pick reads the estimates (see [`EwmaSelector::source`]).
@@ -117,9 +118,7 @@ impl EwmaSelector {
             .and_then(|e| e.load(now_ns, self.decay_ns))
             .unwrap_or_else(|| f64::from_bits(self.unknown.load(Ordering::Relaxed)));
         // A member silent with calls in flight is at least that slow now (a pause, a dead
-        // connection): no need to wait for the timeout to know. With n calls out, one of them
-        // should have come back within about latency ÷ n, so the silence counts n times
-        // ([`SILENCE_IN_FLIGHT_CAP`] at most).
+        // connection), its silence counted once per call out ([`SILENCE_IN_FLIGHT_CAP`]).
         let silent = estimate.map_or(0, |e| e.silent_ns(in_flight, now_ns)) as f64
             * in_flight.min(SILENCE_IN_FLIGHT_CAP) as f64;
         let cost = latency.max(silent) * (in_flight as f64 + 1.0);

@@ -372,6 +372,12 @@ impl Ejecting {
     /// silent ([`Self::suspect_on_timeout`]), and a suspect is ejected (silent past a call's
     /// whole timeout: an outlier), which ends its suspicion unless the cap keeps it in.
     fn timed_out(&self, by_node: &ByNode, health: &Health, now: u64, latency_ns: u64) {
+        // Most timeouts can change nothing here: no lock for them (under overload they come
+        // by the thousand).
+        let may_suspect = self.options.suspicion && !health.is_ejected(now);
+        if !may_suspect && !health.suspected.load(Ordering::Relaxed) {
+            return;
+        }
         let verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
         self.suspect_on_timeout(&verdicts, by_node, health, now, latency_ns);
         if !health.suspected.load(Ordering::Relaxed) {
