@@ -65,6 +65,7 @@ pub struct DemoArgs {
         value_name = "SECONDS",
         default_value_t = 10.0,
         requires = "scenario",
+        allow_negative_numbers = true,
         value_parser = crate::twin::plan::parse_duration_s
     )]
     pub duration_s: f64,
@@ -74,12 +75,20 @@ pub struct DemoArgs {
         value_name = "SECONDS",
         default_value_t = 2.0,
         requires = "scenario",
+        allow_negative_numbers = true,
         value_parser = crate::twin::plan::parse_warmup_s
     )]
     pub warmup_s: f64,
     /// --scenario: the members' median service time, ms (lognormal, σ 0.5; sleep-based, so
     /// ≥ 5 keeps tokio's 1 ms timer resolution small against it).
-    #[arg(long, value_name = "MS", default_value_t = 10.0, requires = "scenario")]
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 10.0,
+        allow_negative_numbers = true,
+        value_parser = crate::twin::plan::parse_service_ms,
+        requires = "scenario"
+    )]
     pub service_ms: f64,
     /// --scenario: calls a member serves at once (more wait).
     #[arg(long, value_name = "N", default_value_t = 8, requires = "scenario", value_parser = clap::value_parser!(u32).range(1..=10_000))]
@@ -165,6 +174,14 @@ mod tests {
                 demo(&args).is_err(),
                 "{flag:?} does not apply to a scenario"
             );
+        }
+        for flag in ["--warmup-s", "--duration-s"] {
+            let error = demo(&["--scenario", "paused-member", flag, "-1"]).unwrap_err();
+            assert!(error.to_string().contains(flag), "{flag}: {error}");
+        }
+        for ms in ["0", "-5", "1e9", "NaN"] {
+            let error = demo(&["--scenario", "paused-member", "--service-ms", ms]).unwrap_err();
+            assert!(error.to_string().contains("--service-ms"), "{ms}: {error}");
         }
         for load in ["50", "0", "-1", "2.5", "NaN"] {
             let error = demo(&["--scenario", "paused-member", "--load", load]).unwrap_err();

@@ -68,6 +68,25 @@ pub fn parse_load(text: &str) -> Result<f64, String> {
     }
 }
 
+/// The longest `rpclb demo --service-ms`: 60,000 ms (past it every call of the twin outlasts
+/// its 1 s timeout many times over).
+pub const MAX_SERVICE_MS: f64 = 60_000.0;
+
+/// Parses `rpclb demo --service-ms`: a median service time in ms, above 0 and at most
+/// [`MAX_SERVICE_MS`].
+///
+/// Errors: not a number, or out of range (the message says the range).
+pub fn parse_service_ms(text: &str) -> Result<f64, String> {
+    let ms: f64 = text
+        .parse()
+        .map_err(|e| format!("{text:?} is not a number of ms: {e}"))?;
+    if ms > 0.0 && ms <= MAX_SERVICE_MS {
+        Ok(ms)
+    } else {
+        Err(format!("{text} is outside (0, {MAX_SERVICE_MS}] ms"))
+    }
+}
+
 fn seconds_in(text: &str, min: f64, max: f64) -> Result<f64, String> {
     let secs: f64 = text
         .parse()
