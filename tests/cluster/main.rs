@@ -19,6 +19,7 @@ mod dropped_calls;
 mod errors;
 mod filters;
 mod forward;
+mod forward_reply;
 mod function_limits;
 mod handshake;
 mod heartbeat;

@@ -45,6 +45,8 @@ pub struct HowToDeadlinesAndOverload;
 pub struct HowToLargePayloads;
 #[doc = include_str!("../../../docs/how-to/tower.md")]
 pub struct HowToTower;
+#[doc = include_str!("../../../docs/how-to/replies-into-mailboxes.md")]
+pub struct HowToRepliesIntoMailboxes;
 #[doc = include_str!("../../../docs/reference/configuration.md")]
 pub struct ReferenceConfiguration;
 #[doc = include_str!("../../../docs/reference/errors.md")]

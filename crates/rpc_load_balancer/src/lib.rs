@@ -117,7 +117,7 @@ pub use algorithm::{
 pub use balancer::call::Call;
 pub use balancer::{
     BalancedCall, BalancedCast, Balancer, BalancerActor, BalancerConfig, DrainOutcome, DrainReport,
-    Member, Members, SelectionGuard, SupervisorMsg,
+    ForwardOutcome, ForwardedReply, Member, Members, SelectionGuard, SupervisorMsg,
 };
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]

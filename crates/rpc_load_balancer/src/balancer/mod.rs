@@ -83,7 +83,7 @@ use std::time::Duration;
 use ractor::ActorRef;
 use tokio::sync::watch;
 
-pub use call::{BalancedCall, BalancedCast};
+pub use call::{BalancedCall, BalancedCast, ForwardOutcome, ForwardedReply};
 pub use child::{Child, SpawnChild};
 pub use config::{BalancerConfig, DEFAULT_DRAIN_TIMEOUT, DEFAULT_LEAVE_GRACE};
 pub use drain::{DrainOutcome, DrainReport};

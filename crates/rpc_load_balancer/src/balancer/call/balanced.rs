@@ -8,7 +8,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ractor::ActorRef;
+
 use super::dispatch;
+use super::forward_reply::{forward, ForwardedReply};
 use super::options::{option_setters, CallOptions};
 use super::target::Target;
 use crate::balancer::Balancer;
@@ -84,6 +87,50 @@ impl<F: RemoteFunction> BalancedCall<F> {
     /// Errors: as awaiting the call.
     pub async fn with_node(self) -> Result<(F::Reply, Arc<str>), Error> {
         self.routed.call().await
+    }
+
+    /// Runs the call on a task of its own and delivers its outcome to `receiver` as the
+    /// message `map(result)` (`result` as awaiting the call gives it), instead of being
+    /// awaited — the shape of ractor's `call_and_forward`: an actor's handler starts the call
+    /// and returns at once, and the reply arrives as one of the actor's next messages.
+    ///
+    /// The call is dropped — and so cancelled, on its serving node too — if `receiver` stops
+    /// before it ends. Returns at once with the [`ForwardedReply`] handle (drop it to let the
+    /// call run on; [`ForwardedReply::outcome`] says whether the message was delivered).
+    /// Needs a tokio runtime (ractor's); without one `receiver` gets
+    /// `map(Err(`[`Error::NodeNotRunning`]`))` at once. A panic in `map` drops the outcome.
+    ///
+    /// ```
+    /// use rpc_load_balancer::{Balancer, Error, RemoteFunction};
+    /// # use rpc_load_balancer::FunctionError;
+    /// # struct Square;
+    /// # impl RemoteFunction for Square {
+    /// #     const NAME: &'static str = "doc.square";
+    /// #     type Args = u32;
+    /// #     type Reply = u64;
+    /// #     async fn call(&self, n: u32) -> Result<u64, FunctionError> { Ok(u64::from(n).pow(2)) }
+    /// # }
+    ///
+    /// #[derive(ractor_cluster::RactorMessage)]
+    /// enum WorkerMsg {
+    ///     Start(u32),
+    ///     Squared(Result<u64, Error>),
+    /// }
+    ///
+    /// // Inside a `handle` of an actor whose messages are `WorkerMsg`:
+    /// fn on_start(balancer: &Balancer, myself: &ractor::ActorRef<WorkerMsg>, n: u32) {
+    ///     // Returns at once; `WorkerMsg::Squared` arrives later in the mailbox.
+    ///     balancer
+    ///         .call::<Square>(n)
+    ///         .forward_to(myself, WorkerMsg::Squared);
+    /// }
+    /// ```
+    pub fn forward_to<T, M>(self, receiver: &ActorRef<T>, map: M) -> ForwardedReply
+    where
+        T: ractor::Message,
+        M: FnOnce(Result<F::Reply, Error>) -> T + Send + 'static,
+    {
+        forward(self.into_future(), receiver, map)
     }
 }
 

@@ -7,7 +7,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ractor::ActorRef;
+
 use super::dispatch;
+use super::forward_reply::{forward, ForwardedReply};
 use super::options::CallOptions;
 use super::target::Target;
 use crate::function::RemoteFunction;
@@ -66,6 +69,18 @@ impl<F: RemoteFunction> Call<F> {
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.options.timeout = Some(timeout);
         self
+    }
+
+    /// Runs the call on a task of its own and delivers its outcome to `receiver` as the
+    /// message `map(result)`, instead of being awaited; the call is dropped (and so cancelled,
+    /// on its serving node too) if `receiver` stops first. As
+    /// [`BalancedCall::forward_to`](crate::BalancedCall::forward_to), which shows an example.
+    pub fn forward_to<T, M>(self, receiver: &ActorRef<T>, map: M) -> ForwardedReply
+    where
+        T: ractor::Message,
+        M: FnOnce(Result<F::Reply, Error>) -> T + Send + 'static,
+    {
+        forward(self.into_future(), receiver, map)
     }
 }
 

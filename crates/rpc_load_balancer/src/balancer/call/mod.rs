@@ -18,6 +18,7 @@
 mod balanced;
 mod direct;
 pub(crate) mod dispatch;
+pub(crate) mod forward_reply;
 pub(crate) mod options;
 mod random;
 mod select;
@@ -27,6 +28,7 @@ mod wait;
 
 pub use balanced::{BalancedCall, BalancedCast};
 pub use direct::Call;
+pub use forward_reply::{ForwardOutcome, ForwardedReply};
 pub(crate) use target::Target;
 
 #[cfg(test)]
