@@ -52,6 +52,7 @@ mod support;
 #[cfg(feature = "telemetry")]
 mod telemetry;
 mod tls;
+mod tower;
 mod tutorial;
 mod twin;
 mod unauthenticated;

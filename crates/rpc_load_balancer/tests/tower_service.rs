@@ -169,23 +169,32 @@ async fn ready_is_pending_while_the_pool_is_empty_and_ready_once_a_member_joins(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ready_is_pending_while_every_member_is_at_its_cap() {
+async fn ready_reserves_a_member_and_is_pending_while_every_member_is_at_its_cap() {
     let node = start_node("tower_capped").await;
     let balancer = Balancer::start(BalancerConfig::new("capped").max_in_flight_per_member(1))
         .await
         .unwrap();
     balancer.wait_for_members(1, BOUND).await.unwrap();
-    let mut service = balancer.service::<Double>();
-    tokio::time::timeout(BOUND, service.ready())
+    let mut first = balancer.service::<Double>();
+    tokio::time::timeout(BOUND, first.ready())
         .await
         .unwrap()
         .unwrap();
+    // Ready reserved the only member: it counts the reservation in flight.
+    let member = balancer.members().as_slice()[0].clone();
+    assert_eq!(member.in_flight(), 1, "ready reserved nothing");
+    assert_eq!(balancer.in_flight(), 1);
+    // Ready again is still the same reservation.
+    tokio::time::timeout(BOUND, first.ready())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(member.in_flight(), 1);
 
-    // The only member at its cap of 1: pending (a call now would be refused `Overloaded`).
-    let guard = balancer.select_node(None).unwrap();
-    assert_eq!(guard.member().in_flight(), 1);
+    // The member at its cap of 1: another service is pending, a plain call refused.
+    let mut second = first.clone();
     assert!(
-        tokio::time::timeout(STAYS_PENDING, service.ready())
+        tokio::time::timeout(STAYS_PENDING, second.ready())
             .await
             .is_err(),
         "pending while every member is at its cap"
@@ -196,15 +205,27 @@ async fn ready_is_pending_while_every_member_is_at_its_cap() {
         "{refused:?}"
     );
 
-    // Released: a waiting `ready` resolves, and the call goes through.
+    // The reserving service's call goes through on its reservation (not refused at the cap
+    // it holds), and ends it.
     let waiting = tokio::spawn(async move {
-        let ready = tokio::time::timeout(BOUND, service.ready()).await;
-        assert!(matches!(ready, Ok(Ok(_))), "ready once released");
-        service.call(5).await
+        let ready = tokio::time::timeout(BOUND, second.ready()).await;
+        assert!(matches!(ready, Ok(Ok(_))), "ready once the member is free");
+        second.call(5).await
     });
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    drop(guard);
+    assert_eq!(first.call(3).await.unwrap(), 6);
     assert_eq!(waiting.await.unwrap().unwrap(), 10);
+    assert_eq!(member.in_flight(), 0);
+
+    // A ready service that is dropped releases its reservation.
+    let mut dropped = balancer.service::<Double>();
+    tokio::time::timeout(BOUND, dropped.ready())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(member.in_flight(), 1);
+    drop(dropped);
+    assert_eq!(member.in_flight(), 0);
+    assert_eq!(balancer.in_flight(), 0);
     balancer.stop().await;
     node.shutdown().await;
 }

@@ -178,6 +178,17 @@ impl Selection {
         }
     }
 
+    /// Restarts the latency clock of a selection that carries a call (one made before its
+    /// call was sent, a tower service's reservation): the outcome's latency is measured from
+    /// now. Nothing for a selection whose selector does not learn.
+    pub(crate) fn restart_clock(&mut self) {
+        if self.picked_at != 0 && self.picked_at != NO_CALL {
+            if let Some(releaser) = self.members.releaser() {
+                self.picked_at = now_ns(releaser);
+            }
+        }
+    }
+
     /// Keeps `report`, which a reply of the selected member carried, as the member's latest
     /// (its view, read by selectors; arrived now on the balancer's clock).
     pub(crate) fn keep_report(&self, report: &LoadReport) {

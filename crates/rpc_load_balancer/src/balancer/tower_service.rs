@@ -7,31 +7,28 @@
 //! (`F::Reply`), the error the crate's [`Error`]. Each call is a [`Balancer::call`] with the
 //! balancer's defaults (its `call_timeout`, `retry`, no routing key).
 //!
-//! **Readiness.** [`poll_ready`](tower_service::Service::poll_ready) is `Ready` when the
-//! balancer has a member that can take a call now, and `Pending` while it cannot — its pool
-//! is empty, or every member is at the balancer's
-//! [`max_in_flight_per_member`](crate::BalancerConfig::max_in_flight_per_member) — so that
-//! tower's `LoadShed` refuses at once and `Buffer` queues instead of sending calls that would
-//! wait (empty pool) or fail with [`Error::Overloaded`] (every member full). It is a check,
-//! not a reservation: a member free at `poll_ready` may be taken by another caller (or leave)
-//! before [`call`](tower_service::Service::call) picks, and that call then waits or fails as
-//! any [`BalancedCall`](crate::BalancedCall) does. (Holding a [`SelectionGuard`] from
-//! `poll_ready` to `call` would make it a reservation, but a routed call cannot yet be sent
-//! through a selection chosen beforehand: the call pipeline picks its member itself, and
-//! re-picks when a member cannot take the call.)
+//! **Readiness is a reservation.** [`poll_ready`](tower_service::Service::poll_ready) picks the
+//! member the next [`call`](tower_service::Service::call) goes to — the algorithm's pick, under
+//! the balancer's [`max_in_flight_per_member`](crate::BalancerConfig::max_in_flight_per_member)
+//! — and counts it in flight from then on (as a [`SelectionGuard`] does), so a call made after
+//! `Ready` is not refused for a cap another caller filled in between. It is `Pending` while no
+//! member can take a call — the pool is empty, or every member is at the cap — so that tower's
+//! `LoadShed` refuses at once and `Buffer` queues instead of sending calls that would wait
+//! (empty pool) or fail with [`Error::Overloaded`] (every member full).
 //!
 //! [`SelectionGuard`]: crate::SelectionGuard
 
 use std::fmt;
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use super::call::select::under_cap;
 use super::shared::BalancerShared;
-use super::{Balancer, Members};
+use super::{BalancedCall, Balancer, Selection};
 use crate::function::RemoteFunction;
 use crate::Error;
 
@@ -49,23 +46,24 @@ pub type FunctionFuture<R> = Pin<Box<dyn Future<Output = Result<R, Error>> + Sen
 /// `F::Reply`, its error [`Error`]. Made by [`Balancer::service`] or [`FunctionService::new`].
 ///
 /// [`poll_ready`](tower_service::Service::poll_ready):
-/// - `Ready(Ok(()))` when a call can be handed to a member now: the balancer has a member
-///   under its [`max_in_flight_per_member`](crate::BalancerConfig::max_in_flight_per_member)
-///   cap (any member, without a cap), or its calls run on this node without selecting
-///   ([`NodeConfig::call_directly`](crate::NodeConfig::call_directly),
-///   [`CallDirect`](crate::CallDirect));
+/// - `Ready(Ok(()))` once a member is reserved for the next call: the algorithm's pick among
+///   the members under the balancer's
+///   [`max_in_flight_per_member`](crate::BalancerConfig::max_in_flight_per_member) cap (any
+///   member, without a cap); also when its calls run on this node without selecting, or the
+///   algorithm refuses to pick (the call then returns its error);
 /// - `Pending` while the pool is empty (woken when the members change) or every member is at
 ///   the cap (looked at again every 5 ms, and when the members change);
 /// - `Ready(Err(`[`Error::UnknownBalancer`]`))` once the balancer has stopped (and no
 ///   balancer runs under its name: a handle follows its name across restarts).
 ///
-/// It is a readiness check, not a reservation: a member free at `poll_ready` may be taken by
-/// another caller (or leave) before `call` picks, and the call then waits while the pool is
-/// empty (as its balancer's `retry` allows) and fails with [`Error::Overloaded`] if every
-/// member is full when it picks. (Holding a [`SelectionGuard`](crate::SelectionGuard) from
-/// `poll_ready` to `call` would make it a reservation, but a routed call cannot yet be sent
-/// through a selection made beforehand: the call pipeline picks its member itself, and picks
-/// again when a member cannot take the call.)
+/// A `Ready` service holds its reservation — the member counts it in flight, and the balancer's
+/// [`in_flight`](Balancer::in_flight) total with it — until the next `call` (which is sent to
+/// that member, its latency measured from the `call`) or until the service is dropped (the
+/// reservation is released, as a dropped [`SelectionGuard`](crate::SelectionGuard) is). A
+/// reserved member that has left by the time of the `call` is skipped as any member that
+/// cannot take a call is: the call goes to another one. Calls that run on this node without
+/// selecting ([`NodeConfig::call_directly`](crate::NodeConfig::call_directly),
+/// [`CallDirect`](crate::CallDirect)) reserve nothing.
 ///
 /// The [`call`](tower_service::Service::call) future errors as awaiting a
 /// [`BalancedCall`](crate::BalancedCall) does; it is `Send + 'static` and does not borrow the
@@ -107,6 +105,11 @@ pub struct FunctionService<F: RemoteFunction> {
     /// What `poll_ready` waits on after it answered `Pending`: a change of members, or
     /// [`CAP_POLL`] too when every member was full.
     waiting: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    /// The member `poll_ready` reserved for the next `call` (counted in flight until the
+    /// call ends, or the service drops), with the balancer state it was selected from.
+    reserved: Option<(Arc<BalancerShared>, Selection)>,
+    /// Ready without a reservation (see [`Reserve::Unreserved`]), until the next `call`.
+    ready: bool,
     function: PhantomData<fn() -> F>,
 }
 
@@ -116,6 +119,8 @@ impl<F: RemoteFunction> FunctionService<F> {
         Self {
             balancer,
             waiting: None,
+            reserved: None,
+            ready: false,
             function: PhantomData,
         }
     }
@@ -135,26 +140,54 @@ impl Balancer {
     }
 }
 
-/// Whether a balancer can take a call now, and if not, why.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Readiness {
-    Ready,
+/// What `poll_ready` found.
+enum Reserve {
+    /// A member was reserved for the next call.
+    Selected(Selection),
+    /// Ready without a reservation: the calls run on this node without selecting, or the
+    /// selection fails in a way the call itself will report (an algorithm's error).
+    Unreserved,
     /// No members.
     Empty,
     /// Every member at the balancer's cap.
     Full,
 }
 
-fn readiness(shared: &BalancerShared, members: &Members) -> Readiness {
+/// Reserves a member of `shared` for a call: the algorithm's pick, past members at the
+/// balancer's `max_in_flight_per_member` cap (counted in flight from now on).
+fn reserve(shared: &BalancerShared) -> Reserve {
     if shared.node.config.call_directly || shared.config.algorithm.is_local() {
-        return Readiness::Ready;
+        return Reserve::Unreserved;
     }
-    if members.is_empty() {
-        return Readiness::Empty;
+    let limit = shared.config.max_in_flight_per_member;
+    let mut exclude = Vec::new();
+    loop {
+        match shared.choose(None, &exclude) {
+            Ok((members, index)) => match under_cap(shared, members, index, limit, &mut exclude) {
+                Ok(selection) => return Reserve::Selected(selection),
+                Err(None) => continue,
+                Err(Some(_overloaded)) => return Reserve::Full,
+            },
+            Err(Error::NoMembers { .. }) => return Reserve::Empty,
+            Err(_) => return Reserve::Unreserved,
+        }
     }
-    match shared.config.max_in_flight_per_member {
-        Some(limit) if members.as_slice().iter().all(|m| m.in_flight() >= limit) => Readiness::Full,
-        _ => Readiness::Ready,
+}
+
+impl<F: RemoteFunction> FunctionService<F> {
+    /// Records what `reserve` found: whether the service is ready.
+    fn take(&mut self, shared: &Arc<BalancerShared>, found: Reserve) -> Option<Reserve> {
+        match found {
+            Reserve::Selected(selection) => {
+                self.reserved = Some((Arc::clone(shared), selection));
+                None
+            }
+            Reserve::Unreserved => {
+                self.ready = true;
+                None
+            }
+            not_ready => Some(not_ready),
+        }
     }
 }
 
@@ -164,6 +197,9 @@ impl<F: RemoteFunction> tower_service::Service<F::Args> for FunctionService<F> {
     type Future = FunctionFuture<F::Reply>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        if self.reserved.is_some() || self.ready {
+            return Poll::Ready(Ok(()));
+        }
         loop {
             if let Some(waiting) = self.waiting.as_mut() {
                 if waiting.as_mut().poll(cx).is_pending() {
@@ -175,29 +211,31 @@ impl<F: RemoteFunction> tower_service::Service<F::Args> for FunctionService<F> {
             shared.check_running()?;
             // The common case without a watch; else watched first, then looked at again, so
             // that a change between the two is not missed.
-            if readiness(&shared, &shared.members()) == Readiness::Ready {
+            if self.take(&shared, reserve(&shared)).is_none() {
                 return Poll::Ready(Ok(()));
             }
             let mut watch = shared.watch();
-            let members = Arc::clone(&watch.borrow_and_update());
-            self.waiting = match readiness(&shared, &members) {
-                Readiness::Ready => return Poll::Ready(Ok(())),
-                Readiness::Empty => Some(Box::pin(async move {
-                    // A closed watch (the balancer is gone) is seen by the next look.
-                    let _ = watch.changed().await;
-                })),
-                Readiness::Full => Some(Box::pin(async move {
+            watch.borrow_and_update();
+            self.waiting = match self.take(&shared, reserve(&shared)) {
+                None => return Poll::Ready(Ok(())),
+                Some(Reserve::Full) => Some(Box::pin(async move {
                     tokio::select! {
                         _ = watch.changed() => {}
                         () = tokio::time::sleep(CAP_POLL) => {}
                     }
+                })),
+                Some(_) => Some(Box::pin(async move {
+                    // A closed watch (the balancer is gone) is seen by the next look.
+                    let _ = watch.changed().await;
                 })),
             };
         }
     }
 
     fn call(&mut self, args: F::Args) -> Self::Future {
-        self.balancer.call::<F>(args).into_future()
+        let reserved = self.reserved.take();
+        self.ready = false;
+        Box::pin(BalancedCall::<F>::new(self.balancer.clone(), args).call_reserved(reserved))
     }
 }
 
@@ -213,6 +251,7 @@ impl<F: RemoteFunction> fmt::Debug for FunctionService<F> {
             .field("balancer", &self.balancer.name())
             .field("function", &F::NAME)
             .field("waiting", &self.waiting.is_some())
+            .field("reserved", &self.reserved.as_ref().map(|(_, s)| s.node()))
             .finish()
     }
 }

@@ -14,7 +14,7 @@ use super::dispatch;
 use super::forward_reply::{forward, ForwardedReply};
 use super::options::{option_setters, CallOptions};
 use super::target::Target;
-use crate::balancer::Balancer;
+use crate::balancer::{Balancer, BalancerShared, Selection};
 use crate::function::RemoteFunction;
 use crate::{Error, Retry, Unavailable};
 
@@ -132,6 +132,16 @@ impl<F: RemoteFunction> BalancedCall<F> {
     {
         forward(self.into_future(), receiver, map)
     }
+
+    /// The call, sent through `reserved` (see `Routed::call_reserved`).
+    #[cfg(feature = "tower")]
+    pub(crate) async fn call_reserved(
+        self,
+        reserved: Option<(Arc<BalancerShared>, Selection)>,
+    ) -> Result<F::Reply, Error> {
+        let (reply, _node) = self.routed.call_reserved(reserved).await?;
+        Ok(reply)
+    }
 }
 
 /// What a routed call or cast holds until it is awaited.
@@ -155,11 +165,25 @@ impl<F: RemoteFunction> Routed<F> {
     /// Runs it as a call, on the balancer this handle stands for now: the reply and the node
     /// that served it.
     async fn call(self) -> Result<(F::Reply, Arc<str>), Error> {
+        self.call_reserved(None).await
+    }
+
+    /// As [`Self::call`], sent through `reserved` — a selection made beforehand by the
+    /// balancer state it names — if that is still the balancer this handle stands for (else
+    /// the reservation is released and the call selects).
+    async fn call_reserved(
+        self,
+        reserved: Option<(Arc<BalancerShared>, Selection)>,
+    ) -> Result<(F::Reply, Arc<str>), Error> {
         let target = Target::Balancer(self.balancer.current_shared());
         let Target::Balancer(shared) = &target else {
             return Err(not_routed(&self.balancer));
         };
-        dispatch::call::<F>(&shared.node, &target, &self.options, self.args).await
+        let reserved = reserved
+            .filter(|(by, _)| Arc::ptr_eq(by, shared))
+            .map(|(_, selection)| selection);
+        dispatch::call_reserved::<F>(&shared.node, &target, &self.options, self.args, reserved)
+            .await
     }
 
     /// Sends it as a cast, on the balancer this handle stands for now.

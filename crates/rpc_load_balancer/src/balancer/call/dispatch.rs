@@ -14,6 +14,7 @@ use tracing::{Instrument, Span};
 use super::options::CallOptions;
 use super::target::{Attempt, Counted, Destination, Kind, Route, Target};
 use super::telemetry::Telemetry;
+use crate::balancer::Selection;
 use crate::call::{self, Accounting, Sent};
 use crate::function::RemoteFunction;
 use crate::node::shared::NodeShared;
@@ -34,10 +35,22 @@ pub(crate) async fn call<F: RemoteFunction>(
     options: &CallOptions,
     args: F::Args,
 ) -> Result<(F::Reply, Arc<str>), Error> {
+    call_reserved::<F>(node, target, options, args, None).await
+}
+
+/// As [`call`], with `reserved`: a selection of the routing balancer made beforehand (a tower
+/// service's `poll_ready`), which its first attempt takes instead of selecting.
+pub(crate) async fn call_reserved<F: RemoteFunction>(
+    node: &Arc<NodeShared>,
+    target: &Target,
+    options: &CallOptions,
+    args: F::Args,
+    reserved: Option<Selection>,
+) -> Result<(F::Reply, Arc<str>), Error> {
     let tracking = options.load_balancer.as_deref();
     let mut telemetry = Telemetry::new(Kind::Call, F::NAME, target, tracking);
     let span = telemetry.span();
-    let outcome = route_call::<F>(node, target, options, args, &mut telemetry)
+    let outcome = route_call::<F>(node, target, options, args, reserved, &mut telemetry)
         .instrument(span)
         .await;
     telemetry.finish(&outcome);
@@ -69,6 +82,7 @@ async fn route_call<F: RemoteFunction>(
     target: &Target,
     options: &CallOptions,
     args: F::Args,
+    mut reserved: Option<Selection>,
     telemetry: &mut Telemetry,
 ) -> Result<(F::Reply, Arc<str>), Error> {
     let route = Route::new(node, target, options)?;
@@ -82,7 +96,7 @@ async fn route_call<F: RemoteFunction>(
     loop {
         let again = reselections > 0;
         let mut attempt = route
-            .choose::<F>(Kind::Call, &mut exclude, again, telemetry)
+            .choose::<F>(Kind::Call, &mut exclude, again, &mut reserved, telemetry)
             .await?;
         let span = if late_span {
             telemetry.span()
@@ -233,7 +247,7 @@ async fn route_cast<F: RemoteFunction>(
     loop {
         let again = !exclude.is_empty();
         let mut attempt = route
-            .choose::<F>(Kind::Cast, &mut exclude, again, telemetry)
+            .choose::<F>(Kind::Cast, &mut exclude, again, &mut None, telemetry)
             .await?;
         let span = if late_span {
             telemetry.span()

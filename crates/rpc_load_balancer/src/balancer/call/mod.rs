@@ -21,7 +21,7 @@ pub(crate) mod dispatch;
 pub(crate) mod forward_reply;
 pub(crate) mod options;
 mod random;
-mod select;
+pub(crate) mod select;
 pub(crate) mod target;
 mod telemetry;
 mod wait;

@@ -8,23 +8,86 @@ use super::telemetry::Telemetry;
 use super::wait::look_until_found;
 use crate::balancer::in_flight::ServedToken;
 use crate::balancer::shared::BalancerShared;
-use crate::balancer::Selection;
+use crate::balancer::{Members, Selection};
 use crate::function::RemoteFunction;
 use crate::routing::OutcomeKind;
 use crate::Error;
 
 impl<'r> Route<'r> {
-    /// A routed attempt: the balancer's selection, past the members at its in-flight cap.
+    /// A routed attempt: the balancer's selection, past the members at its in-flight cap —
+    /// or `reserved`, a selection made beforehand (a tower service's `poll_ready`), taken on
+    /// the first attempt.
     pub(super) async fn select<F: RemoteFunction>(
         &self,
         shared: &'r Arc<BalancerShared>,
         kind: Kind,
         exclude: &mut Vec<Arc<str>>,
         again: bool,
+        reserved: &mut Option<Selection>,
         telemetry: &mut Telemetry,
     ) -> Result<Attempt<'r, F>, Error> {
-        // Whether it waited for a member, before any member at the cap was skipped too.
+        // Whether it waited for a member.
         let mut waited = false;
+        let mut selection = match reserved.take() {
+            Some(mut selection) => {
+                // Its call starts now, not when it was reserved.
+                selection.restart_clock();
+                selection
+            }
+            None => self.pick(shared, kind, exclude, &mut waited).await?,
+        };
+        // Checked again once counted: a drain that began during the pick and read no
+        // call in flight is not followed by one (the selection drops, released).
+        shared.check_running()?;
+        let member = selection.member();
+        let node = Arc::clone(member.node_arc());
+        let local = member.is_local();
+        telemetry.target(&node);
+        // (A re-selected call keeps its deadline too.)
+        let timeout = if kind == Kind::Cast {
+            self.options.timeout
+        } else {
+            match self.time_left(&node) {
+                Ok(left) if waited || again => left,
+                Ok(_) => self.options.timeout,
+                Err(timed_out) => {
+                    // Nothing was sent to the member: it did not fail, the call ran out
+                    // of time before (waiting for members, or a previous attempt).
+                    selection.report(self.options.timeout, || OutcomeKind::Cancelled, None);
+                    return Err(timed_out);
+                }
+            }
+        };
+        let destination = self.destination(kind, &node, local, true)?;
+        let counted = match destination {
+            // Counted until the run has ended, even if the caller's future is dropped.
+            Destination::Here(_) => Counted::Served(ServedToken::new(shared)),
+            _ => Counted::Nothing,
+        };
+        Ok(Attempt {
+            node,
+            destination,
+            balancer: Some(&shared.name),
+            selection: Some(selection),
+            counted,
+            timeout,
+            deadline: self.deadline,
+            load: None,
+        })
+    }
+
+    /// The balancer's selection of a member under its in-flight cap (calls only), waiting
+    /// in the retry loop while it has no member to pick (`waited` is set if it did).
+    ///
+    /// Errors: those of the balancer's selection ([`Error::NoMembers`], ...),
+    /// [`Error::Overloaded`] when every member is at the cap, [`Error::RequestTimeout`].
+    async fn pick(
+        &self,
+        shared: &Arc<BalancerShared>,
+        kind: Kind,
+        exclude: &mut Vec<Arc<str>>,
+        waited: &mut bool,
+    ) -> Result<Selection, Error> {
         loop {
             let ((members, index), waited_now) = look_until_found(
                 self.options.retry,
@@ -50,75 +113,54 @@ impl<'r> Route<'r> {
                 || Ok(()),
             )
             .await?;
-            waited |= waited_now;
-            // Held across the call: by a full reference, so it doesn't keep one of the
-            // thread's few fast arc-swap slots.
-            let members = arc_swap::Guard::from_inner(arc_swap::Guard::into_inner(members));
+            *waited |= waited_now;
             let limit = shared
                 .config
                 .max_in_flight_per_member
                 .filter(|_| kind == Kind::Call);
-            let mut selection = match limit {
-                None => Selection::new(members, index),
-                Some(limit) if members.as_slice()[index].try_acquire(limit) => {
-                    Selection::acquired(members, index)
-                }
-                Some(limit) => {
-                    // At the cap: another member under it, or refuse at once.
-                    let full = Arc::clone(members.as_slice()[index].node_arc());
-                    exclude.push(Arc::clone(&full));
-                    let all_full = members
-                        .as_slice()
-                        .iter()
-                        .all(|m| exclude.iter().any(|n| **n == *m.node()));
-                    if all_full {
-                        return Err(Error::Overloaded {
-                            balancer: shared.name.clone(),
-                            node: full.to_string(),
-                            limit,
-                        });
-                    }
-                    continue;
-                }
-            };
-            // Checked again once counted: a drain that began during the pick and read no
-            // call in flight is not followed by one (the selection drops, released).
-            shared.check_running()?;
-            let member = selection.member();
-            let node = Arc::clone(member.node_arc());
-            let local = member.is_local();
-            telemetry.target(&node);
-            // (A re-selected call keeps its deadline too.)
-            let timeout = if kind == Kind::Cast {
-                self.options.timeout
-            } else {
-                match self.time_left(&node) {
-                    Ok(left) if waited || again => left,
-                    Ok(_) => self.options.timeout,
-                    Err(timed_out) => {
-                        // Nothing was sent to the member: it did not fail, the call ran out
-                        // of time before (waiting for members, or a previous attempt).
-                        selection.report(self.options.timeout, || OutcomeKind::Cancelled, None);
-                        return Err(timed_out);
-                    }
-                }
-            };
-            let destination = self.destination(kind, &node, local, true)?;
-            let counted = match destination {
-                // Counted until the run has ended, even if the caller's future is dropped.
-                Destination::Here(_) => Counted::Served(ServedToken::new(shared)),
-                _ => Counted::Nothing,
-            };
-            return Ok(Attempt {
-                node,
-                destination,
-                balancer: Some(&shared.name),
-                selection: Some(selection),
-                counted,
-                timeout,
-                deadline: self.deadline,
-                load: None,
-            });
+            match under_cap(shared, members, index, limit, exclude) {
+                Ok(selection) => return Ok(selection),
+                // At the cap, with another member left to try.
+                Err(None) => continue,
+                Err(Some(overloaded)) => return Err(overloaded),
+            }
+        }
+    }
+}
+
+/// Counts a selection of `members[index]` if it is under `limit` (none: always). At the cap
+/// its node joins `exclude`, and the answer is `Err(None)` while a member not in `exclude` is
+/// left, else `Err(Some(`[`Error::Overloaded`]`))`.
+pub(crate) fn under_cap(
+    shared: &BalancerShared,
+    members: arc_swap::Guard<Arc<Members>>,
+    index: usize,
+    limit: Option<usize>,
+    exclude: &mut Vec<Arc<str>>,
+) -> Result<Selection, Option<Error>> {
+    // Held across the call: by a full reference, so it doesn't keep one of the thread's few
+    // fast arc-swap slots.
+    let members = arc_swap::Guard::from_inner(arc_swap::Guard::into_inner(members));
+    match limit {
+        None => Ok(Selection::new(members, index)),
+        Some(limit) if members.as_slice()[index].try_acquire(limit) => {
+            Ok(Selection::acquired(members, index))
+        }
+        Some(limit) => {
+            let full = Arc::clone(members.as_slice()[index].node_arc());
+            exclude.push(Arc::clone(&full));
+            let all_full = members
+                .as_slice()
+                .iter()
+                .all(|m| exclude.iter().any(|n| **n == *m.node()));
+            if !all_full {
+                return Err(None);
+            }
+            Err(Some(Error::Overloaded {
+                balancer: shared.name.clone(),
+                node: full.to_string(),
+                limit,
+            }))
         }
     }
 }

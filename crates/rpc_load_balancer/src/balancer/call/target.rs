@@ -239,6 +239,7 @@ impl<'r> Route<'r> {
     /// The next attempt: where it goes, waiting as the retry allows while there is nobody to
     /// send to; `exclude` lists the nodes that could not take the call, and grows with those
     /// at the balancer's in-flight cap. `again`: a previous attempt was not handed over.
+    /// `reserved`: a selection made beforehand, taken by a routed attempt that selects.
     ///
     /// Errors: those of the balancer's selection ([`Error::NoMembers`], ...),
     /// [`Error::Overloaded`], [`Error::NoMatchingNodes`], [`Error::RequestTimeout`] (the time
@@ -249,6 +250,7 @@ impl<'r> Route<'r> {
         kind: Kind,
         exclude: &mut Vec<Arc<str>>,
         again: bool,
+        reserved: &mut Option<Selection>,
         telemetry: &mut Telemetry,
     ) -> Result<Attempt<'r, F>, Error> {
         let node = self.node;
@@ -266,7 +268,10 @@ impl<'r> Route<'r> {
                 let destination = self.destination(kind, &here, true, false)?;
                 Ok(self.attempt(&here, destination, counted, self.options.timeout))
             }
-            Target::Balancer(shared) => self.select(shared, kind, exclude, again, telemetry).await,
+            Target::Balancer(shared) => {
+                self.select(shared, kind, exclude, again, reserved, telemetry)
+                    .await
+            }
             Target::RandomNode(filter) => self.random(filter, kind, telemetry).await,
         }
     }
