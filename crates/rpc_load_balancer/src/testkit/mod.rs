@@ -7,6 +7,9 @@
 //! new [`Change`](crate::routing::Change) and version per join or leave) and counts in-flight selections as a
 //! balancer's guard does when the algorithm [needs](Needs::in_flight) it.
 //!
+//! For tests across real processes (Unix), see [`cluster`]: it starts child nodes of your
+//! own binary, waits for them and stops them.
+//!
 //! ```
 //! use std::time::Duration;
 //! use rpc_load_balancer::routing::OutcomeKind;
@@ -32,6 +35,9 @@
 //! # Ok::<(), rpc_load_balancer::Error>(())
 //! ```
 
+#[cfg(all(unix, feature = "testkit"))]
+#[cfg_attr(docsrs, doc(cfg(unix)))]
+pub mod cluster;
 mod members;
 mod picked;
 mod picks;
