@@ -50,11 +50,11 @@ impl Cluster {
         Ok(Self { bin, cookie, nodes })
     }
 
-    /// SIGKILLs every child and reaps it (dropping the cluster kills them too, without waiting).
+    /// SIGKILLs every child and reaps it (dropping the cluster does too, one child at a time).
     pub async fn shutdown(mut self) {
         // All at once, so no survivor spends its last moments redialling the others.
         for node in &mut self.nodes {
-            let _ = node.child.start_kill();
+            node.start_kill();
         }
         for node in &mut self.nodes {
             node.kill().await;

@@ -1,27 +1,27 @@
-//! A running `rpclb node` child: its events, signals and exit.
+//! A running `rpclb node` child: its JSON event lines, signals and exit.
 
 use std::process::ExitStatus;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rpc_load_balancer::testkit::cluster::ChildProcess;
 use serde_json::Value;
-use tokio::process::{Child, ChildStdin};
-use tokio::sync::mpsc;
 
 use super::HarnessError;
 
-/// A running `rpclb node` child. Dropping it SIGKILLs the child.
+/// A running `rpclb node` child. Dropping it SIGKILLs and reaps the child.
 #[derive(Debug)]
 pub struct NodeProcess {
-    pub(super) child: Child,
-    pub(super) stdin: Option<ChildStdin>,
-    pub(super) lines: mpsc::UnboundedReceiver<Value>,
-    pub(super) name: String,
+    pub(super) process: ChildProcess,
     pub(super) node: String,
     pub(super) listen: String,
-    pub(super) pid: u32,
     pub(super) ready: Value,
-    pub(super) stderr: Arc<Mutex<String>>,
+}
+
+/// `line` as a JSON event line whose `"event"` is `event`.
+fn event_line(line: &str, event: &str) -> Option<Value> {
+    serde_json::from_str::<Value>(line)
+        .ok()
+        .filter(|value| value["event"] == event)
 }
 
 impl NodeProcess {
@@ -43,16 +43,13 @@ impl NodeProcess {
 
     /// The child's process id.
     pub fn pid(&self) -> u32 {
-        self.pid
+        self.process.pid()
     }
 
     /// What the child wrote to stderr so far, when started with
     /// [`NodeSpec::capture_stderr`](super::NodeSpec::capture_stderr) (else empty).
     pub fn stderr(&self) -> String {
-        self.stderr
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.process.stderr()
     }
 
     /// Waits for the next stdout event line whose `"event"` is `event` (earlier lines are
@@ -64,28 +61,11 @@ impl NodeProcess {
         event: &str,
         timeout: Duration,
     ) -> Result<Value, HarnessError> {
-        let waiting_for = format!("{event:?} event");
-        let found = tokio::time::timeout(timeout, async {
-            while let Some(line) = self.lines.recv().await {
-                if line["event"] == event {
-                    return Some(line);
-                }
-            }
-            None
-        })
-        .await;
-        match found {
-            Ok(Some(line)) => Ok(line),
-            Ok(None) => Err(HarnessError::Exited {
-                name: self.name.clone(),
-                waiting_for,
-            }),
-            Err(_) => Err(HarnessError::Timeout {
-                name: self.name.clone(),
-                waiting_for,
-                timeout,
-            }),
-        }
+        self.process
+            .wait_line(&format!("{event:?} event"), timeout, |line| {
+                event_line(line, event)
+            })
+            .await
     }
 
     /// Every stdout event line not yet consumed, and those arriving within `window` (all of
@@ -93,39 +73,39 @@ impl NodeProcess {
     pub async fn events_within(&mut self, window: Duration) -> Vec<Value> {
         let mut lines = Vec::new();
         let deadline = tokio::time::Instant::now() + window;
-        while let Ok(Some(line)) = tokio::time::timeout_at(deadline, self.lines.recv()).await {
-            lines.push(line);
+        while let Ok(Some(line)) = tokio::time::timeout_at(deadline, self.process.next_line()).await
+        {
+            if let Ok(value) = serde_json::from_str::<Value>(&line) {
+                lines.push(value);
+            }
         }
         lines
     }
 
     /// SIGKILLs the child now (no cleanup on its side), and reaps it.
     pub async fn kill(&mut self) {
-        let _ = self.child.start_kill();
-        let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
+        self.process.kill().await;
     }
 
-    /// Sends `signal` (e.g. `libc::SIGTERM`, `libc::SIGSTOP`) to the child.
+    /// Sends SIGKILL without waiting (reap it with [`NodeProcess::kill`]).
+    pub(super) fn start_kill(&mut self) {
+        self.process.start_kill();
+    }
+
+    /// Sends `signal` (e.g. `libc::SIGTERM`, `libc::SIGSTOP`) to the child, unless it was
+    /// reaped.
     pub fn signal(&self, signal: i32) {
-        if self.pid != 0 {
-            // SAFETY: kill(2) has no memory effects; the pid is our own child's.
-            unsafe {
-                libc::kill(self.pid as libc::pid_t, signal);
-            }
-        }
+        let _ = self.process.signal(signal);
     }
 
     /// Closes the child's stdin, as the kernel does when the process that started it dies;
     /// the child (started with `--exit-with-stdin`) then shuts down.
     pub fn close_stdin(&mut self) {
-        self.stdin = None;
+        self.process.close_stdin();
     }
 
     /// Waits at most `timeout` for the child to exit.
     pub async fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        tokio::time::timeout(timeout, self.child.wait())
-            .await
-            .ok()
-            .and_then(Result::ok)
+        self.process.wait_exit(timeout).await
     }
 }

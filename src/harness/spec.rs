@@ -1,13 +1,10 @@
 //! How to start one `rpclb node` child, and starting it.
 
 use std::path::Path;
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 
+use rpc_load_balancer::testkit::cluster::{ChildProcess, StderrMode};
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Command;
-use tokio::sync::mpsc;
 
 use super::{HarnessError, NodeProcess, READY_TIMEOUT};
 
@@ -105,8 +102,7 @@ impl NodeSpec {
     ///
     /// Errors: [`HarnessError::Spawn`], [`HarnessError::Exited`], [`HarnessError::Timeout`].
     pub async fn start(self, bin: impl AsRef<Path>) -> Result<NodeProcess, HarnessError> {
-        let bin = bin.as_ref();
-        let mut command = Command::new(bin);
+        let mut command = Command::new(bin.as_ref());
         command
             .arg("node")
             .args([
@@ -119,63 +115,20 @@ impl NodeSpec {
                 "--exit-with-stdin",
             ])
             .args(self.peers.iter().flat_map(|p| ["--peer", p.as_str()]))
-            .args(&self.args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(if self.capture_stderr {
-                Stdio::piped()
-            } else {
-                Stdio::inherit()
-            })
-            // Its own process group: a Ctrl-C at the terminal reaches the process that
-            // started it (which stops it), not the child directly.
-            .process_group(0)
-            .kill_on_drop(true);
+            .args(&self.args);
         if std::env::var_os("RUST_LOG").is_none() {
             command.env("RUST_LOG", crate::DEFAULT_LOG_FILTER);
         }
-        let mut child = command.spawn().map_err(|source| HarnessError::Spawn {
-            bin: bin.display().to_string(),
-            source,
-        })?;
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take();
-        let (tx, lines) = mpsc::unbounded_channel();
-        if let Some(stdout) = stdout {
-            tokio::spawn(async move {
-                let mut reader = BufReader::new(stdout).lines();
-                while let Ok(Some(line)) = reader.next_line().await {
-                    if let Ok(value) = serde_json::from_str::<Value>(&line) {
-                        if tx.send(value).is_err() {
-                            break;
-                        }
-                    }
-                }
-            });
-        }
-        let stderr = Arc::new(Mutex::new(String::new()));
-        if let Some(pipe) = child.stderr.take() {
-            let stderr = Arc::clone(&stderr);
-            tokio::spawn(async move {
-                let mut reader = BufReader::new(pipe).lines();
-                while let Ok(Some(line)) = reader.next_line().await {
-                    let mut text = stderr.lock().unwrap_or_else(|p| p.into_inner());
-                    text.push_str(&line);
-                    text.push('\n');
-                }
-            });
-        }
-        let pid = child.id().unwrap_or_default();
+        let stderr = if self.capture_stderr {
+            StderrMode::Capture
+        } else {
+            StderrMode::Inherit
+        };
         let mut process = NodeProcess {
-            child,
-            stdin,
-            lines,
-            name: self.name,
+            process: ChildProcess::spawn(command, self.name, stderr)?,
             node: String::new(),
             listen: String::new(),
-            pid,
             ready: Value::Null,
-            stderr,
         };
         let ready = process.wait_event("ready", READY_TIMEOUT).await?;
         process.node = ready["node"].as_str().unwrap_or_default().to_string();
