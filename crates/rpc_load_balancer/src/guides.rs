@@ -31,6 +31,9 @@ pub struct HowToRetries;
 pub struct HowToDrainingAndShutdown;
 #[doc = include_str!("../../../docs/how-to/testing-with-call-direct.md")]
 pub struct HowToTestingWithCallDirect;
+#[cfg(unix)]
+#[doc = include_str!("../../../docs/how-to/testing-a-cluster.md")]
+pub struct HowToTestingACluster;
 #[doc = include_str!("../../../docs/how-to/telemetry-and-metrics.md")]
 pub struct HowToTelemetryAndMetrics;
 #[doc = include_str!("../../../docs/how-to/custom-algorithm.md")]

@@ -68,6 +68,12 @@
 //!   (docs/reference/configuration.md, "Test hooks") lists them. The hooks' control requests
 //!   keep their place on the wire in every build, and a node built without the feature
 //!   answers them with [`Error::BadRequest`].
+//! - `testkit` (off by default; for `[dev-dependencies]`): the `testkit` module — a
+//!   `SelectorKit` that drives an algorithm's selector without a network, and (Unix)
+//!   `testkit::cluster`: start N child node processes of your own binary
+//!   or test executable on 127.0.0.1 from a test, wait for their ready lines, call them from a
+//!   node of the test's own, kill, stop or pause them, all gone when the cluster is dropped
+//!   (docs/how-to/testing-a-cluster.md). Adds the `libc` dependency.
 //!
 //! # Using ractor_cluster in your binary
 //!

@@ -47,9 +47,9 @@ impl TestCluster {
     /// and waits at most `timeout` until every child is connected. The node is an ordinary
     /// [`Node`]: call a child with [`Node::call`], or start balancers.
     ///
-    /// Errors: [`ClusterError::Node`] when the node cannot start ([`crate::Error::NodeAlreadyRunning`]
-    /// if one runs in this process), connect, or see every child in time
-    /// ([`crate::Error::PeersNotReady`]).
+    /// Errors: [`ClusterError::Node`] when the node cannot start
+    /// ([`crate::Error::NodeAlreadyRunning`] if one runs in this process), connect, or see
+    /// every child in time ([`crate::Error::PeersNotReady`]).
     pub async fn join(&self, config: NodeConfig, timeout: Duration) -> Result<Node, ClusterError> {
         let node = Node::start(config.cookie(&self.cookie)).await?;
         if let Some(first) = self.children.first() {
