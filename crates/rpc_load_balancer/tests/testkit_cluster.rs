@@ -169,3 +169,18 @@ fn child_config_outside_the_harness_names_the_variable() {
         other => panic!("expected NotAChild, got {:?}", other.map(|_| ())),
     }
 }
+
+/// The parent's end of a child's stdin closing (as when the parent dies, even by SIGKILL)
+/// makes the child shut its node down and exit by itself, with success.
+#[tokio::test]
+async fn a_child_exits_by_itself_when_its_stdin_closes() {
+    let mut cluster = ClusterSpec::test("who_am_i_child")
+        .unwrap()
+        .start()
+        .await
+        .unwrap();
+    let child = cluster.child(0);
+    child.process_mut().close_stdin();
+    let status = child.process_mut().wait_exit(Duration::from_secs(30)).await;
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+}
