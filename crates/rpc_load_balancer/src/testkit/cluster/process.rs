@@ -47,6 +47,8 @@ pub struct ChildProcess {
     stdin: Option<ChildStdin>,
     lines: mpsc::UnboundedReceiver<String>,
     stderr: Arc<Mutex<String>>,
+    /// The task reading a captured stderr, until its end.
+    stderr_reader: Option<tokio::task::JoinHandle<()>>,
     pid: u32,
 }
 
@@ -91,7 +93,7 @@ impl ChildProcess {
             });
         }
         let kept = Arc::new(Mutex::new(String::new()));
-        if let Some(pipe) = child.stderr.take() {
+        let stderr_reader = child.stderr.take().map(|pipe| {
             let kept = Arc::clone(&kept);
             let echo = (stderr == StderrMode::Echo).then(|| label.clone());
             tokio::spawn(async move {
@@ -104,14 +106,15 @@ impl ChildProcess {
                     text.push_str(&line);
                     text.push('\n');
                 }
-            });
-        }
+            })
+        });
         Ok(Self {
             label,
             child,
             stdin,
             lines,
             stderr: kept,
+            stderr_reader,
             pid,
         })
     }
@@ -164,8 +167,11 @@ impl ChildProcess {
             Ok(Some(found)) => Ok(found),
             Ok(None) => {
                 let status = self.wait_exit(REAP_TIMEOUT).await;
-                // The stderr reader may still hold the last lines.
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                // Its last stderr lines: read until the pipe's end (≤ 1 s, in case a process
+                // it started still holds the pipe).
+                if let Some(reader) = self.stderr_reader.take() {
+                    let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
+                }
                 Err(ClusterError::Exited {
                     name: self.label.clone(),
                     waiting_for: waiting_for.to_string(),
