@@ -21,6 +21,7 @@ const BOUND: Duration = Duration::from_secs(10);
 /// (a call run on this node is stopped by dropping it, a remote one by its cancellation).
 struct Gated {
     release: Arc<Notify>,
+    running: mpsc::UnboundedSender<u64>,
     cancelled: mpsc::UnboundedSender<u64>,
 }
 
@@ -41,6 +42,7 @@ impl RemoteFunction for Gated {
     type Reply = u64;
     async fn call(&self, n: u64) -> Result<u64, FunctionError> {
         let mut stopped = ReportIfStopped(Some((self.cancelled.clone(), n)));
+        let _ = self.running.send(n);
         let context = CallContext::current();
         tokio::select! {
             _ = self.release.notified() => {
@@ -119,6 +121,7 @@ struct Setup {
     node: Node,
     balancer: Balancer,
     release: Arc<Notify>,
+    running: mpsc::UnboundedReceiver<u64>,
     cancelled: mpsc::UnboundedReceiver<u64>,
 }
 
@@ -128,8 +131,10 @@ async fn setup(name: &str) -> Setup {
         .unwrap();
     let release = Arc::new(Notify::new());
     let (cancelled_tx, cancelled) = mpsc::unbounded_channel();
+    let (running_tx, running) = mpsc::unbounded_channel();
     node.register(Gated {
         release: Arc::clone(&release),
+        running: running_tx,
         cancelled: cancelled_tx,
     })
     .unwrap();
@@ -141,19 +146,22 @@ async fn setup(name: &str) -> Setup {
         node,
         balancer,
         release,
+        running,
         cancelled,
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_handler_returns_at_once_and_the_reply_arrives_as_a_message() {
-    let s = setup("forward_reply").await;
+    let mut s = setup("forward_reply").await;
     let (tx, mut seen) = mpsc::unbounded_channel();
     let (worker, _) = Actor::spawn(None, Worker, (s.balancer.clone(), tx))
         .await
         .unwrap();
     worker.send_message(WorkerMsg::Start(21)).unwrap();
     assert!(matches!(next(&mut seen).await, Seen::Started(21)));
+    let running = tokio::time::timeout(BOUND, s.running.recv()).await;
+    assert_eq!(running.unwrap(), Some(21), "the call never ran");
     // The call is still running (gated), yet the mailbox serves the next message.
     worker.send_message(WorkerMsg::Ping).unwrap();
     assert!(matches!(next(&mut seen).await, Seen::Pong));
@@ -177,6 +185,9 @@ async fn a_receiver_that_stops_cancels_its_call_on_the_serving_side() {
         .unwrap();
     worker.send_message(WorkerMsg::Start(5)).unwrap();
     assert!(matches!(next(&mut seen).await, Seen::Started(5)));
+    // Stopped once the call runs (stopped before, the call is dropped before it runs).
+    let running = tokio::time::timeout(BOUND, s.running.recv()).await;
+    assert_eq!(running.unwrap(), Some(5), "the call never ran");
     worker.stop_and_wait(None, None).await.unwrap();
     let cancelled = tokio::time::timeout(BOUND, s.cancelled.recv()).await;
     assert_eq!(cancelled.unwrap(), Some(5), "the call was not cancelled");
