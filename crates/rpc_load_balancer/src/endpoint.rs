@@ -23,6 +23,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tracing::Instrument;
 
 use crate::control::{ControlReply, ControlRequest};
 use crate::function::{CallContext, Signal};
@@ -246,6 +247,9 @@ pub(crate) async fn serve_call_in(
         let message = format!("unknown function `{}` on {}", header.function, shared.name);
         return reply::encode_status(&ReplyStatus::BadRequest(&message));
     };
+    // The serving span, given the caller's trace context (before `start` takes the bytes the
+    // header borrows from); the function runs in it.
+    let span = crate::telemetry::serve_span(name, header.balancer, header.call_id, header.trace);
     let (deadline_ms, call_id, raw) = (header.deadline_ms, header.call_id, header.raw_args);
     let running = match function.start(bytes, args, raw) {
         Ok(running) => running,
@@ -258,7 +262,9 @@ pub(crate) async fn serve_call_in(
     // it is cancelled if the run is dropped before it ends (the deadline or a cancel below).
     let deadline =
         (deadline_ms != 0).then(|| crate::deadline::after_std(Duration::from_millis(deadline_ms)));
-    let running = CallContext::serving(deadline, abandoned).run(running);
+    let running = CallContext::serving(deadline, abandoned)
+        .run(running)
+        .instrument(span);
     let guarded = AssertUnwindSafe(running).catch_unwind();
     let outcome = if deadline_ms == 0 {
         guarded.await

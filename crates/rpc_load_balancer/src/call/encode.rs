@@ -6,21 +6,23 @@ use std::time::Duration;
 
 use crate::error::PayloadDirection;
 use crate::function::RemoteFunction;
+use crate::telemetry::TraceContext;
 use crate::transport::Transport;
 use crate::wire::header::CallHeader;
 use crate::wire::header::{decode_call, encode_call, encode_call_owned, restamp_call, take_args};
 use crate::Error;
 
 /// Encodes header and arguments and enforces the payload cap before anything is sent; the
-/// bytes and the call's id. A [`Payload`](crate::Payload) argument is copied: see
-/// [`encode_owned`].
+/// bytes and the call's id. `trace`: the caller's trace context, appended to the header. A
+/// [`Payload`](crate::Payload) argument is copied: see [`encode_owned`].
 pub(crate) fn encode<F: RemoteFunction>(
     transport: &Transport,
     balancer: Option<&str>,
     args: &F::Args,
     timeout: Duration,
+    trace: Option<&TraceContext>,
 ) -> Result<(Vec<u8>, u64), Error> {
-    let header = header::<F>(transport, balancer, timeout);
+    let header = header::<F>(transport, balancer, timeout, trace);
     finish_encoding::<F>(transport, encode_call(&header, args), header.call_id)
 }
 
@@ -30,20 +32,22 @@ pub(crate) fn encode_owned<F: RemoteFunction>(
     balancer: Option<&str>,
     args: F::Args,
     timeout: Duration,
+    trace: Option<&TraceContext>,
 ) -> Result<(Vec<u8>, u64), Error> {
-    let header = header::<F>(transport, balancer, timeout);
+    let header = header::<F>(transport, balancer, timeout, trace);
     finish_encoding::<F>(transport, encode_call_owned(&header, args), header.call_id)
 }
 
 /// An encoded call of `F` (refused unrun by a member) readied to be sent again: a new id and
-/// the time left.
+/// the time left (and the same trace context).
 pub(crate) fn reencode<F: RemoteFunction>(
     transport: &Transport,
     balancer: Option<&str>,
     bytes: Vec<u8>,
     timeout: Duration,
+    trace: Option<&TraceContext>,
 ) -> Result<(Vec<u8>, u64), Error> {
-    let header = header::<F>(transport, balancer, timeout);
+    let header = header::<F>(transport, balancer, timeout, trace);
     let bytes = restamp_call(bytes, &header).map_err(|e| Error::Codec {
         function: F::NAME.to_string(),
         message: e.to_string(),
@@ -72,12 +76,13 @@ pub(crate) fn args_gone<F: RemoteFunction>() -> Error {
     }
 }
 
-/// The header of a new call of `F`. Its deadline is the timeout in whole ms, rounded up (a
-/// call's deadline is never 0, which would mean "none").
+/// The header of a new call of `F`, carrying `trace`. Its deadline is the timeout in whole
+/// ms, rounded up (a call's deadline is never 0, which would mean "none").
 pub(super) fn header<'a, F: RemoteFunction>(
     transport: &Transport,
     balancer: Option<&'a str>,
     timeout: Duration,
+    trace: Option<&'a TraceContext>,
 ) -> CallHeader<'a> {
     CallHeader {
         function: F::NAME,
@@ -85,6 +90,7 @@ pub(super) fn header<'a, F: RemoteFunction>(
         deadline_ms: deadline_ms(timeout),
         call_id: transport.calls.next_id(),
         raw_args: crate::payload::is_payload::<F::Args>(),
+        trace: trace.map(TraceContext::to_wire),
     }
 }
 

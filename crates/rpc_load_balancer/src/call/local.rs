@@ -170,7 +170,8 @@ fn check_args<F: RemoteFunction>(
     args: &F::Args,
     timeout: Duration,
 ) -> Result<(), Error> {
-    let header = header::<F>(transport, balancer, timeout);
+    // (A run here carries no trace context: its spans nest in the caller's.)
+    let header = header::<F>(transport, balancer, timeout, None);
     let size = call_len(&header, args).map_err(|e| Error::Codec {
         function: F::NAME.to_string(),
         message: e.to_string(),

@@ -14,20 +14,21 @@ use super::reply::{decode_reply, outcome_to_reply, refusal_error};
 use crate::control::{ControlReply, ControlRequest};
 use crate::function::RemoteFunction;
 use crate::load::LoadReport;
+use crate::telemetry::TraceContext;
 use crate::transport::{Deadlines, Elapsed, Transport};
 use crate::wire::reply::{self, ReplyStatus};
 use crate::wire::{DecodeError, RpcMessage};
 use crate::{Error, Unavailable};
 
-/// Sends one cast of `F` to `endpoint` on `node`.
+/// Sends one cast of `F` to `endpoint` on `node`, carrying the caller's `trace` context.
 pub(crate) fn cast_endpoint<F: RemoteFunction>(
     transport: &Transport,
     endpoint: &ActorRef<RpcMessage>,
-    node: &str,
-    balancer: Option<&str>,
+    (node, balancer): (&str, Option<&str>),
     args: &F::Args,
+    trace: Option<&TraceContext>,
 ) -> Result<(), Error> {
-    let (bytes, _id) = encode::<F>(transport, balancer, args, Duration::ZERO)?;
+    let (bytes, _id) = encode::<F>(transport, balancer, args, Duration::ZERO, trace)?;
     endpoint
         .cast(RpcMessage::Cast(bytes))
         .map_err(|_| Error::ServiceUnavailable {

@@ -126,6 +126,7 @@ fn call<A: serde::Serialize + 'static>(function: &str, deadline_ms: u64, args: &
             deadline_ms,
             call_id: 1,
             raw_args: false,
+            trace: None,
         },
         args,
     )

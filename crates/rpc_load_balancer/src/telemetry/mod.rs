@@ -6,6 +6,7 @@
 //! | name | level | fields |
 //! |---|---|---|
 //! | span `rpc_load_balancer.rpc` | DEBUG | `type` (`call`/`cast`), `function`, `load_balancer` (empty for direct calls), `node` (the **target**), `status` (`ok`, the error code, or `cancelled`) |
+//! | span `rpc_load_balancer.serve` (the serving node's side of a call or cast from another node; the function runs in it) | DEBUG | `function`, `load_balancer` (empty for direct calls), `call_id` (the caller's; 0 for casts). Given the caller's trace context by the [`TracePropagator`], if one is installed |
 //! | event `node selected` (target `rpc_load_balancer::selection`) | TRACE | `load_balancer`, `algorithm`, `node`, `pool_size` |
 //! | event `no members` (target `rpc_load_balancer::selection`) | TRACE | `load_balancer`, `algorithm` |
 //! | event `selection explained` (target `rpc_load_balancer::selection`) | DEBUG | `load_balancer`, `algorithm`, `node`, `rule`, `scores` |
@@ -18,6 +19,12 @@
 //! The explaining event costs nothing unless DEBUG is enabled for
 //! `rpc_load_balancer::selection`: only then is
 //! the balancer's [`Selector::explain`](crate::routing::Selector::explain) called.
+//!
+//! **Traces across nodes**: install a [`TracePropagator`] with [`set_trace_propagator`] and
+//! every call or cast that leaves this process carries its `rpc_load_balancer.rpc` span's
+//! [`TraceContext`] (an appended call-header field, at most [`MAX_TRACE_CONTEXT_LEN`] bytes),
+//! and the serving node hands it to its own propagator with its `rpc_load_balancer.serve`
+//! span — so one trace shows both sides. Without one, nothing of it runs.
 //!
 //! **Metrics** (the library installs no recorder; install yours *before* starting balancers,
 //! since their selection handles are registered when a members snapshot is built; the
@@ -33,6 +40,7 @@ mod handles;
 mod poll;
 mod pushback;
 mod rpc;
+mod trace;
 
 /// Whether instrumentation is compiled in (cargo feature `telemetry`, on by default). Without
 /// it, spans, events and metrics are compiled out: only for measuring their cost.
@@ -40,7 +48,9 @@ pub(crate) const ENABLED: bool = cfg!(feature = "telemetry");
 
 pub(crate) use poll::PollMetrics;
 pub(crate) use pushback::{pushback_seen, pushback_sent};
-pub(crate) use rpc::RpcTelemetry;
+pub(crate) use rpc::{serve_span, RpcTelemetry};
+pub(crate) use trace::{extract as extract_trace, inject as inject_trace};
+pub use trace::{set_trace_propagator, TraceContext, TracePropagator, MAX_TRACE_CONTEXT_LEN};
 
 /// `rpc_load_balancer.rpc.request.start.count`: calls and casts started.
 pub const RPC_START: &str = "rpc_load_balancer.rpc.request.start.count";

@@ -115,6 +115,29 @@ impl RpcTelemetry {
     }
 }
 
+/// The serving node's span of a call or cast of `function` (a registered name) routed by
+/// `balancer` (`None`: direct), from the caller's `call_id`: DEBUG, given the caller's trace
+/// context `trace` (see [`super::trace`]). The function runs in it. A disabled span (or the
+/// `telemetry` feature off) costs a callsite check and nothing else.
+pub(crate) fn serve_span(
+    function: &'static str,
+    balancer: Option<&str>,
+    call_id: u64,
+    trace: Option<crate::wire::header::WireTrace<'_>>,
+) -> Span {
+    if !super::ENABLED {
+        return Span::none();
+    }
+    let span = tracing::debug_span!(
+        "rpc_load_balancer.serve",
+        function,
+        load_balancer = balancer.unwrap_or(""),
+        call_id,
+    );
+    super::extract_trace(trace, &span);
+    span
+}
+
 impl Drop for RpcTelemetry {
     /// A call or cast dropped before its outcome (its caller's future was dropped) stops as
     /// [`CANCELLED`].

@@ -228,6 +228,7 @@ mod tests {
             deadline_ms: 5,
             call_id: 1,
             raw_args: false,
+            trace: None,
         };
         let call = crate::wire::header::encode_call(&header, &1u8).unwrap();
         let permit = admission.admit_encoded(&call).unwrap();

@@ -34,6 +34,7 @@ proptest! {
             deadline_ms: 1_000,
             call_id: 7,
             raw_args: false,
+            trace: None,
         };
         let mut bytes = super::header::encode_call(&header, &"x".to_string()).unwrap();
         bytes.truncate(cut.min(bytes.len()));

@@ -14,9 +14,9 @@ use crate::payload::{self, Payload, PAYLOAD_TAIL_ROOM};
 
 /// The postcard header behind the arguments of every call and cast.
 ///
-/// Its fields are those of wire version 2 and never change; a later release adds a field by
-/// appending it after them, with a default, and reading it from the [`Tail`] that
-/// [`decode_call`] skips today (see [`super::section`]).
+/// Its serialized fields are those of wire version 2 and never change; a later release adds a
+/// field by appending it after them, with a default, and reading it from the [`Tail`] that
+/// [`decode_call`] reads (see [`super::section`]). Appended so far: [`trace`](Self::trace).
 ///
 /// [`Tail`]: super::section::Tail
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,6 +37,41 @@ pub(crate) struct CallHeader<'a> {
     /// and a server that disagree about it get `BadRequest` instead of a run on garbage. Set by
     /// the encoders from the arguments' type.
     pub(crate) raw_args: bool,
+    /// Appended field 1 (issue 20): the caller's trace context, written only when there is
+    /// one (`None`: nothing is appended, so the header's bytes are those of version 2). Not
+    /// part of the derived encoding: [`Section`] appends it, [`decode_call`] reads it from
+    /// the section's tail.
+    #[serde(skip)]
+    pub(crate) trace: Option<WireTrace<'a>>,
+}
+
+/// The trace context appended to a call header, borrowed from the message: a W3C
+/// `traceparent` and `tracestate` (empty: none), as the caller's propagator made them. On the
+/// wire it is an `Option` of the two strings, so a field appended after it can write `None`.
+/// Not checked here: [`crate::telemetry::TraceContext::new`] checks it on the serving side,
+/// and only when a propagator is installed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct WireTrace<'a> {
+    /// The W3C `traceparent` header value.
+    #[serde(borrow)]
+    pub(crate) traceparent: &'a str,
+    /// The W3C `tracestate` header value; empty when there is none.
+    #[serde(borrow)]
+    pub(crate) tracestate: &'a str,
+}
+
+/// A call header as its section holds it: the fields of version 2, then the appended trace
+/// context when there is one.
+struct Section<'h, 'a>(&'h CallHeader<'a>);
+
+impl Serialize for Section<'_, '_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0.trace {
+            None => self.0.serialize(serializer),
+            // (postcard writes a tuple as its elements one after the other.)
+            Some(trace) => (self.0, Some(trace)).serialize(serializer),
+        }
+    }
 }
 
 /// Encodes `args` and `header` into one message: `[version][args][header][header length]`.
@@ -49,7 +84,7 @@ pub(crate) fn encode_call<A: Serialize + 'static>(
         raw_args: payload::is_payload::<A>(),
         ..header.clone()
     };
-    let header_len = encoded_len(header) + TRAILER_LEN;
+    let header_len = encoded_len(&Section(header)) + TRAILER_LEN;
     let out = match payload::as_payload(args) {
         Some(payload) => {
             let mut out = start_message(VERSION_LEN + payload.len() + header_len);
@@ -61,7 +96,7 @@ pub(crate) fn encode_call<A: Serialize + 'static>(
             postcard::to_extend(args, out)?
         }
     };
-    push_trailer(out, header)
+    push_trailer(out, &Section(header))
 }
 
 /// The length of the message [`encode_call`] (or [`encode_call_owned`]) makes of `header` and
@@ -75,7 +110,7 @@ pub(crate) fn call_len<A: Serialize + 'static>(
         raw_args: payload::is_payload::<A>(),
         ..header.clone()
     };
-    Ok(version_len() + value_len(args)? + encoded_len(header) + TRAILER_LEN)
+    Ok(version_len() + value_len(args)? + encoded_len(&Section(header)) + TRAILER_LEN)
 }
 
 /// [`encode_call`] taking the arguments: a [`Payload`]'s own buffer becomes the message.
@@ -90,11 +125,11 @@ pub(crate) fn encode_call_owned<A: Serialize + 'static>(
                 ..header.clone()
             };
             let mut message = stamp_version(payload.into_message());
-            let header_len = encoded_len(header) + TRAILER_LEN;
+            let header_len = encoded_len(&Section(header)) + TRAILER_LEN;
             if message.capacity() - message.len() < header_len {
                 message.reserve(header_len.max(PAYLOAD_TAIL_ROOM));
             }
-            push_trailer(message, header)
+            push_trailer(message, &Section(header))
         }
         Err(args) => encode_call(header, &args),
     }
@@ -107,7 +142,7 @@ pub(crate) fn restamp_call(
 ) -> Result<Vec<u8>, DecodeError> {
     let (_, args) = decode_call(&message)?;
     message.truncate(args.end);
-    push_trailer(message, header).map_err(|e| DecodeError::Malformed(e.to_string()))
+    push_trailer(message, &Section(header)).map_err(|e| DecodeError::Malformed(e.to_string()))
 }
 
 /// Decodes the version and header; returns the header and where the encoded arguments are.
@@ -115,8 +150,14 @@ pub(crate) fn decode_call(bytes: &[u8]) -> Result<(CallHeader<'_>, Range<usize>)
     let body = split_version(bytes)?;
     let at = bytes.len() - body.len();
     let (args, trailer) = split_trailer(body, "call header")?;
-    // Fields a newer release appended are skipped (none is read yet: see `section`).
-    let (header, _newer) = decode_trailer(trailer, "call header")?;
+    let (mut header, mut newer) = decode_trailer::<CallHeader<'_>>(trailer, "call header")?;
+    // The trace context: a hint, never worth refusing a call over, so one that does not
+    // decode is dropped (the call is still served). Fields after it are skipped.
+    header.trace = newer
+        .next_if_sent::<Option<WireTrace<'_>>>()
+        .ok()
+        .flatten()
+        .flatten();
     Ok((header, at..at + args.len()))
 }
 
@@ -177,6 +218,7 @@ mod tests {
             deadline_ms: 10_000,
             call_id: 42,
             raw_args: false,
+            trace: None,
         }
     }
 
@@ -230,6 +272,7 @@ mod tests {
             deadline_ms: 0,
             call_id: 0,
             raw_args: false,
+            trace: None,
         };
         let bytes = encode_call(&h, &()).unwrap();
         let (decoded, args) = decode_call(&bytes).unwrap();
@@ -375,6 +418,101 @@ mod tests {
         assert_eq!(
             decode_call(&bytes),
             Err(DecodeError::Version(WIRE_VERSION + 7))
+        );
+    }
+
+    const PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    fn traced() -> CallHeader<'static> {
+        CallHeader {
+            trace: Some(WireTrace {
+                traceparent: PARENT,
+                tracestate: "congo=t61rcWkgMzE",
+            }),
+            ..header()
+        }
+    }
+
+    #[test]
+    fn a_trace_context_round_trips_behind_the_version_2_fields() {
+        let bytes = encode_call(&traced(), &"args".to_string()).unwrap();
+        let (decoded, args) = decode_call(&bytes).unwrap();
+        assert_eq!(decoded, traced());
+        assert_eq!(
+            take_args::<String>(bytes.clone(), args, false).unwrap(),
+            "args"
+        );
+        // Appended: the header without it is the same bytes, and the field follows them.
+        let plain = encode_call(&header(), &"args".to_string()).unwrap();
+        let field = postcard::to_allocvec(&traced().trace).unwrap();
+        let plain_section = &plain[..plain.len() - TRAILER_LEN];
+        assert_eq!(
+            &bytes[..bytes.len() - TRAILER_LEN],
+            [plain_section, &field[..]].concat()
+        );
+        // A payload call, its length and a restamped call keep it too.
+        let blob = Payload::from_slice(&[1; 100]);
+        assert_eq!(
+            call_len(&traced(), &blob).unwrap(),
+            encode_call(&traced(), &blob).unwrap().len()
+        );
+        let owned = encode_call_owned(&traced(), blob).unwrap();
+        assert_eq!(decode_call(&owned).unwrap().0.trace, traced().trace);
+        let later = CallHeader {
+            call_id: 99,
+            ..traced()
+        };
+        let restamped = restamp_call(bytes, &later).unwrap();
+        assert_eq!(decode_call(&restamped).unwrap().0, later);
+    }
+
+    #[test]
+    fn a_header_of_an_older_release_has_no_trace_context() {
+        // Version 2's fields alone (no appended field): what a release before issue 20 sends.
+        let bytes = encode_call(&header(), &()).unwrap();
+        assert_eq!(decode_call(&bytes).unwrap().0.trace, None);
+        // An explicit `None` (written when a later field follows) is none too, and the later
+        // field is skipped.
+        let v2 = postcard::to_allocvec(&header()).unwrap();
+        let section = [&v2[..], &[0x00], &[0x01, 0x07]].concat();
+        let len = u32::try_from(section.len()).unwrap().to_le_bytes();
+        let bytes = [&[2u8][..], &section, &len].concat();
+        let (decoded, args) = decode_call(&bytes).unwrap();
+        assert_eq!((decoded, args), (header(), 1..1));
+    }
+
+    #[test]
+    fn a_trace_context_that_does_not_decode_is_dropped_not_an_error() {
+        let v2 = postcard::to_allocvec(&header()).unwrap();
+        for field in [
+            // cut short: a `Some` tag and a string length past the end
+            &[0x01, 0x40, b'0'][..],
+            // a bad tag
+            &[0x07],
+            // bad UTF-8
+            &[0x01, 0x02, 0xc3, 0x28, 0x00],
+        ] {
+            let section = [&v2[..], field].concat();
+            let len = u32::try_from(section.len()).unwrap().to_le_bytes();
+            let bytes = [&[2u8][..], &section, &len].concat();
+            let (decoded, args) = decode_call(&bytes).unwrap();
+            assert_eq!((decoded, args), (header(), 1..1), "{field:?}");
+        }
+        // Decoded but not a W3C context, or oversized: carried as it is, and dropped by the
+        // serving side's check (`telemetry::TraceContext::new`) before any propagator sees it.
+        let long = "a".repeat(4_000);
+        let odd = CallHeader {
+            trace: Some(WireTrace {
+                traceparent: "not a traceparent",
+                tracestate: &long,
+            }),
+            ..header()
+        };
+        let bytes = encode_call(&odd, &()).unwrap();
+        let trace = decode_call(&bytes).unwrap().0.trace.unwrap();
+        assert!(
+            crate::telemetry::TraceContext::new(trace.traceparent, Some(trace.tracestate))
+                .is_none()
         );
     }
 }

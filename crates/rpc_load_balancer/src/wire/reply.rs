@@ -428,6 +428,7 @@ mod tests {
             deadline_ms: 5,
             call_id: 1,
             raw_args: false,
+            trace: None,
         };
         let call = crate::wire::header::encode_call(&header, &"args".to_string()).unwrap();
         let reply = encode_leaving(call.clone());
@@ -446,6 +447,7 @@ mod tests {
             deadline_ms: 5,
             call_id: 1,
             raw_args: false,
+            trace: None,
         };
         crate::wire::header::encode_call(&header, &"args".to_string()).unwrap()
     }

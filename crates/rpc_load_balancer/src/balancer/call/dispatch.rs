@@ -18,6 +18,7 @@ use crate::balancer::Selection;
 use crate::call::{self, Accounting, Sent};
 use crate::function::RemoteFunction;
 use crate::node::shared::NodeShared;
+use crate::telemetry::TraceContext;
 use crate::transport::Transport;
 use crate::{Error, Unavailable};
 
@@ -103,7 +104,13 @@ async fn route_call<F: RemoteFunction>(
         } else {
             Span::none()
         };
-        let sent = run_or_send(&node.transport, &mut attempt, &mut args, route.reselects())
+        // A call run here sends no trace context: its spans nest in the call's.
+        let trace = match attempt.destination {
+            Destination::Here(_) => None,
+            _ => telemetry.trace(),
+        };
+        let keep = route.reselects();
+        let sent = run_or_send(&node.transport, &mut attempt, &mut args, keep, trace)
             .instrument(span)
             .await?;
         let may_reselect = route.reselects() && reselections < MAX_RESELECTIONS;
@@ -174,8 +181,8 @@ fn unavailable<F>(attempt: &Attempt<'_, F>, reason: Unavailable) -> Error {
 }
 
 /// Runs the attempt here (a task that holds the attempt's count until the run has ended), or
-/// sends it; `keep`: the call may go to another node, so keep arguments that are not moved
-/// into their call.
+/// sends it carrying `trace`; `keep`: the call may go to another node, so keep arguments that
+/// are not moved into their call.
 ///
 /// Errors (before anything ran or was sent): the arguments cannot be encoded, or are gone.
 async fn run_or_send<F: RemoteFunction>(
@@ -183,6 +190,7 @@ async fn run_or_send<F: RemoteFunction>(
     attempt: &mut Attempt<'_, F>,
     args: &mut Args<F>,
     keep: bool,
+    trace: Option<&TraceContext>,
 ) -> Result<Sent<F::Reply>, Error> {
     if let Destination::Here(function) = &attempt.destination {
         // Served here: under this node's concurrency caps, as a call from another node is.
@@ -211,7 +219,7 @@ async fn run_or_send<F: RemoteFunction>(
         let reply = call::run_local(transport, balancer, function, args, time, accounting);
         return Ok(Sent::Replied(reply.await));
     }
-    let bytes = args.encode(transport, attempt.balancer, attempt.timeout, keep)?;
+    let bytes = args.encode(transport, (attempt.balancer, attempt.timeout), keep, trace)?;
     let Some(actor) = attempt.actor() else {
         return Err(no_endpoint(&attempt.node));
     };
@@ -258,14 +266,17 @@ async fn route_cast<F: RemoteFunction>(
         // random-node cast): served in-process, holding its count until its function has
         // ended (the endpoint would serve it uncounted).
         let here = matches!(attempt.counted, Counted::InFlight(_)) && *attempt.node == *node.name;
+        // Every cast is encoded, so every cast carries the trace context (one served here
+        // runs on a task of the endpoint's, outside the cast's span).
+        let trace = telemetry.trace();
         let sent = span.in_scope(|| match attempt.actor() {
             Some(_) if here => {
                 let counted = std::mem::replace(&mut attempt.counted, Counted::Nothing);
-                cast_here::<F>(node, attempt.balancer, &args, counted)
+                cast_here::<F>(node, attempt.balancer, &args, counted, trace)
             }
             Some(actor) => {
-                let (to, balancer) = (&attempt.node, attempt.balancer);
-                call::cast_endpoint::<F>(&node.transport, actor, to, balancer, &args)
+                let to = (&*attempt.node, attempt.balancer);
+                call::cast_endpoint::<F>(&node.transport, actor, to, &args, trace)
             }
             None => Err(no_endpoint(&attempt.node)),
         });
@@ -285,8 +296,8 @@ async fn route_cast<F: RemoteFunction>(
     }
 }
 
-/// Serves a cast of `F` on this node in a task of its own that holds `counted` until the
-/// function has ended.
+/// Serves a cast of `F` carrying `trace` on this node in a task of its own that holds
+/// `counted` until the function has ended.
 ///
 /// Errors: the arguments cannot be encoded.
 fn cast_here<F: RemoteFunction>(
@@ -294,9 +305,11 @@ fn cast_here<F: RemoteFunction>(
     balancer: Option<&str>,
     args: &F::Args,
     counted: Counted,
+    trace: Option<&TraceContext>,
 ) -> Result<(), Error> {
     let transport = &node.transport;
-    let (bytes, _id) = call::encode::<F>(transport, balancer, args, std::time::Duration::ZERO)?;
+    let zero = std::time::Duration::ZERO;
+    let (bytes, _id) = call::encode::<F>(transport, balancer, args, zero, trace)?;
     let abandoned = Arc::clone(counted.abandoned(&transport.abandoned));
     crate::endpoint::dispatch_with(
         node,
@@ -332,25 +345,26 @@ impl<F: RemoteFunction> Args<F> {
         }
     }
 
-    /// The call encoded for `balancer` with `timeout` (see [`run_or_send`] for `keep`).
+    /// The call encoded for `balancer` with `timeout`, carrying `trace` (see [`run_or_send`]
+    /// for `keep`).
     fn encode(
         &mut self,
         transport: &Transport,
-        balancer: Option<&str>,
-        timeout: std::time::Duration,
+        (balancer, timeout): (Option<&str>, std::time::Duration),
         keep: bool,
+        trace: Option<&TraceContext>,
     ) -> Result<(Vec<u8>, u64), Error> {
         if let Some(bytes) = self.encoded.take() {
-            return call::reencode::<F>(transport, balancer, bytes, timeout);
+            return call::reencode::<F>(transport, balancer, bytes, timeout, trace);
         }
         if keep && !crate::payload::is_payload::<F::Args>() {
             return match &self.args {
-                Some(kept) => call::encode::<F>(transport, balancer, kept, timeout),
+                Some(kept) => call::encode::<F>(transport, balancer, kept, timeout, trace),
                 None => Err(call::args_gone::<F>()),
             };
         }
         match self.args.take() {
-            Some(owned) => call::encode_owned::<F>(transport, balancer, owned, timeout),
+            Some(owned) => call::encode_owned::<F>(transport, balancer, owned, timeout, trace),
             None => Err(call::args_gone::<F>()),
         }
     }

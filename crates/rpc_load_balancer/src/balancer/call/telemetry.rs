@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tracing::Span;
 
 use super::target::{Kind, Target};
-use crate::telemetry::RpcTelemetry;
+use crate::telemetry::{RpcTelemetry, TraceContext};
 use crate::Error;
 
 /// The telemetry of one call or cast (see the module docs).
@@ -20,6 +20,8 @@ pub(crate) struct Telemetry {
     pending_label: Option<Arc<str>>,
     /// Whether the outcome was recorded.
     finished: bool,
+    /// The trace context sent with the call, once asked for ([`Self::trace`]).
+    trace: Option<Option<TraceContext>>,
 }
 
 impl Telemetry {
@@ -37,6 +39,7 @@ impl Telemetry {
             function,
             pending_label: None,
             finished: false,
+            trace: None,
         };
         match target {
             Target::Node(node) => telemetry.target(node),
@@ -64,6 +67,18 @@ impl Telemetry {
         self.started
             .as_ref()
             .map_or_else(Span::none, |t| t.span().clone())
+    }
+
+    /// The trace context to send with the call: made by the installed propagator from the
+    /// call's span the first time it is asked for (the call's first send), then the same for
+    /// every send of the call. Without a propagator, `None` at the cost of one load.
+    pub(crate) fn trace(&mut self) -> Option<&TraceContext> {
+        if self.trace.is_none() {
+            let none = Span::none();
+            let span = self.started.as_ref().map_or(&none, |t| t.span());
+            self.trace = Some(crate::telemetry::inject_trace(span));
+        }
+        self.trace.as_ref().and_then(Option::as_ref)
     }
 
     /// Records the node the call goes to (starting a random-node call's telemetry).

@@ -54,6 +54,7 @@ fn header<'a>(function: &'a str, balancer: Option<&'a str>, deadline_ms: u64) ->
         deadline_ms,
         call_id: 7,
         raw_args: false,
+        trace: None,
     }
 }
 

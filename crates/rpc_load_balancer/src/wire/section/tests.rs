@@ -17,6 +17,7 @@ fn header() -> CallHeader<'static> {
         deadline_ms: 1_000,
         call_id: 7,
         raw_args: false,
+        trace: None,
     }
 }
 
