@@ -18,6 +18,7 @@ pub mod node_cmd;
 pub mod raw_floor;
 pub mod retry_waits;
 pub mod stop_signals;
+pub mod trace_record;
 pub mod twin;
 pub mod work;
 

@@ -143,6 +143,10 @@ pub struct NodeArgs {
     /// `ControlRequest::EndBalancerParent` stops or kills, instead of standalone.
     #[arg(long)]
     pub balancer_parent: bool,
+    /// Test flag: record every trace context this node is handed with a served call or cast,
+    /// and serve them with the function `traces_seen` (tests of traces across nodes).
+    #[arg(long, hide = true)]
+    pub trace_record: bool,
     /// After leaving a balancer at stop or SIGTERM, how long this node still serves calls
     /// selected before others saw it leave, in ms (later ones go to other members).
     #[arg(

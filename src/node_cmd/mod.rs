@@ -99,6 +99,9 @@ pub async fn run(args: NodeArgs) -> CmdResult {
     start_burning(args.burn_threads);
     functions::register_all(&node, Duration::from_millis(args.delay_ms))?;
     crate::work::register(&node, &work)?;
+    if args.trace_record {
+        crate::trace_record::install(&node)?;
+    }
     // The plain ractor_cluster echo that `rpclb bench` measures our calls against.
     let raw_floor = raw_floor::start(node.name()).await?;
     let parent = match args.balancer_parent {

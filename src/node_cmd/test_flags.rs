@@ -22,18 +22,19 @@ pub(super) fn apply_test_flags(config: NodeConfig, args: &NodeArgs) -> CmdResult
 }
 
 /// Without the `test-hooks` feature the test flags `--cpu-reply`, `--wire-version`,
-/// `--wire-extra-field` and `--balancer-parent` are refused (the node does not start) rather
-/// than ignored.
+/// `--wire-extra-field`, `--balancer-parent` and `--trace-record` are refused (the node does
+/// not start) rather than ignored.
 #[cfg(not(feature = "test-hooks"))]
 pub(super) fn apply_test_flags(config: NodeConfig, args: &NodeArgs) -> CmdResult<NodeConfig> {
     if args.cpu_reply != "normal"
         || args.wire_version.is_some()
         || args.wire_extra_field
         || args.balancer_parent
+        || args.trace_record
     {
         return Err(
-            "--cpu-reply, --wire-version, --wire-extra-field and --balancer-parent are test \
-             flags: this rpclb was built without its `test-hooks` feature"
+            "--cpu-reply, --wire-version, --wire-extra-field, --balancer-parent and \
+             --trace-record are test flags: this rpclb was built without its `test-hooks` feature"
                 .into(),
         );
     }

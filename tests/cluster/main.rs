@@ -53,6 +53,8 @@ mod support;
 mod telemetry;
 mod tls;
 mod tower;
+#[cfg(feature = "telemetry")]
+mod trace;
 mod tutorial;
 mod twin;
 mod unauthenticated;
