@@ -10,9 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rpc_load_balancer::telemetry::{
-    set_trace_propagator, TraceContext, TracePropagator, MAX_TRACE_CONTEXT_LEN,
-};
+use rpc_load_balancer::telemetry::{set_trace_propagator, TraceContext, TracePropagator};
 use rpc_load_balancer::{
     Balancer, BalancerConfig, Error, FunctionError, Node, NodeConfig, RemoteFunction,
 };
@@ -117,7 +115,10 @@ async fn inject_runs_once_per_encoded_call_and_extract_gets_exactly_its_context(
     )
     .await
     .unwrap();
-    balancer.wait_for_members(1, Duration::from_secs(5)).await.unwrap();
+    balancer
+        .wait_for_members(1, Duration::from_secs(5))
+        .await
+        .unwrap();
     balancer.cast::<SpanName>(()).await.unwrap();
     eventually("the balanced cast was served", || seen().1 == 2).await;
     // A balanced call to the local member runs here: not asked.
@@ -133,10 +134,7 @@ async fn inject_runs_once_per_encoded_call_and_extract_gets_exactly_its_context(
         assert_eq!(injected, extracted, "extract got another context");
         assert_eq!(*span, Some("rpc_load_balancer.serve"));
     }
-    assert_ne!(
-        seen.injected[0].1.trace_id(),
-        seen.injected[1].1.trace_id()
-    );
+    assert_ne!(seen.injected[0].1.trace_id(), seen.injected[1].1.trace_id());
     assert_eq!(seen.extracted[0].1.tracestate(), Some("rpclb=test"));
     // The casts ran inside the serving span; the calls run here, inside the caller's.
     let ran_in = ran_in.lock().unwrap();
@@ -145,5 +143,4 @@ async fn inject_runs_once_per_encoded_call_and_extract_gets_exactly_its_context(
         .filter(|name| **name == Some("rpc_load_balancer.serve"))
         .count();
     assert_eq!(served, 2, "{ran_in:?}");
-    assert!(MAX_TRACE_CONTEXT_LEN >= 55);
 }
