@@ -46,6 +46,8 @@ pub struct HowToRunningAcrossMachines;
 pub struct HowToDeadlinesAndOverload;
 #[doc = include_str!("../../../docs/how-to/large-payloads.md")]
 pub struct HowToLargePayloads;
+#[doc = include_str!("../../../docs/how-to/tracing-across-nodes.md")]
+pub struct HowToTracingAcrossNodes;
 #[doc = include_str!("../../../docs/how-to/tower.md")]
 pub struct HowToTower;
 #[doc = include_str!("../../../docs/how-to/replies-into-mailboxes.md")]

@@ -6,7 +6,7 @@
 //! | name | level | fields |
 //! |---|---|---|
 //! | span `rpc_load_balancer.rpc` | DEBUG | `type` (`call`/`cast`), `function`, `load_balancer` (empty for direct calls), `node` (the **target**), `status` (`ok`, the error code, or `cancelled`) |
-//! | span `rpc_load_balancer.serve` (the serving node's side of a call or cast from another node; the function runs in it) | DEBUG | `function`, `load_balancer` (empty for direct calls), `call_id` (the caller's; 0 for casts). Given the caller's trace context by the [`TracePropagator`], if one is installed |
+//! | span `rpc_load_balancer.serve` (the serving node's side of a call or cast from another node; the function runs in it) | DEBUG | `function`, `load_balancer` (empty for direct calls), `call_id` (the id the caller gave the call or cast). Given the caller's trace context by the [`TracePropagator`], if one is installed |
 //! | event `node selected` (target `rpc_load_balancer::selection`) | TRACE | `load_balancer`, `algorithm`, `node`, `pool_size` |
 //! | event `no members` (target `rpc_load_balancer::selection`) | TRACE | `load_balancer`, `algorithm` |
 //! | event `selection explained` (target `rpc_load_balancer::selection`) | DEBUG | `load_balancer`, `algorithm`, `node`, `rule`, `scores` |

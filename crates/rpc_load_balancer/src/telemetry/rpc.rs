@@ -116,7 +116,7 @@ impl RpcTelemetry {
 }
 
 /// The serving node's span of a call or cast of `function` (a registered name) routed by
-/// `balancer` (`None`: direct), from the caller's `call_id`: DEBUG, given the caller's trace
+/// `balancer` (`None`: direct), with the id its caller gave it (`call_id`): DEBUG, given the caller's trace
 /// context `trace` (see [`super::trace`]). The function runs in it. A disabled span (or the
 /// `telemetry` feature off) costs a callsite check and nothing else.
 pub(crate) fn serve_span(
