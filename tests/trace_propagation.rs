@@ -14,6 +14,8 @@ use rpc_load_balancer::telemetry::{set_trace_propagator, TraceContext, TraceProp
 use rpc_load_balancer::{
     Balancer, BalancerConfig, Error, FunctionError, Node, NodeConfig, RemoteFunction,
 };
+use tokio::sync::mpsc;
+use tokio::time::timeout;
 use tracing::Span;
 
 /// What the recording propagator saw.
@@ -49,25 +51,27 @@ impl TracePropagator for Recording {
     }
 }
 
-/// Returns the name of the span it runs in (the serving span when served from the wire).
-struct SpanName(Arc<Mutex<Vec<Option<&'static str>>>>);
+/// Reports the name of the span it runs in (the serving span when served from the wire).
+struct SpanName(mpsc::UnboundedSender<Option<&'static str>>);
 impl RemoteFunction for SpanName {
     const NAME: &'static str = "span_name";
     type Args = ();
     type Reply = ();
     async fn call(&self, _: ()) -> Result<(), FunctionError> {
-        let name = Span::current().metadata().map(|m| m.name());
-        self.0.lock().unwrap().push(name);
+        let _ = self.0.send(Span::current().metadata().map(|m| m.name()));
         Ok(())
     }
 }
 
-async fn eventually(what: &str, ok: impl Fn() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while !ok() {
-        assert!(tokio::time::Instant::now() < deadline, "{what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+/// Bound on each wait (a debug build on 2 shared cores serves in milliseconds).
+const WAIT: Duration = Duration::from_secs(5);
+
+/// The span name the next run of `span_name` reported.
+async fn next_run(
+    runs: &mut mpsc::UnboundedReceiver<Option<&'static str>>,
+) -> Option<&'static str> {
+    let next = timeout(WAIT, runs.recv()).await;
+    next.expect("the function ran").expect("the node is up")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -92,55 +96,44 @@ async fn inject_runs_once_per_encoded_call_and_extract_gets_exactly_its_context(
     let node = Node::start(NodeConfig::new("traced", "127.0.0.1:0").cookie("traced"))
         .await
         .unwrap();
-    let ran_in = Arc::new(Mutex::new(Vec::new()));
-    node.register(SpanName(Arc::clone(&ran_in))).unwrap();
+    let (ran, mut ran_in) = mpsc::unbounded_channel();
+    node.register(SpanName(ran)).unwrap();
     let seen = || {
         let seen = recording.seen.lock().unwrap();
         (seen.injected.len(), seen.extracted.len())
     };
+    const SERVE: Option<&str> = Some("rpc_load_balancer.serve");
+    const RPC: Option<&str> = Some("rpc_load_balancer.rpc");
 
-    // A call to this node runs here: nothing to carry, the propagator is not asked.
+    // A call to this node runs here, in the caller's span: nothing to carry, the propagator
+    // is not asked.
     node.call::<SpanName>(node.name(), ()).await.unwrap();
-    assert_eq!(seen(), (0, 0));
+    assert_eq!((next_run(&mut ran_in).await, seen()), (RPC, (0, 0)));
 
-    // A direct cast goes through the endpoint: one inject, one extract of that context.
+    // A direct cast goes through the endpoint: one inject, one extract of that context, and
+    // the function runs in the serving span (extract is called before it runs).
     node.cast::<SpanName>(node.name(), ()).await.unwrap();
-    eventually("the direct cast was served", || seen().1 == 1).await;
+    assert_eq!((next_run(&mut ran_in).await, seen()), (SERVE, (1, 1)));
 
     // A balanced cast to the local member (served by the endpoint, counted): the same.
-    let balancer = Balancer::start(
-        BalancerConfig::new("traced")
-            .leave_grace(Duration::ZERO)
-            .drain_timeout(Duration::from_secs(1)),
-    )
-    .await
-    .unwrap();
-    balancer
-        .wait_for_members(1, Duration::from_secs(5))
+    let balancer = Balancer::start(BalancerConfig::new("traced"))
         .await
         .unwrap();
+    balancer.wait_for_members(1, WAIT).await.unwrap();
     balancer.cast::<SpanName>(()).await.unwrap();
-    eventually("the balanced cast was served", || seen().1 == 2).await;
+    assert_eq!((next_run(&mut ran_in).await, seen()), (SERVE, (2, 2)));
     // A balanced call to the local member runs here: not asked.
     balancer.call::<SpanName>(()).await.unwrap();
-    eventually("every run recorded", || ran_in.lock().unwrap().len() == 4).await;
+    assert_eq!((next_run(&mut ran_in).await, seen()), (RPC, (2, 2)));
 
     let seen = recording.seen.lock().unwrap();
-    assert_eq!(seen.injected.len(), 2, "once per encoded call or cast");
     for (span, _) in &seen.injected {
-        assert_eq!(*span, Some("rpc_load_balancer.rpc"));
+        assert_eq!(*span, RPC, "inject is given the call's span");
     }
     for ((_, injected), (span, extracted)) in seen.injected.iter().zip(&seen.extracted) {
         assert_eq!(injected, extracted, "extract got another context");
-        assert_eq!(*span, Some("rpc_load_balancer.serve"));
+        assert_eq!(*span, SERVE, "extract is given the serving span");
     }
     assert_ne!(seen.injected[0].1.trace_id(), seen.injected[1].1.trace_id());
     assert_eq!(seen.extracted[0].1.tracestate(), Some("rpclb=test"));
-    // The casts ran inside the serving span; the calls run here, inside the caller's.
-    let ran_in = ran_in.lock().unwrap();
-    let served = ran_in
-        .iter()
-        .filter(|name| **name == Some("rpc_load_balancer.serve"))
-        .count();
-    assert_eq!(served, 2, "{ran_in:?}");
 }
