@@ -23,7 +23,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tracing::Instrument;
 
 use super::encode::{check_payload, header};
 use crate::error::{PayloadDirection, RemoteFailure};
@@ -85,19 +84,14 @@ async fn run<F: RemoteFunction, G: Send + 'static>(
     let counted = accounting.counted;
     // Boxed: tokio moves a task's future several times while it makes the task, and this one
     // (the function's future, its context and counts) is large; a box is moved in one word.
-    // The task runs in the caller's span (the call's `rpc_load_balancer.rpc`), so the
-    // function's spans nest in it as they would without a task; nothing to propagate.
-    let run = Box::pin(
-        async move {
-            let _counted = counted;
-            let _serving = in_task.served.enter();
-            let result = context.run(function.call(args)).await;
-            // Counted in the node's rates as a call served from another node is.
-            in_task.serving_load.finished(result.is_ok());
-            result
-        }
-        .instrument(tracing::Span::current()),
-    );
+    let run = Box::pin(async move {
+        let _counted = counted;
+        let _serving = in_task.served.enter();
+        let result = context.run(function.call(args)).await;
+        // Counted in the node's rates as a call served from another node is.
+        in_task.serving_load.finished(result.is_ok());
+        result
+    });
     let task = AbortOnDrop::new(tokio::spawn(run));
     let node = || transport.name.clone();
     let remote = |failure, message: String| Error::Remote {
@@ -176,7 +170,7 @@ fn check_args<F: RemoteFunction>(
     args: &F::Args,
     timeout: Duration,
 ) -> Result<(), Error> {
-    // (A run here carries no trace context: its spans nest in the caller's.)
+    // (A run here carries no trace context: it is not encoded.)
     let header = header::<F>(transport, balancer, timeout, None);
     let size = call_len(&header, args).map_err(|e| Error::Codec {
         function: F::NAME.to_string(),

@@ -117,7 +117,7 @@ pub trait TracePropagator: Send + Sync + 'static {
     /// the span is disabled or not sampled). Called once per call or cast that leaves this
     /// process (a routed call, a cast, a direct call — whatever its target), on its first
     /// send, with its `rpc_load_balancer.rpc` span; a call sent again to another member keeps
-    /// the context. Not called for a call run in this process (its spans already nest). A
+    /// the context. Not called for a call run in this process (nothing is encoded). A
     /// context longer than [`MAX_TRACE_CONTEXT_LEN`] is not sent (logged at DEBUG).
     fn inject(&self, span: &Span) -> Option<TraceContext>;
 

@@ -104,7 +104,7 @@ async fn route_call<F: RemoteFunction>(
         } else {
             Span::none()
         };
-        // A call run here sends no trace context: its spans nest in the call's.
+        // A call run here is not encoded: no trace context to make.
         let trace = match attempt.destination {
             Destination::Here(_) => None,
             _ => telemetry.trace(),
