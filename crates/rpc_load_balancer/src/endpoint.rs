@@ -249,7 +249,8 @@ pub(crate) async fn serve_call_in(
     };
     // The serving span, given the caller's trace context (before `start` takes the bytes the
     // header borrows from); the function runs in it.
-    let span = crate::telemetry::serve_span(name, header.balancer, header.call_id, header.trace);
+    let trace = header.trace.map(|t| (t.traceparent, t.tracestate));
+    let span = crate::telemetry::serve_span(name, header.balancer, header.call_id, trace);
     let (deadline_ms, call_id, raw) = (header.deadline_ms, header.call_id, header.raw_args);
     let running = match function.start(bytes, args, raw) {
         Ok(running) => running,

@@ -8,8 +8,8 @@ use crate::error::PayloadDirection;
 use crate::function::RemoteFunction;
 use crate::telemetry::TraceContext;
 use crate::transport::Transport;
-use crate::wire::header::CallHeader;
 use crate::wire::header::{decode_call, encode_call, encode_call_owned, restamp_call, take_args};
+use crate::wire::header::{CallHeader, WireTrace};
 use crate::Error;
 
 /// Encodes header and arguments and enforces the payload cap before anything is sent; the
@@ -90,7 +90,10 @@ pub(super) fn header<'a, F: RemoteFunction>(
         deadline_ms: deadline_ms(timeout),
         call_id: transport.calls.next_id(),
         raw_args: crate::payload::is_payload::<F::Args>(),
-        trace: trace.map(TraceContext::to_wire),
+        trace: trace.map(|context| WireTrace {
+            traceparent: context.traceparent(),
+            tracestate: context.tracestate().unwrap_or(""),
+        }),
     }
 }
 

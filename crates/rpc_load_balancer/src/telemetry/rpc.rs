@@ -123,7 +123,7 @@ pub(crate) fn serve_span(
     function: &'static str,
     balancer: Option<&str>,
     call_id: u64,
-    trace: Option<crate::wire::header::WireTrace<'_>>,
+    trace: Option<(&str, &str)>,
 ) -> Span {
     if !super::ENABLED {
         return Span::none();

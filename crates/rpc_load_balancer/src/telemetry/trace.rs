@@ -15,7 +15,6 @@ use std::sync::OnceLock;
 
 use tracing::Span;
 
-use crate::wire::header::WireTrace;
 use crate::Error;
 
 /// The most bytes a trace context may have, `traceparent` and `tracestate` together. A longer
@@ -68,14 +67,6 @@ impl TraceContext {
     /// side, the id of the caller's span.
     pub fn parent_id(&self) -> &str {
         &self.traceparent[36..52]
-    }
-
-    /// The context as its header field carries it.
-    pub(crate) fn to_wire(&self) -> WireTrace<'_> {
-        WireTrace {
-            traceparent: &self.traceparent,
-            tracestate: &self.tracestate,
-        }
     }
 }
 
@@ -172,28 +163,27 @@ fn inject_with(propagator: &dyn TracePropagator, span: &Span) -> Option<TraceCon
     Some(context)
 }
 
-/// Gives the context a call carried (`wire`, unchecked) to the propagator for the serving
-/// `span`; nothing without a propagator, a context or the `telemetry` feature. An invalid
-/// context is dropped (logged at DEBUG).
+/// Gives the context a call carried (`(traceparent, tracestate)` as received, unchecked) to
+/// the propagator for the serving `span`; nothing without a propagator, a context or the
+/// `telemetry` feature. An invalid context is dropped (logged at DEBUG).
 #[inline]
-pub(crate) fn extract(wire: Option<WireTrace<'_>>, span: &Span) {
+pub(crate) fn extract(received: Option<(&str, &str)>, span: &Span) {
     if !super::ENABLED {
         return;
     }
-    if let (Some(propagator), Some(wire)) = (PROPAGATOR.get(), wire) {
-        extract_with(propagator.as_ref(), wire, span);
+    if let (Some(propagator), Some(received)) = (PROPAGATOR.get(), received) {
+        extract_with(propagator.as_ref(), received, span);
     }
 }
 
 /// [`extract`] with a propagator and a context.
 #[cold]
 #[inline(never)]
-fn extract_with(propagator: &dyn TracePropagator, wire: WireTrace<'_>, span: &Span) {
-    let tracestate = Some(wire.tracestate);
-    match TraceContext::new(wire.traceparent, tracestate) {
+fn extract_with(propagator: &dyn TracePropagator, (parent, state): (&str, &str), span: &Span) {
+    match TraceContext::new(parent, Some(state)) {
         Some(context) => propagator.extract(&context, span),
         None => tracing::debug!(
-            len = wire.traceparent.len() + wire.tracestate.len(),
+            len = parent.len() + state.len(),
             "invalid trace context in a call header dropped"
         ),
     }
@@ -253,10 +243,49 @@ mod tests {
         // (No unit test of this crate installs one: the process has none.)
         assert!(PROPAGATOR.get().is_none());
         assert_eq!(inject(&Span::none()), None);
-        let wire = WireTrace {
-            traceparent: PARENT,
-            tracestate: "",
+        extract(Some((PARENT, "")), &Span::none());
+    }
+
+    /// Makes `context` (as it is: no check) and counts the contexts it is handed.
+    struct Fixed {
+        context: TraceContext,
+        handed: std::sync::Mutex<Vec<TraceContext>>,
+    }
+
+    impl TracePropagator for Fixed {
+        fn inject(&self, _: &Span) -> Option<TraceContext> {
+            Some(self.context.clone())
+        }
+        fn extract(&self, context: &TraceContext, _: &Span) {
+            self.handed.lock().unwrap().push(context.clone());
+        }
+    }
+
+    #[test]
+    fn oversized_contexts_are_not_sent_and_invalid_ones_not_handed_over() {
+        let oversized = TraceContext {
+            traceparent: PARENT.into(),
+            tracestate: "a".repeat(MAX_TRACE_CONTEXT_LEN),
         };
-        extract(Some(wire), &Span::none());
+        let fixed = Fixed {
+            context: oversized,
+            handed: Default::default(),
+        };
+        assert_eq!(inject_with(&fixed, &Span::none()), None);
+        let fine = TraceContext::new(PARENT, None).unwrap();
+        let fixed = Fixed {
+            context: fine.clone(),
+            handed: Default::default(),
+        };
+        assert_eq!(inject_with(&fixed, &Span::none()), Some(fine.clone()));
+        extract_with(&fixed, ("00-nope", ""), &Span::none());
+        extract_with(
+            &fixed,
+            (PARENT, &"a".repeat(MAX_TRACE_CONTEXT_LEN)),
+            &Span::none(),
+        );
+        assert!(fixed.handed.lock().unwrap().is_empty());
+        extract_with(&fixed, (PARENT, ""), &Span::none());
+        assert_eq!(*fixed.handed.lock().unwrap(), [fine]);
     }
 }
