@@ -101,6 +101,7 @@ mod entry;
 mod error;
 pub mod filter;
 pub mod function;
+pub mod group;
 mod load;
 mod named;
 mod node;

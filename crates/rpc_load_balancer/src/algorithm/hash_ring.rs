@@ -74,7 +74,7 @@ impl Ring {
         let mut points: Vec<(u64, u32)> = Vec::with_capacity(members.len() * weight as usize);
         for (index, member) in members.iter().enumerate() {
             for i in 0..weight {
-                points.push((HashRing::point(member.node(), i), index as u32));
+                points.push((HashRing::point(member.id(), i), index as u32));
             }
         }
         sort_points(&mut points, members);
@@ -266,11 +266,8 @@ struct HashRingSelector {
 /// the key landing there has the same owner on every node.
 pub(super) fn sort_points(points: &mut [(u64, u32)], members: &[MemberView]) {
     points.sort_unstable_by(|a, b| {
-        a.0.cmp(&b.0).then_with(|| {
-            members[a.1 as usize]
-                .node()
-                .cmp(members[b.1 as usize].node())
-        })
+        a.0.cmp(&b.0)
+            .then_with(|| members[a.1 as usize].id().cmp(members[b.1 as usize].id()))
     });
 }
 
@@ -372,17 +369,17 @@ impl Selector for HashRingSelector {
                      owner {} has load {} (reported in flight + sent since, at least in flight), cap {cap} (⌈{factor} × ({total} + 1) ÷ {}⌉); chose {}",
                     HashRing::key_point(key),
                     self.weight,
-                    owner_view.map_or("?", MemberView::node),
+                    owner_view.map_or("?", MemberView::id),
                     owner_load,
                     members.len(),
-                    members.get(chosen).map_or("?", MemberView::node)
+                    members.get(chosen).map_or("?", MemberView::id)
                 )
             }
             (Some(key), None) => format!(
                 "owner of key point {:#018x} on a ring of {} points per member ({})",
                 HashRing::key_point(key),
                 self.weight,
-                members.get(chosen).map_or("?", MemberView::node)
+                members.get(chosen).map_or("?", MemberView::id)
             ),
             (None, _) => "no key: uniform random".to_string(),
         };

@@ -133,7 +133,7 @@ impl InFlightRule for FewestInFlight {
                 .iter()
                 .map(|m| {
                     let cost = m.in_flight() as f64 / m.slow_start_factor();
-                    (m.node().to_string(), cost)
+                    (m.id().to_string(), cost)
                 })
                 .collect(),
         }

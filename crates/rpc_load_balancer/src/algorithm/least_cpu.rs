@@ -337,7 +337,7 @@ impl LeastCpuSelector {
     ) -> Option<&'a Track> {
         match tracks {
             Some(list) => list.get(index).map(|t| &**t),
-            None => by_node?.get(members.get(index)?.node()).map(|t| &**t),
+            None => by_node?.get(members.get(index)?.id()).map(|t| &**t),
         }
     }
 
@@ -415,10 +415,10 @@ impl Selector for LeastCpuSelector {
             .iter()
             .map(|m| {
                 let track = before
-                    .get(m.node())
+                    .get(m.id())
                     .cloned()
                     .unwrap_or_else(|| Arc::new(Track::new(now)));
-                (Arc::clone(m.node_arc()), track)
+                (Arc::clone(m.id_arc()), track)
             })
             .collect();
         self.by_node.store(Arc::new(next));
@@ -432,7 +432,7 @@ impl Selector for LeastCpuSelector {
             .iter()
             .map(|m| {
                 by_node
-                    .get(m.node())
+                    .get(m.id())
                     .cloned()
                     .unwrap_or_else(|| Arc::new(Track::new(now)))
             })
@@ -464,8 +464,8 @@ impl Selector for LeastCpuSelector {
                     let (sent, before, period) = t.counts();
                     format!(", {sent} picks since it changed, {before} in the {period} ms before")
                 });
-                ages.push(format!("{}: {reading}{picks}", member.node()));
-                (member.node().to_string(), values[i])
+                ages.push(format!("{}: {reading}{picks}", member.id()));
+                (member.id().to_string(), values[i])
             })
             .collect();
         Explanation {
@@ -473,7 +473,7 @@ impl Selector for LeastCpuSelector {
                 "uniform random within {} points of the least CPU (never read = the median of the fresh readings, {NEUTRAL_CPU} without any; older than {} ms = {NEUTRAL_CPU} or its reading if higher; each value projected by this caller's picks since it changed); picked {}; readings: {}",
                 self.threshold,
                 self.ttl_ms,
-                members.get(chosen).map_or("?", |m| m.node()),
+                members.get(chosen).map_or("?", |m| m.id()),
                 ages.join(", ")
             ),
             scores,

@@ -80,12 +80,12 @@ impl InFlightRule for TwoChoices {
                 } else {
                     ""
                 },
-                member.map_or("?", MemberView::node)
+                member.map_or("?", MemberView::id)
             ),
             scores: member
                 .map(|m| {
                     let cost = m.in_flight() as f64 / m.slow_start_factor();
-                    (m.node().to_string(), cost)
+                    (m.id().to_string(), cost)
                 })
                 .into_iter()
                 .collect(),

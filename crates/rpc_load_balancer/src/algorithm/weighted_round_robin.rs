@@ -430,7 +430,7 @@ impl Selector for WeightedRoundRobinSelector {
                 .iter()
                 .map(|m| {
                     let weight = f64::from(self.weights.weight_of(m.node()));
-                    (m.node().to_string(), weight * m.slow_start_factor())
+                    (m.id().to_string(), weight * m.slow_start_factor())
                 })
                 .collect(),
         }

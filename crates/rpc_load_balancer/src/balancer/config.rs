@@ -251,6 +251,12 @@ impl BalancerConfig {
                 ),
             );
         }
+        self.validate_options()
+    }
+
+    /// Checks the options other than the name (an actor group's too).
+    pub(crate) fn validate_options(&self) -> Result<(), Error> {
+        let invalid = |option, reason: String| Err(Error::InvalidConfig { option, reason });
         if let Some(filters) = &self.node_match_list {
             if filters.iter().any(|f| f.as_str().is_empty()) {
                 return invalid(

@@ -27,24 +27,33 @@ impl Balancer {
         actor: ActorRef<M>,
         map: impl Fn(Arc<Members>) -> Option<M> + Send + 'static,
     ) -> Forwarding {
-        let shared = self.current_shared();
-        let watch = shared.watch();
-        let source = stream::unfold(
-            (watch, shared, true),
-            |(mut watch, shared, first)| async move {
-                if !first && watch.changed().await.is_err() {
-                    return None;
-                }
-                // Stopping wakes the watch without a change, then publishes empty members.
-                if shared.is_stopping() {
-                    return None;
-                }
-                let members = Arc::clone(&watch.borrow_and_update());
-                Some((members, (watch, shared, false)))
-            },
-        );
-        forward::spawn(source, actor, map)
+        forward_members(self.current_shared(), actor, map)
     }
+}
+
+/// Forwards the members snapshots of the balancer (or actor group) whose state is `shared` to
+/// `actor`, as [`Balancer::forward_members_to`] describes.
+pub(crate) fn forward_members<M: Message>(
+    shared: Arc<super::BalancerShared>,
+    actor: ActorRef<M>,
+    map: impl Fn(Arc<Members>) -> Option<M> + Send + 'static,
+) -> Forwarding {
+    let watch = shared.watch();
+    let source = stream::unfold(
+        (watch, shared, true),
+        |(mut watch, shared, first)| async move {
+            if !first && watch.changed().await.is_err() {
+                return None;
+            }
+            // Stopping wakes the watch without a change, then publishes empty members.
+            if shared.is_stopping() {
+                return None;
+            }
+            let members = Arc::clone(&watch.borrow_and_update());
+            Some((members, (watch, shared, false)))
+        },
+    );
+    forward::spawn(source, actor, map)
 }
 
 #[cfg(test)]

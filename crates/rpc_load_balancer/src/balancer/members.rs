@@ -76,6 +76,12 @@ impl Member {
         &self.actor
     }
 
+    /// The member's actor, untyped (an actor group's member is the user's actor: it is only
+    /// ever sent the group's own message type).
+    pub(crate) fn cell(&self) -> &ActorCell {
+        &self.actor
+    }
+
     /// A member from a pg cell of `balancer`'s group, if its name is a member name.
     pub(crate) fn from_cell(balancer: &str, cell: &ActorCell) -> Option<Member> {
         let name = cell.get_name()?;
@@ -151,6 +157,51 @@ impl Members {
             .collect();
         members.sort_by(|a, b| a.node().cmp(b.node()).then(b.is_local().cmp(&a.is_local())));
         members.dedup_by(|later, first| later.node() == first.node());
+        Self::finish(metrics, version, members, previous, cpu)
+    }
+
+    /// Builds the snapshot of an actor group from its pg cells: one member per
+    /// actor whose node `node_of` knows (its node's full name, the actor's pid there and
+    /// whether it is this node; `None`: skipped — a remote actor whose session is not known
+    /// yet, or a node the group's filters reject), with member id `"{node}#{pid}"`, sorted by
+    /// (node, pid). Estimates, counters and CPU slots as [`from_cells`](Self::from_cells).
+    pub(crate) fn from_group_cells(
+        metrics: &SelectionMetrics,
+        version: u64,
+        cells: &[ActorCell],
+        previous: &Members,
+        cpu: bool,
+        node_of: impl Fn(&ActorCell) -> Option<(Arc<str>, u64, bool)>,
+    ) -> Members {
+        let mut found: Vec<(Arc<str>, u64, &ActorCell, bool)> = cells
+            .iter()
+            .filter_map(|cell| node_of(cell).map(|(node, pid, local)| (node, pid, cell, local)))
+            .collect();
+        found.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+        found.dedup_by(|later, first| later.0 == first.0 && later.1 == first.1);
+        let members = found
+            .into_iter()
+            .map(|(node, pid, cell, local)| {
+                let id = format!("{node}#{pid}");
+                Member {
+                    view: MemberView::new(node, local).with_id(id),
+                    actor: ActorRef::from(cell.clone()),
+                    selected: metrics::Counter::noop(),
+                }
+            })
+            .collect();
+        Self::finish(metrics, version, members, previous, cpu)
+    }
+
+    /// Registers each member's selection counter, carries the estimates of the members whose
+    /// actor is in `previous`, and (with `cpu`) gives each view its node's CPU slot.
+    fn finish(
+        metrics: &SelectionMetrics,
+        version: u64,
+        mut members: Vec<Member>,
+        previous: &Members,
+        cpu: bool,
+    ) -> Members {
         for member in &mut members {
             member.selected = metrics.member_counter(member.node_arc());
             let id = member.id();
@@ -243,6 +294,12 @@ impl Members {
     /// Whether `node` is a member.
     pub fn contains(&self, node: &str) -> bool {
         self.members.iter().any(|m| m.node() == node)
+    }
+
+    /// Whether a member has [id](MemberView::id) `id` (for a balancer: whether node `id` is
+    /// a member).
+    pub(crate) fn contains_id(&self, id: &str) -> bool {
+        self.views.iter().any(|m| m.id() == id)
     }
 }
 

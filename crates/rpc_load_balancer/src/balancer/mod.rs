@@ -49,7 +49,7 @@ pub(crate) mod cpu_poller;
 mod cpu_selection;
 mod drain;
 mod ejection_metrics;
-mod forward;
+pub(crate) mod forward;
 mod in_flight;
 mod keeper;
 mod load_balancer;
@@ -58,7 +58,7 @@ mod registered;
 mod selection;
 mod selection_metrics;
 mod selection_release;
-mod shared;
+pub(crate) mod shared;
 mod start;
 pub(crate) mod supervisor;
 #[cfg(test)]

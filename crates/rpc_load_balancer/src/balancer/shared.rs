@@ -13,7 +13,7 @@ use super::drain::DrainReport;
 use super::ejection_metrics::EjectionMetrics;
 use super::in_flight::InFlightTotal;
 use super::keeper::KeeperMsg;
-use super::members::{Member, Members};
+use super::members::Members;
 use super::selection_metrics::SelectionMetrics;
 use super::{Balancer, BalancerConfig, Releaser};
 use crate::node::shared::NodeShared;
@@ -23,8 +23,25 @@ use crate::routing::{
 use crate::wire::SCOPE;
 use crate::Error;
 
+/// Where a balancer's members come from.
+pub(crate) enum Source {
+    /// The balancer's own pg group (scope `rpc_load_balancer`, group = its name): one member
+    /// actor per node, named after the node.
+    OwnGroup,
+    /// A user's pg group of actors (an `ActorGroup`): every
+    /// actor in it whose node is known and matches the filters is a member.
+    ActorGroup {
+        /// The group's pg scope.
+        scope: String,
+        /// The group's name in that scope.
+        group: String,
+    },
+}
+
 pub(crate) struct BalancerShared {
     pub(crate) name: String,
+    /// Where the members come from.
+    pub(crate) source: Source,
     pub(crate) config: BalancerConfig,
     pub(crate) node: Arc<NodeShared>,
     /// Whether this node joins the group (it matches `node_match_list`).
@@ -106,7 +123,20 @@ impl BalancerShared {
     /// Errors: the algorithm's [`build`](crate::routing::Algorithm::build) errors
     /// ([`Error::InvalidConfig`] naming the option).
     pub(crate) fn new(config: BalancerConfig, node: Arc<NodeShared>) -> Result<Self, Error> {
-        let member = config.matches_excluding(&node.name, &node.config.excluded_node_patterns);
+        Self::with_source(config, node, Source::OwnGroup)
+    }
+
+    /// The state of a balancer over the members of `source` (an actor group's: this node is
+    /// no member; it has no member actor).
+    ///
+    /// Errors: as [`BalancerShared::new`].
+    pub(crate) fn with_source(
+        config: BalancerConfig,
+        node: Arc<NodeShared>,
+        source: Source,
+    ) -> Result<Self, Error> {
+        let member = matches!(source, Source::OwnGroup)
+            && config.matches_excluding(&node.name, &node.config.excluded_node_patterns);
         let clock = Clock::system();
         let context = BuildContext {
             balancer: &config.name,
@@ -205,6 +235,7 @@ impl BalancerShared {
             counts_members,
             metrics: Arc::new(SelectionMetrics::new(config.algorithm.name(), &config.name)),
             name: config.name.clone(),
+            source,
             member,
             config,
             node,
@@ -353,26 +384,37 @@ impl BalancerShared {
     /// Rebuilds the snapshot from pg (the truth), tells the selector what changed, and
     /// publishes it. Called by the LoadBalancer actor only (one writer).
     pub(crate) fn refresh(&self) {
-        let cells = ractor::pg::get_scoped_members(&SCOPE.to_string(), &self.name);
+        let cells = match &self.source {
+            Source::OwnGroup => ractor::pg::get_scoped_members(&SCOPE.to_string(), &self.name),
+            Source::ActorGroup { scope, group } => ractor::pg::get_scoped_members(scope, group),
+        };
         // Versions are per balancer: its selector is its own.
         let previous_version = self.version.load(Ordering::Relaxed);
         let (first, version) = (previous_version == 0, previous_version + 1);
         let previous = self.members.load();
         let cpu = self.needs.cpu.is_some();
-        let next = Members::from_cells(&self.metrics, version, &cells, &previous, cpu);
-        let before: HashSet<&str> = previous.as_slice().iter().map(Member::node).collect();
-        let after: HashSet<&str> = next.as_slice().iter().map(Member::node).collect();
+        let next = match &self.source {
+            Source::OwnGroup => Members::from_cells(&self.metrics, version, &cells, &previous, cpu),
+            Source::ActorGroup { .. } => {
+                Members::from_group_cells(&self.metrics, version, &cells, &previous, cpu, |cell| {
+                    self.group_member_node(cell)
+                })
+            }
+        };
+        // By member id (a balancer's: its node).
+        let before: HashSet<&str> = previous.views().iter().map(MemberView::id).collect();
+        let after: HashSet<&str> = next.views().iter().map(MemberView::id).collect();
         let joined: Vec<Arc<str>> = next
-            .as_slice()
+            .views()
             .iter()
-            .filter(|m| !before.contains(m.node()))
-            .map(|m| Arc::clone(m.node_arc()))
+            .filter(|m| !before.contains(m.id()))
+            .map(|m| Arc::clone(m.id_arc()))
             .collect();
         let left: Vec<Arc<str>> = previous
-            .as_slice()
+            .views()
             .iter()
-            .filter(|m| !after.contains(m.node()))
-            .map(|m| Arc::clone(m.node_arc()))
+            .filter(|m| !after.contains(m.id()))
+            .map(|m| Arc::clone(m.id_arc()))
             .collect();
         let same_actors = previous.len() == next.len()
             && previous
@@ -402,7 +444,22 @@ impl BalancerShared {
         self.members_watch.send_replace(next);
     }
 
-    /// Picks a member for a call, skipping `exclude` (members a send just failed to reach):
+    /// The node (full name), pid there and locality of an actor group's `cell`, if its node is
+    /// known (a remote actor's session is authenticated) and matches the group's filters.
+    fn group_member_node(&self, cell: &ractor::ActorCell) -> Option<(Arc<str>, u64, bool)> {
+        let (node, pid, local) = match cell.get_id() {
+            ractor::ActorId::Local(pid) => (Arc::from(self.node.name.as_str()), pid, true),
+            ractor::ActorId::Remote { node_id, pid } => {
+                (self.node.peers.session_node(node_id)?, pid, false)
+            }
+        };
+        self.config
+            .matches_excluding(&node, &self.node.config.excluded_node_patterns)
+            .then_some((node, pid, local))
+    }
+
+    /// Picks a member for a call, skipping `exclude` (members a send just failed to reach, by
+    /// [member id](MemberView::id): for a balancer, their nodes):
     /// the snapshot it was picked from and its index there.
     ///
     /// Errors: [`Error::UnknownBalancer`] once the balancer is stopped; [`Error::NoMembers`];
@@ -416,7 +473,7 @@ impl BalancerShared {
         // A guard, not a clone: no reference count shared between threads is written.
         let snapshot = self.members.load();
         let request = snapshot.request(&self.name, key);
-        let index = if exclude.iter().any(|node| snapshot.contains(node)) {
+        let index = if exclude.iter().any(|id| snapshot.contains_id(id)) {
             self.pick_excluding(&snapshot, exclude, &request)?
         } else {
             self.pick(snapshot.views(), &request)?
@@ -463,16 +520,16 @@ impl BalancerShared {
         let rest: Vec<MemberView> = snapshot
             .views()
             .iter()
-            .filter(|m| !exclude.iter().any(|node| **node == *m.node()))
+            .filter(|m| !exclude.iter().any(|id| **id == *m.id()))
             .cloned()
             .collect();
         // Not the snapshot's list: nothing the selector derived for the snapshot applies.
         let request = Request::new(request.balancer, request.key, Request::UNCACHED);
-        let chosen = rest[self.pick(&rest, &request)?].node().to_string();
+        let chosen = rest[self.pick(&rest, &request)?].id().to_string();
         Ok(snapshot
-            .as_slice()
+            .views()
             .iter()
-            .position(|m| m.node() == chosen)
+            .position(|m| m.id() == chosen)
             .unwrap_or(0))
     }
 }

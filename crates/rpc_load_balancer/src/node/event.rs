@@ -52,6 +52,8 @@ pub(crate) enum SessionStage {
 pub(crate) struct SessionEvent {
     pub(crate) stage: SessionStage,
     pub(crate) session_id: ActorId,
+    /// The NodeServer's number for the session (the `node_id` of its remote actors' ids).
+    pub(crate) node_id: u64,
     pub(crate) session: ActorRef<NodeSessionMessage>,
     pub(crate) name: Option<String>,
     pub(crate) connection_string: Option<String>,

@@ -56,6 +56,11 @@ pub(crate) struct PeerTable {
     /// Set while this node's name is known to be taken by another process (see
     /// `connect.rs`): (no dial before, current backoff).
     name_taken: Mutex<(Option<Instant>, Duration)>,
+    /// The peer's full name for each authenticated session, by the NodeServer's session number
+    /// (`NodeServerSessionInformation::node_id`: the `node_id` of the remote actors that
+    /// session carries, `ActorId::Remote`); written by the ClusterManager, read lock-free when
+    /// an actor group resolves its members' nodes.
+    session_nodes: ArcSwap<HashMap<u64, Arc<str>>>,
 }
 
 /// Locks `set`, taking it over from a thread that panicked holding it (each update is one
@@ -76,11 +81,40 @@ impl Default for PeerTable {
             dialing: Default::default(),
             redialing: Default::default(),
             name_taken: Mutex::new((None, Duration::ZERO)),
+            session_nodes: ArcSwap::default(),
         }
     }
 }
 
 impl PeerTable {
+    // --- Sessions' node ids ---
+
+    /// Records that session number `node_id` (an authenticated session) carries peer `name`.
+    pub(crate) fn note_session_node(&self, node_id: u64, name: &str) {
+        self.session_nodes.rcu(|map| {
+            let mut map = HashMap::clone(map);
+            map.insert(node_id, Arc::from(name));
+            map
+        });
+    }
+
+    /// Forgets session number `node_id` (its session closed).
+    pub(crate) fn forget_session_node(&self, node_id: u64) {
+        if self.session_nodes.load().contains_key(&node_id) {
+            self.session_nodes.rcu(|map| {
+                let mut map = HashMap::clone(map);
+                map.remove(&node_id);
+                map
+            });
+        }
+    }
+
+    /// The full name of the peer whose session has number `node_id`, if that session is
+    /// authenticated and open (lock-free).
+    pub(crate) fn session_node(&self, node_id: u64) -> Option<Arc<str>> {
+        self.session_nodes.load().get(&node_id).cloned()
+    }
+
     // --- Connected peers ---
 
     /// The connected peers by full name, as last published (lock-free).

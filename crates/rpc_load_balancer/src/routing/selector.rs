@@ -81,11 +81,12 @@ pub type Derived = Arc<dyn Any + Send + Sync>;
 pub struct Change<'a> {
     /// The balancer's name.
     pub balancer: &'a str,
-    /// Nodes that became members.
+    /// The [ids](MemberView::id) of the members that joined (for a balancer: their nodes).
     pub joined: &'a [Arc<str>],
-    /// Nodes that stopped being members.
+    /// The [ids](MemberView::id) of the members that left (for a balancer: their nodes).
     pub left: &'a [Arc<str>],
-    /// All members after the change, sorted by node name.
+    /// All members after the change, sorted by node name (an actor group's: by node name,
+    /// then the actor's pid on its node).
     pub members: &'a [MemberView],
     /// The new list's version (see [`Request::version`]).
     pub version: u64,
@@ -96,7 +97,7 @@ pub struct Change<'a> {
 pub struct Explanation {
     /// The rule that decided, e.g. `"uniform random"`.
     pub rule: String,
-    /// Each candidate's node and score, where the algorithm scores (lower or higher is better
+    /// Each candidate's [member id](MemberView::id) (its node, for a balancer) and score, where the algorithm scores (lower or higher is better
     /// as the rule says).
     pub scores: Vec<(String, f64)>,
 }
@@ -108,7 +109,9 @@ pub struct Explanation {
 /// Selection runs on callers' tasks, concurrently: [`pick`](Self::pick) takes `&self`, must
 /// not block, lock, allocate, do I/O or panic.
 pub trait Selector: Send + Sync + 'static {
-    /// Picks one of `members` (never empty, sorted by node name, one per node) and returns
+    /// Picks one of `members` (never empty, sorted by node name, one per node — an actor
+    /// group's: by node name then pid, several per node, told apart by
+    /// [`MemberView::id`]) and returns
     /// its index in `members`.
     ///
     /// Errors: a typed error when no member can be picked, by convention

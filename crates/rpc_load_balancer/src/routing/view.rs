@@ -11,6 +11,8 @@ use crate::load::{CpuReading, CpuSlot, LoadReport, ReportReading, ReportSlot};
 #[derive(Clone)]
 pub struct MemberView {
     node: Arc<str>,
+    /// The member's id: the same `Arc` as `node` for a balancer's member.
+    id: Arc<str>,
     local: bool,
     stats: Arc<MemberStats>,
     /// The member's node's CPU reading, kept by the balancer when its algorithm
@@ -49,8 +51,10 @@ impl MemberView {
     /// A member on `node` (full name, `name@host`); `local` when it is this node. Its
     /// estimates start empty: 0 in flight, no CPU reading.
     pub fn new(node: impl Into<Arc<str>>, local: bool) -> Self {
+        let node = node.into();
         Self {
-            node: node.into(),
+            id: Arc::clone(&node),
+            node,
             local,
             stats: Arc::default(),
             cpu: None,
@@ -67,6 +71,41 @@ impl MemberView {
     #[inline]
     pub fn node_arc(&self) -> &Arc<str> {
         &self.node
+    }
+
+    /// This view with member id `id` (a member of an actor group, one of
+    /// several actors a node may have in it): see [`id`](Self::id).
+    ///
+    /// ```
+    /// use rpc_load_balancer::routing::MemberView;
+    ///
+    /// let member = MemberView::new("a@h", false).with_id("a@h#7");
+    /// assert_eq!((member.node(), member.id()), ("a@h", "a@h#7"));
+    /// assert_eq!(MemberView::new("a@h", false).id(), "a@h");
+    /// ```
+    pub fn with_id(mut self, id: impl Into<Arc<str>>) -> Self {
+        self.id = id.into();
+        self
+    }
+
+    /// The member's id: what identifies it among the members of one list, the same on every
+    /// node, and what selectors key per-member state on (hash-ring points, estimates, slow
+    /// start and ejection records, [`Change::joined`](super::Change::joined) and
+    /// [`Change::left`](super::Change::left)). For a balancer's member — one per node — it is
+    /// the node's full name (`name@host`, the same `Arc` as [`node_arc`](Self::node_arc));
+    /// for a member of an actor group it is `"{node}#{pid}"`, `pid` being the
+    /// actor's pid on its home node, so several actors of one node are distinct members.
+    /// Node-level state (the CPU reading, node filters, per-node weights) stays keyed by
+    /// [`node`](Self::node).
+    #[inline]
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The member's [id](Self::id) as a shared string (cheap to clone; no allocation).
+    #[inline]
+    pub fn id_arc(&self) -> &Arc<str> {
+        &self.id
     }
 
     /// Whether the member is this node.
@@ -238,6 +277,7 @@ impl std::fmt::Debug for MemberView {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemberView")
             .field("node", &self.node)
+            .field("id", &self.id)
             .field("local", &self.local)
             .field("in_flight", &self.in_flight())
             .finish()

@@ -43,6 +43,6 @@ pub(crate) fn record<'a, T, S: BuildHasher>(
 ) -> Option<&'a T> {
     match records {
         Some(list) if list.len() == members.len() => list.get(index),
-        _ => by_node.get(members.get(index)?.node()),
+        _ => by_node.get(members.get(index)?.id()),
     }
 }

@@ -66,7 +66,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("balancer", &["balancer"]),
     // The public facade: the crate root and the entry points built on everything below
     // (`entry`: `Node::start`/`Node::attach`, which give the node the balancer layer's admin
-    // handler).
+    // handler). `group`: actor groups, users' own pg groups balanced by the balancer layer's
+    // selection, counting and retry.
     // `__fuzz` and `wire::fuzz` (proptests) serve hostile bytes through a whole node.
     (
         "facade",
@@ -76,6 +77,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "named",
             "random_node",
             "guides",
+            "group",
             "__fuzz",
             "wire::fuzz",
         ],

@@ -147,7 +147,7 @@ impl LoadWeightedSelector {
     fn pick_unpublished(&self, members: &[MemberView]) -> usize {
         let by_node = self.by_node.load();
         let weight = |m: &MemberView| {
-            by_node.get(m.node()).map_or(1.0, |t| t.in_use()) * m.slow_start_factor()
+            by_node.get(m.id()).map_or(1.0, |t| t.in_use()) * m.slow_start_factor()
         };
         let heaviest = members.iter().map(weight).fold(0.0, f64::max);
         next(&self.sequence, members.len(), |i| {
@@ -185,12 +185,12 @@ impl Selector for LoadWeightedSelector {
             .map(|m| {
                 // A member that (re)joined starts afresh: its blackout again (gRFC A58 resets
                 // it when an endpoint becomes ready again), none of its old weight.
-                let rejoined = change.joined.iter().any(|j| j == m.node_arc());
-                let track = match before.get(m.node()) {
+                let rejoined = change.joined.iter().any(|j| j == m.id_arc());
+                let track = match before.get(m.id()) {
                     Some(track) if !rejoined => Arc::clone(track),
                     _ => Arc::default(),
                 };
-                (Arc::clone(m.node_arc()), track)
+                (Arc::clone(m.id_arc()), track)
             })
             .collect();
         self.by_node.store(Arc::new(next));
@@ -201,7 +201,7 @@ impl Selector for LoadWeightedSelector {
         let tracks: Tracks = change
             .members
             .iter()
-            .map(|m| by_node.get(m.node()).cloned().unwrap_or_default())
+            .map(|m| by_node.get(m.id()).cloned().unwrap_or_default())
             .collect();
         // The new list's weights at once (a joined member at the mean, × its slow-start
         // factor, which slow start wrote before); if a pick is recomputing the last list's,
@@ -234,7 +234,7 @@ impl Selector for LoadWeightedSelector {
         let scores = members
             .iter()
             .map(|m| {
-                let (standing, in_use) = by_node.get(m.node()).map_or_else(
+                let (standing, in_use) = by_node.get(m.id()).map_or_else(
                     || ("unknown (not a member)".to_string(), 1.0),
                     |t| (t.standing(now_ms, &self.options).to_string(), t.in_use()),
                 );
@@ -242,12 +242,12 @@ impl Selector for LoadWeightedSelector {
                 if factor < 1.0 {
                     standings.push(format!(
                         "{}: {standing}, × slow-start factor {factor:.2}",
-                        m.node()
+                        m.id()
                     ));
                 } else {
-                    standings.push(format!("{}: {standing}", m.node()));
+                    standings.push(format!("{}: {standing}", m.id()));
                 }
-                (m.node().to_string(), in_use * factor)
+                (m.id().to_string(), in_use * factor)
             })
             .collect();
         let mode = if self.weighted.load(Ordering::Relaxed) {
@@ -258,7 +258,7 @@ impl Selector for LoadWeightedSelector {
         Explanation {
             rule: format!(
                 "load-weighted round robin (stride schedule; score: the weight in use × the slow-start factor): {mode}; picked {}; {}",
-                members.get(chosen).map_or("?", MemberView::node),
+                members.get(chosen).map_or("?", MemberView::id),
                 standings.join(", ")
             ),
             scores,

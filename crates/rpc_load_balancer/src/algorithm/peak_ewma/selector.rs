@@ -74,7 +74,7 @@ fn by_node_get<'a>(
     members: &[MemberView],
     index: usize,
 ) -> Option<&'a Estimate> {
-    by_node.get(members.get(index)?.node()).map(|e| &**e)
+    by_node.get(members.get(index)?.id()).map(|e| &**e)
 }
 
 /// One balancer's Peak-EWMA selector.
@@ -250,8 +250,8 @@ impl Selector for EwmaSelector {
             .members
             .iter()
             .map(|m| {
-                let estimate = before.get(m.node()).cloned().unwrap_or_default();
-                (Arc::clone(m.node_arc()), estimate)
+                let estimate = before.get(m.id()).cloned().unwrap_or_default();
+                (Arc::clone(m.id_arc()), estimate)
             })
             .collect();
         self.refresh_unknown(&next, self.now_ns());
@@ -263,7 +263,7 @@ impl Selector for EwmaSelector {
         let list: Estimates = change
             .members
             .iter()
-            .map(|m| by_node.get(m.node()).cloned().unwrap_or_default())
+            .map(|m| by_node.get(m.id()).cloned().unwrap_or_default())
             .collect();
         Some(Arc::new(list))
     }
@@ -288,7 +288,7 @@ impl Selector for EwmaSelector {
             return;
         };
         let by_node = self.by_node.load();
-        let Some(estimate) = by_node.get(outcome.member.node()) else {
+        let Some(estimate) = by_node.get(outcome.member.id()) else {
             return;
         };
         let now = self.now_ns();
@@ -315,13 +315,13 @@ impl Selector for EwmaSelector {
             rule: format!(
                 "lower cost (latency estimate ns × (in flight + 1){}) of two sampled at random (picked {})",
                 if ramping { " ÷ slow-start factor" } else { "" },
-                members.get(chosen).map_or("?", MemberView::node)
+                members.get(chosen).map_or("?", MemberView::id)
             ),
             scores: members
                 .iter()
                 .map(|m| {
-                    let estimate = by_node.get(m.node()).map(|e| &**e);
-                    (m.node().to_string(), self.cost(estimate, m, now))
+                    let estimate = by_node.get(m.id()).map(|e| &**e);
+                    (m.id().to_string(), self.cost(estimate, m, now))
                 })
                 .collect(),
         }

@@ -24,7 +24,7 @@ mod random;
 pub(crate) mod select;
 pub(crate) mod target;
 mod telemetry;
-mod wait;
+pub(crate) mod wait;
 
 pub use balanced::{BalancedCall, BalancedCast};
 pub use direct::Call;

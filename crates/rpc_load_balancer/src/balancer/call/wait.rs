@@ -25,7 +25,7 @@ use crate::{Error, Retry};
 /// boxed — so every other call's future does not carry the loop and its timer.
 ///
 /// Returns what was found and whether it waited; or the last error of `look` or `recheck`.
-pub(super) fn look_until_found<'a, T, C>(
+pub(crate) fn look_until_found<'a, T, C>(
     retry: Retry,
     deadline: Instant,
     mut look: impl FnMut() -> (Result<T, Error>, C) + Send + 'a,

@@ -15,6 +15,7 @@ impl Forwarder {
         let event = SessionEvent {
             stage,
             session_id: info.actor.get_id(),
+            node_id: info.node_id,
             session: info.actor,
             name: info.peer_name.as_ref().map(|p| p.name.clone()),
             connection_string: info.peer_name.as_ref().map(|p| p.connection_string.clone()),

@@ -86,6 +86,15 @@ impl ClusterState {
             "node session event"
         );
         match (event.stage, &event.name) {
+            (SessionStage::Authenticated | SessionStage::Ready, Some(name)) => {
+                self.shared.peers.note_session_node(event.node_id, name);
+            }
+            (SessionStage::Disconnected, _) => {
+                self.shared.peers.forget_session_node(event.node_id);
+            }
+            _ => {}
+        }
+        match (event.stage, &event.name) {
             (SessionStage::Ready, Some(name)) => {
                 let peer = Peer {
                     session_id: event.session_id,

@@ -242,7 +242,7 @@ impl Ejecting {
         self.out.fetch_add(1, Ordering::Relaxed);
         self.ejections.fetch_add(1, Ordering::Relaxed);
         self.tell(&EjectionEvent::Ejected {
-            node: health.view.node(),
+            node: health.view.id(),
             reason,
             for_ns: length,
         });
@@ -397,7 +397,7 @@ impl Ejecting {
             self.suspicions.fetch_add(1, Ordering::Relaxed);
             self.out.fetch_add(1, Ordering::Relaxed);
             self.tell(&EjectionEvent::Suspected {
-                node: health.view.node(),
+                node: health.view.id(),
             });
         }
     }
@@ -485,18 +485,18 @@ impl Selector for Ejecting {
             .members
             .iter()
             .map(|m| {
-                let health = match before.get(m.node()) {
+                let health = match before.get(m.id()) {
                     // The same member (the same actor: its view shares the estimates): its health
                     // carries. A new actor on the node is a new member.
                     Some(h)
                         if h.view.is_same_member(m)
-                            && !change.joined.iter().any(|j| j == m.node_arc()) =>
+                            && !change.joined.iter().any(|j| j == m.id_arc()) =>
                     {
                         Arc::clone(h)
                     }
                     _ => Arc::new(Health::new(m.clone())),
                 };
-                (Arc::clone(m.node_arc()), health)
+                (Arc::clone(m.id_arc()), health)
             })
             .collect();
         self.by_node.store(Arc::new(next));
@@ -510,7 +510,7 @@ impl Selector for Ejecting {
             .iter()
             .map(|m| {
                 by_node
-                    .get(m.node())
+                    .get(m.id())
                     .cloned()
                     .unwrap_or_else(|| Arc::new(Health::new(m.clone())))
             })
@@ -549,7 +549,7 @@ impl Selector for Ejecting {
             return;
         }
         let by_node = self.by_node.load();
-        let Some(health) = by_node.get(outcome.member.node()) else {
+        let Some(health) = by_node.get(outcome.member.id()) else {
             return;
         };
         let now = self.now_ns();
@@ -606,7 +606,7 @@ impl Selector for Ejecting {
             .iter()
             .enumerate()
             .filter(|&(i, _)| self.is_out(members, None, &by_node, i, now))
-            .map(|(_, m)| m.node())
+            .map(|(_, m)| m.id())
             .collect();
         if !out.is_empty() {
             explanation.rule = format!(

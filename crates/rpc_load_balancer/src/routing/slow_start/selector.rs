@@ -286,8 +286,8 @@ impl Selector for Ramping {
             .members
             .iter()
             .map(|m| {
-                let rejoined = change.joined.iter().any(|j| j == m.node_arc());
-                let at = match before.get(m.node()) {
+                let rejoined = change.joined.iter().any(|j| j == m.id_arc());
+                let at = match before.get(m.id()) {
                     _ if first => 0,
                     Some(&at) if !rejoined => at,
                     _ => now,
@@ -299,7 +299,7 @@ impl Selector for Ramping {
                 }
                 // Before the list is published: its first picks read the factor.
                 m.set_slow_start_factor(self.factor_at(at, now));
-                (Arc::clone(m.node_arc()), at)
+                (Arc::clone(m.id_arc()), at)
             })
             .collect();
         self.recount(&next, now);
@@ -342,7 +342,7 @@ impl Selector for Ramping {
         let ramping: Vec<String> = members
             .iter()
             .filter(|m| m.slow_start_factor() < 1.0)
-            .map(|m| format!("{} ×{:.2}", m.node(), m.slow_start_factor()))
+            .map(|m| format!("{} ×{:.2}", m.id(), m.slow_start_factor()))
             .collect();
         if !ramping.is_empty() {
             let how = if self.applied {

@@ -1,0 +1,291 @@
+//! Actor groups on a real local node: several actors of one node in a pg group of a custom
+//! scope, balanced with the library's algorithms.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+
+use super::{ActorGroup, ActorGroupConfig};
+use crate::{Error, HashRing, LeastConnections, Node, NodeConfig, RoundRobin, Unavailable};
+
+const BOUND: Duration = Duration::from_secs(5);
+
+/// A worker's message: answers with its pid, after `delay_ms`; `Hang` never answers.
+#[derive(ractor_cluster::RactorMessage)]
+enum Work {
+    Who(u64, RpcReplyPort<u64>),
+    Hang(RpcReplyPort<u64>),
+    Count,
+}
+
+struct Worker {
+    scope: &'static str,
+    group: &'static str,
+}
+
+impl Actor for Worker {
+    type Msg = Work;
+    type State = Vec<RpcReplyPort<u64>>;
+    type Arguments = ();
+
+    async fn pre_start(
+        &self,
+        me: ActorRef<Work>,
+        _: (),
+    ) -> Result<Self::State, ActorProcessingErr> {
+        ractor::pg::join_scoped(self.scope.into(), self.group.into(), vec![me.get_cell()]);
+        Ok(Vec::new())
+    }
+
+    async fn handle(
+        &self,
+        me: ActorRef<Work>,
+        message: Work,
+        hung: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            Work::Who(delay_ms, reply) => {
+                if delay_ms > 0 {
+                    tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+                }
+                let _ = reply.send(me.get_id().pid());
+            }
+            Work::Hang(reply) => hung.push(reply),
+            Work::Count => {}
+        }
+        Ok(())
+    }
+}
+
+async fn start_node(name: &str) -> Node {
+    Node::start(NodeConfig::new(name, "127.0.0.1:0").cookie("group"))
+        .await
+        .unwrap()
+}
+
+async fn workers(scope: &'static str, group: &'static str, n: usize) -> Vec<ActorRef<Work>> {
+    let mut actors = Vec::new();
+    for _ in 0..n {
+        let (actor, _) = Actor::spawn(None, Worker { scope, group }, ())
+            .await
+            .unwrap();
+        actors.push(actor);
+    }
+    actors
+}
+
+async fn who(group: &ActorGroup<Work>) -> Result<u64, Error> {
+    group.call(|port| Work::Who(0, port)).timeout(BOUND).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_are_actors_ordered_by_node_and_pid_and_round_robin_spreads_over_them() {
+    let node = start_node("group_rr").await;
+    let actors = workers("group_tests", "rr", 3).await;
+    let group = ActorGroup::<Work>::start(
+        ActorGroupConfig::new("group_tests", "rr").algorithm(RoundRobin::new()),
+    )
+    .await
+    .unwrap();
+    let members = group.wait_for_members(3, BOUND).await.unwrap();
+    let mut pids: Vec<u64> = actors.iter().map(|a| a.get_id().pid()).collect();
+    pids.sort();
+    let ids: Vec<String> = members.views().iter().map(|v| v.id().to_string()).collect();
+    let expected: Vec<String> = pids
+        .iter()
+        .map(|p| format!("{}#{p}", node.name()))
+        .collect();
+    assert_eq!(ids, expected, "one member per actor, by (node, pid)");
+    assert!(members.as_slice().iter().all(|m| m.node() == node.name()));
+    let mut seen: HashMap<u64, usize> = HashMap::new();
+    for _ in 0..30 {
+        *seen.entry(who(&group).await.unwrap()).or_default() += 1;
+    }
+    assert_eq!(seen.len(), 3, "every actor answered: {seen:?}");
+    assert!(seen.values().all(|&n| n == 10), "round robin: {seen:?}");
+    group.stop().await;
+    assert!(matches!(
+        who(&group).await,
+        Err(Error::UnknownBalancer { .. })
+    ));
+    for actor in actors {
+        actor.stop(None);
+    }
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_guard_counts_in_flight_and_least_connections_prefers_the_idle_actor() {
+    let node = start_node("group_lc").await;
+    let actors = workers("group_tests", "lc", 2).await;
+    let group = ActorGroup::<Work>::start(
+        ActorGroupConfig::new("group_tests", "lc").algorithm(LeastConnections::new()),
+    )
+    .await
+    .unwrap();
+    group.wait_for_members(2, BOUND).await.unwrap();
+    let busy = group.select(None).unwrap();
+    assert_eq!(group.in_flight(), 1);
+    let busy_pid = busy.actor().get_id().pid();
+    assert!(busy.member_id().ends_with(&format!("#{busy_pid}")));
+    for _ in 0..10 {
+        let idle = who(&group).await.unwrap();
+        assert_ne!(idle, busy_pid, "the busy actor is not picked");
+    }
+    // The selected actor is the user's, typed: a message reaches it.
+    busy.actor().cast(Work::Count).unwrap();
+    drop(busy);
+    assert_eq!(group.in_flight(), 0, "released on drop");
+    group.stop().await;
+    for actor in actors {
+        actor.stop(None);
+    }
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_and_a_stopped_actor_give_typed_errors_and_the_group_drops_the_member() {
+    let node = start_node("group_errors").await;
+    let actors = workers("group_tests", "errors", 2).await;
+    let group = ActorGroup::<Work>::start(
+        ActorGroupConfig::new("group_tests", "errors").algorithm(RoundRobin::new()),
+    )
+    .await
+    .unwrap();
+    group.wait_for_members(2, BOUND).await.unwrap();
+    let hung = group
+        .call(Work::Hang)
+        .timeout(Duration::from_millis(50))
+        .await;
+    assert!(
+        matches!(hung, Err(Error::RequestTimeout { .. })),
+        "{hung:?}"
+    );
+    assert_eq!(group.in_flight(), 0);
+    // A stopped actor leaves the group; the other still answers.
+    let gone = actors[0].get_id().pid();
+    actors[0].stop_and_wait(None, Some(BOUND)).await.unwrap();
+    let mut members = group.watch_members();
+    let left = members.wait_for(|m| m.len() == 1);
+    tokio::time::timeout(BOUND, left).await.unwrap().unwrap();
+    for _ in 0..4 {
+        assert_eq!(who(&group).await.unwrap(), actors[1].get_id().pid());
+    }
+    assert_ne!(gone, actors[1].get_id().pid());
+    // An actor that stops while selected: its send fails typed, nothing hangs.
+    let chosen = group.select(None).unwrap();
+    actors[1].stop_and_wait(None, Some(BOUND)).await.unwrap();
+    let sent = ractor::call_t!(chosen.actor(), Work::Who, 100, 0);
+    assert!(sent.is_err());
+    drop(chosen);
+    let empty = group
+        .call(|port| Work::Who(0, port))
+        .timeout(Duration::from_millis(100))
+        .await;
+    assert!(
+        matches!(
+            empty,
+            Err(Error::NoMembers { .. })
+                | Err(Error::ServiceUnavailable {
+                    reason: Unavailable::Disconnected,
+                    ..
+                })
+        ),
+        "{empty:?}"
+    );
+    group.stop().await;
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hash_ring_with_a_key_is_stable_and_casts_and_filters_apply() {
+    let node = start_node("group_ring").await;
+    let actors = workers("group_tests", "ring", 4).await;
+    let group = ActorGroup::<Work>::start(
+        ActorGroupConfig::new("group_tests", "ring").algorithm(HashRing::new()),
+    )
+    .await
+    .unwrap();
+    group.wait_for_members(4, BOUND).await.unwrap();
+    let mut by_key = HashMap::new();
+    for key in ["a", "b", "c", "d", "e", "f"] {
+        let first = group
+            .call(|port| Work::Who(0, port))
+            .key(key)
+            .await
+            .unwrap();
+        for _ in 0..5 {
+            let again = group
+                .call(|port| Work::Who(0, port))
+                .key(key)
+                .await
+                .unwrap();
+            assert_eq!(again, first, "key {key} stays on one actor");
+        }
+        by_key.insert(key, first);
+    }
+    group.cast(Work::Count).key("a").await.unwrap();
+    // A filter no node matches: no members.
+    let none = ActorGroup::<Work>::start(
+        ActorGroupConfig::new("group_tests", "ring").node_match_list(["no_such_node"]),
+    )
+    .await
+    .unwrap();
+    assert!(none.members().is_empty());
+    assert!(matches!(none.select(None), Err(Error::NoMembers { .. })));
+    let some = ActorGroup::<Work>::start(
+        ActorGroupConfig::new("group_tests", "ring").node_match_list(["group_ring"]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(some.wait_for_members(4, BOUND).await.unwrap().len(), 4);
+    for g in [group, none, some] {
+        g.stop().await;
+    }
+    for actor in actors {
+        actor.stop(None);
+    }
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_options_are_refused_at_start() {
+    let node = start_node("group_config").await;
+    let start = |config| async move { ActorGroup::<Work>::start(config).await.map(|_| ()) };
+    let option = |result: Result<(), Error>| match result {
+        Err(Error::InvalidConfig { option, .. }) => option,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(option(start(ActorGroupConfig::new("", "g")).await), "scope");
+    assert_eq!(option(start(ActorGroupConfig::new("s", "")).await), "group");
+    let direct = ActorGroupConfig::new("s", "g").algorithm(crate::CallDirect::new());
+    assert_eq!(option(start(direct).await), "algorithm");
+    let capped = ActorGroupConfig::new("s", "g").max_in_flight_per_member(0);
+    assert_eq!(option(start(capped).await), "max_in_flight_per_member");
+    let empty = ActorGroupConfig::new("s", "g").node_match_list([""]);
+    assert_eq!(option(start(empty).await), "node_match_list");
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_wait_for_a_member_within_their_timeout() {
+    let node = start_node("group_wait").await;
+    let group = ActorGroup::<Work>::start(ActorGroupConfig::new("group_tests", "late"))
+        .await
+        .unwrap();
+    let call = tokio::spawn({
+        let group = group.clone();
+        async move { who(&group).await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let actors = workers("group_tests", "late", 1).await;
+    let answered = tokio::time::timeout(BOUND * 2, call)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(answered.unwrap(), actors[0].get_id().pid());
+    group.stop().await;
+    actors[0].stop(None);
+    node.shutdown().await;
+}

@@ -1,0 +1,108 @@
+//! The GroupWatcher actor: keeps an actor group's members snapshot. It monitors the group's pg
+//! scope and re-reads the group on every change of it, and on every peer that comes up (a
+//! remote actor is a member once its node's session is known).
+
+use std::sync::Arc;
+
+use ractor::pg::GroupChangeMessage;
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+
+use crate::balancer::BalancerShared;
+use crate::node::NodeEvent;
+
+pub(crate) struct GroupWatcher;
+
+/// A GroupWatcher's message: re-read the group.
+#[derive(ractor_cluster::RactorMessage)]
+pub(crate) enum WatcherMsg {
+    Refresh,
+}
+
+/// The watcher's state: the group's balancer state and its node-events task.
+pub(crate) struct Watching {
+    shared: Arc<BalancerShared>,
+    scope: String,
+    group: String,
+    events: tokio::task::JoinHandle<()>,
+}
+
+impl Actor for GroupWatcher {
+    type Msg = WatcherMsg;
+    type State = Watching;
+    type Arguments = (Arc<BalancerShared>, String, String);
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<WatcherMsg>,
+        (shared, scope, group): Self::Arguments,
+    ) -> Result<Watching, ActorProcessingErr> {
+        ractor::pg::monitor_scope(scope.clone(), myself.get_cell());
+        let mut events = shared.node.events.subscribe();
+        let actor = myself.clone();
+        let events = tokio::spawn(async move {
+            loop {
+                match events.recv().await {
+                    Ok(NodeEvent::Up { .. })
+                    | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        if actor.cast(WatcherMsg::Refresh).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(_) => return,
+                }
+            }
+        });
+        shared.refresh();
+        Ok(Watching {
+            shared,
+            scope,
+            group,
+            events,
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        myself: ActorRef<WatcherMsg>,
+        state: &mut Watching,
+    ) -> Result<(), ActorProcessingErr> {
+        state.events.abort();
+        ractor::pg::demonitor_scope(state.scope.clone(), myself.get_id());
+        state.shared.mark_stopping();
+        state.shared.clear();
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<WatcherMsg>,
+        message: WatcherMsg,
+        state: &mut Watching,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            WatcherMsg::Refresh => state.shared.refresh(),
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<WatcherMsg>,
+        message: SupervisionEvent,
+        state: &mut Watching,
+    ) -> Result<(), ActorProcessingErr> {
+        if let SupervisionEvent::ProcessGroupChanged(change) = message {
+            let ours = match &change {
+                GroupChangeMessage::Join(scope, group, _)
+                | GroupChangeMessage::Leave(scope, group, _) => {
+                    *scope == state.scope && *group == state.group
+                }
+            };
+            if ours {
+                state.shared.refresh();
+            }
+        }
+        Ok(())
+    }
+}
