@@ -60,6 +60,7 @@ pub(crate) fn child(balancer: &str, options: CpuPolling) -> Child {
                         node: node.shared(),
                         metrics: PollMetrics::new(&balancer),
                         balancer: balancer.clone(),
+                        group: None,
                         options,
                         restart,
                     };
@@ -71,6 +72,26 @@ pub(crate) fn child(balancer: &str, options: CpuPolling) -> Child {
             }
         }),
     }
+}
+
+/// Starts the Poller of an actor group (whose state is `group`), linked to `supervisor` (the
+/// group's watcher), unnamed: an actor group is no balancer of the node's registry.
+pub(crate) async fn spawn_for_group(
+    group: Arc<super::BalancerShared>,
+    options: CpuPolling,
+    restart: bool,
+    supervisor: ActorCell,
+) -> Result<ActorCell, ractor::SpawnErr> {
+    let args = PollerArgs {
+        node: Arc::clone(&group.node),
+        metrics: PollMetrics::new(&group.name),
+        balancer: group.name.clone(),
+        group: Some(group),
+        options,
+        restart,
+    };
+    let (actor, _) = Actor::spawn_linked(None, Poller, args, supervisor).await?;
+    Ok(actor.get_cell())
 }
 
 /// Makes balancer `balancer`'s Poller fail (admin control, to test its restart): it panics
@@ -111,6 +132,9 @@ struct PollerArgs {
     node: Arc<NodeShared>,
     metrics: PollMetrics,
     balancer: String,
+    /// An actor group's state, whose members it polls (`None`: the balancer named `balancer`
+    /// in the node's registry).
+    group: Option<Arc<super::BalancerShared>>,
     options: CpuPolling,
     /// A restart (not the balancer's first Poller): no startup jitter.
     restart: bool,
@@ -207,10 +231,13 @@ impl PollerState {
         if self.watcher.is_some() {
             return;
         }
-        let Ok(balancer) = self.args.node.balancers.entry(&self.args.balancer) else {
-            return;
+        let mut changes = match &self.args.group {
+            Some(group) => group.member_changes(),
+            None => match self.args.node.balancers.entry(&self.args.balancer) {
+                Ok(balancer) => balancer.member_changes(),
+                Err(_) => return,
+            },
         };
-        let mut changes = balancer.member_changes();
         let poller = myself.clone();
         self.watcher = Some(tokio::spawn(async move {
             while changes.next().await.is_some() {
@@ -225,8 +252,12 @@ impl PollerState {
     fn start_cycle(&mut self) {
         while self.cycles.try_join_next().is_some() {}
         // Before the balancer is registered (a first tick at once) there is nothing to poll.
-        let Ok(balancer) = self.args.node.balancers.entry(&self.args.balancer) else {
-            return;
+        let remote = match &self.args.group {
+            Some(group) => group.remote_member_nodes(),
+            None => match self.args.node.balancers.entry(&self.args.balancer) {
+                Ok(balancer) => balancer.remote_member_nodes(),
+                Err(_) => return,
+            },
         };
         // A member whose replies brought a reading within the poll interval (load reports)
         // is not asked: its reading is fresher than a poll would make it.
@@ -237,8 +268,7 @@ impl PollerState {
         let mut skipped = 0;
         let nodes: Vec<Arc<str>> = {
             let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-            balancer
-                .remote_member_nodes()
+            remote
                 .into_iter()
                 .filter(|node| **node != *self.args.node.name)
                 .filter(|node| {

@@ -37,20 +37,11 @@ impl RegisteredBalancer for Balancer {
     }
 
     fn remote_member_nodes(&self) -> Vec<Arc<str>> {
-        self.members()
-            .as_slice()
-            .iter()
-            .filter(|m| !m.is_local())
-            .map(|m| Arc::clone(m.node_arc()))
-            .collect()
+        self.current_shared().remote_member_nodes()
     }
 
     fn member_changes(&self) -> BoxStream<'static, ()> {
-        let members = self.watch_members();
-        Box::pin(futures_util::stream::unfold(
-            members,
-            |mut members| async move { members.changed().await.ok().map(|()| ((), members)) },
-        ))
+        self.current_shared().member_changes()
     }
 
     fn cpu_selection(&self) -> Option<Vec<(String, f64)>> {

@@ -381,6 +381,26 @@ impl BalancerShared {
         self.members_watch.subscribe()
     }
 
+    /// The nodes of the members whose calls do not run in this process, in member order (an
+    /// actor group's node once per actor there).
+    pub(crate) fn remote_member_nodes(&self) -> Vec<Arc<str>> {
+        self.members()
+            .as_slice()
+            .iter()
+            .filter(|m| !m.is_local())
+            .map(|m| Arc::clone(m.node_arc()))
+            .collect()
+    }
+
+    /// Yields once per change of the members (joins and leaves), until this state is gone.
+    pub(crate) fn member_changes(&self) -> futures_util::stream::BoxStream<'static, ()> {
+        let members = self.watch();
+        Box::pin(futures_util::stream::unfold(
+            members,
+            |mut members| async move { members.changed().await.ok().map(|()| ((), members)) },
+        ))
+    }
+
     /// Rebuilds the snapshot from pg (the truth), tells the selector what changed, and
     /// publishes it. Called by the LoadBalancer actor only (one writer).
     pub(crate) fn refresh(&self) {

@@ -289,3 +289,104 @@ async fn calls_wait_for_a_member_within_their_timeout() {
     actors[0].stop(None);
     node.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_algorithm_but_call_direct_balances_a_group_and_learning_ones_see_outcomes() {
+    use crate::routing::Algorithm;
+    use crate::{
+        LeastCpu, LoadWeighted, OutlierEjection, PeakEwma, PowerOfTwo, Random, SlowStart,
+        WeightedRoundRobin,
+    };
+    let node = start_node("group_all").await;
+    let actors = workers("group_tests", "all", 3).await;
+    let algorithms: Vec<std::sync::Arc<dyn Algorithm>> = vec![
+        std::sync::Arc::new(Random::new()),
+        std::sync::Arc::new(RoundRobin::new()),
+        std::sync::Arc::new(WeightedRoundRobin::new()),
+        std::sync::Arc::new(LeastConnections::new()),
+        std::sync::Arc::new(PowerOfTwo::new()),
+        std::sync::Arc::new(PeakEwma::new()),
+        std::sync::Arc::new(LoadWeighted::new()),
+        std::sync::Arc::new(HashRing::new()),
+        std::sync::Arc::new(LeastCpu::new()),
+    ];
+    for algorithm in algorithms {
+        let name = algorithm.name();
+        let group = ActorGroup::<Work>::start(
+            ActorGroupConfig::new("group_tests", "all").algorithm_arc(algorithm),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        group.wait_for_members(3, BOUND).await.unwrap();
+        for _ in 0..20 {
+            let pid = who(&group).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(actors.iter().any(|a| a.get_id().pid() == pid), "{name}");
+        }
+        assert_eq!(group.in_flight(), 0, "{name}");
+        group.stop().await;
+    }
+    // The wrappers: slow start and ejection over a group.
+    let wrapped = ActorGroup::<Work>::start(
+        ActorGroupConfig::new("group_tests", "all")
+            .algorithm(PeakEwma::new())
+            .slow_start(SlowStart::default())
+            .outlier_ejection(OutlierEjection::default()),
+    )
+    .await
+    .unwrap();
+    wrapped.wait_for_members(3, BOUND).await.unwrap();
+    for _ in 0..20 {
+        who(&wrapped).await.unwrap();
+    }
+    assert!(wrapped.ejection_stats().is_some());
+    wrapped.stop().await;
+    for actor in actors {
+        actor.stop(None);
+    }
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_are_forwarded_to_an_actor_and_the_cap_refuses_when_all_are_full() {
+    let node = start_node("group_forward").await;
+    let actors = workers("group_tests", "fwd", 1).await;
+    let group = ActorGroup::<Work>::start(
+        ActorGroupConfig::new("group_tests", "fwd").max_in_flight_per_member(1),
+    )
+    .await
+    .unwrap();
+    group.wait_for_members(1, BOUND).await.unwrap();
+    let (actor, mut got) = crate::node::forward::tests::collector().await;
+    let _forwarding = group.forward_members_to(actor.clone(), |members| {
+        Some(crate::node::forward::tests::Got(members.len().to_string()))
+    });
+    assert_eq!(crate::node::forward::tests::next(&mut got).await, "1");
+    // One call hangs at the cap: the next is refused at once.
+    let hung = tokio::spawn({
+        let group = group.clone();
+        async move {
+            group
+                .call(Work::Hang)
+                .timeout(Duration::from_millis(300))
+                .await
+        }
+    });
+    let mut refused = false;
+    for _ in 0..100 {
+        if let Err(Error::Overloaded { limit: 1, .. }) = who(&group).await {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert!(refused, "the second call is refused at the cap");
+    assert!(matches!(
+        hung.await.unwrap(),
+        Err(Error::RequestTimeout { .. })
+    ));
+    actors[0].stop(None);
+    assert_eq!(crate::node::forward::tests::next(&mut got).await, "0");
+    group.stop().await;
+    actor.stop(None);
+    node.shutdown().await;
+}

@@ -1,6 +1,7 @@
 //! The GroupWatcher actor: keeps an actor group's members snapshot. It monitors the group's pg
 //! scope and re-reads the group on every change of it, and on every peer that comes up (a
-//! remote actor is a member once its node's session is known).
+//! remote actor is a member once its node's session is known). For LeastCpu it supervises the
+//! group's CPU Poller (restarted when it fails, as a balancer's supervisor does).
 
 use std::sync::Arc;
 
@@ -24,6 +25,32 @@ pub(crate) struct Watching {
     scope: String,
     group: String,
     events: tokio::task::JoinHandle<()>,
+    /// The LeastCpu Poller, when the algorithm needs CPU readings.
+    poller: Option<ractor::ActorCell>,
+}
+
+impl Watching {
+    /// Starts the group's CPU Poller if its algorithm needs readings (`restart`: not the
+    /// first, no startup jitter).
+    async fn start_poller(&mut self, myself: &ActorRef<WatcherMsg>, restart: bool) {
+        let Some(polling) = self.shared.needs.cpu else {
+            return;
+        };
+        let shared = Arc::clone(&self.shared);
+        match crate::balancer::cpu_poller::spawn_for_group(
+            shared,
+            polling,
+            restart,
+            myself.get_cell(),
+        )
+        .await
+        {
+            Ok(cell) => self.poller = Some(cell),
+            Err(error) => {
+                tracing::warn!(group = %self.shared.name, %error, "the group's CPU poller failed to start");
+            }
+        }
+    }
 }
 
 impl Actor for GroupWatcher {
@@ -54,12 +81,15 @@ impl Actor for GroupWatcher {
             }
         });
         shared.refresh();
-        Ok(Watching {
+        let mut watching = Watching {
             shared,
             scope,
             group,
             events,
-        })
+            poller: None,
+        };
+        watching.start_poller(&myself, false).await;
+        Ok(watching)
     }
 
     async fn post_stop(
@@ -68,6 +98,9 @@ impl Actor for GroupWatcher {
         state: &mut Watching,
     ) -> Result<(), ActorProcessingErr> {
         state.events.abort();
+        if let Some(poller) = state.poller.take() {
+            poller.stop(None);
+        }
         ractor::pg::demonitor_scope(state.scope.clone(), myself.get_id());
         state.shared.mark_stopping();
         state.shared.clear();
@@ -88,10 +121,24 @@ impl Actor for GroupWatcher {
 
     async fn handle_supervisor_evt(
         &self,
-        _myself: ActorRef<WatcherMsg>,
+        myself: ActorRef<WatcherMsg>,
         message: SupervisionEvent,
         state: &mut Watching,
     ) -> Result<(), ActorProcessingErr> {
+        if let SupervisionEvent::ActorFailed(cell, _)
+        | SupervisionEvent::ActorTerminated(cell, _, _) = &message
+        {
+            let ours = state
+                .poller
+                .as_ref()
+                .is_some_and(|p| p.get_id() == cell.get_id());
+            if ours && !state.shared.is_stopping() {
+                tracing::warn!(group = %state.shared.name, "the group's CPU poller ended; restarting it");
+                state.poller = None;
+                state.start_poller(&myself, true).await;
+            }
+            return Ok(());
+        }
         if let SupervisionEvent::ProcessGroupChanged(change) = message {
             let ours = match &change {
                 GroupChangeMessage::Join(scope, group, _)
