@@ -9,6 +9,7 @@ pub mod client_cmd;
 pub mod control_cmd;
 pub mod demo_cmd;
 pub mod functions;
+pub mod group_worker;
 pub mod harness;
 pub mod interrupt;
 pub mod lab_cmd;

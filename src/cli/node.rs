@@ -138,6 +138,16 @@ pub struct NodeArgs {
     /// tests).
     #[arg(long)]
     pub wire_extra_field: bool,
+    /// Test flag: spawn this many worker actors joined to the pg group `--group-name` of
+    /// scope `--group-scope`, answering `GroupWork::Who` (actor-group tests).
+    #[arg(long, value_name = "N", hide = true, default_value_t = 0)]
+    pub group_workers: usize,
+    /// Test flag: the pg scope of the `--group-workers`.
+    #[arg(long, value_name = "SCOPE", hide = true, default_value = "rpclb_test")]
+    pub group_scope: String,
+    /// Test flag: the pg group of the `--group-workers`.
+    #[arg(long, value_name = "GROUP", hide = true, default_value = "workers")]
+    pub group_name: String,
     /// Test flag: start the `--balancer`s under a parent actor whose `post_stop` is empty
     /// (as an app's supervisor that does not stop its balancers), which the test hook
     /// `ControlRequest::EndBalancerParent` stops or kills, instead of standalone.

@@ -2,6 +2,7 @@
 //! process joins the cluster as one more node. They run serially (nextest test group
 //! `multi-process`), each in its own process, so the one-`Node`-per-process rule holds.
 
+mod actor_group;
 mod algorithms;
 mod balancer;
 mod client_interrupt;

@@ -1,0 +1,165 @@
+//! Actor groups across real processes: three `rpclb node` processes each run two worker actors
+//! in one pg group (`--group-workers`); the test process balances over the six actors with
+//! LeastConnections and with PeakEwma, then SIGKILLs one worker process: calls keep succeeding
+//! and its actors leave the group.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use rpc_load_balancer::group::{ActorGroup, ActorGroupConfig};
+use rpc_load_balancer::routing::Algorithm;
+use rpc_load_balancer::{Error, LeastConnections, PeakEwma};
+use rpclb::group_worker::GroupWork;
+use rpclb::harness::Cluster;
+
+use crate::{BIN, MESH_TIMEOUT};
+
+/// Bound on every wait of this test.
+const BOUND: Duration = Duration::from_secs(10);
+
+/// Workers per process.
+const PER_NODE: usize = 2;
+
+/// Calls `group` `waves` times with `concurrent` calls at once (each answered after
+/// `delay_ms`), and returns the member ids that answered; every call must succeed.
+async fn spread(
+    group: &ActorGroup<GroupWork>,
+    waves: usize,
+    concurrent: usize,
+    delay_ms: u64,
+) -> HashSet<String> {
+    let mut answered = HashSet::new();
+    for _ in 0..waves {
+        let mut calls = tokio::task::JoinSet::new();
+        for _ in 0..concurrent {
+            let group = group.clone();
+            calls.spawn(async move {
+                group
+                    .call(move |port| GroupWork::Who(delay_ms, port))
+                    .timeout(BOUND)
+                    .await
+            });
+        }
+        while let Some(reply) = calls.join_next().await {
+            answered.insert(reply.unwrap().expect("a call to a live group"));
+        }
+    }
+    answered
+}
+
+async fn balance_then_kill(algorithm: impl Algorithm, group_name: &str) {
+    let args = [
+        "--group-workers",
+        "2",
+        "--group-scope",
+        "it_groups",
+        "--group-name",
+        group_name,
+    ];
+    let mut cluster = Cluster::start(BIN, 3, &args).await.unwrap();
+    let me = cluster.join("caller", MESH_TIMEOUT).await.unwrap();
+    let group = ActorGroup::<GroupWork>::start(
+        ActorGroupConfig::new("it_groups", group_name).algorithm(algorithm),
+    )
+    .await
+    .unwrap();
+    let members = group
+        .wait_for_members(3 * PER_NODE, BOUND)
+        .await
+        .unwrap_or_else(|e| panic!("{e}; members {:?}", group.members()));
+    let ids: Vec<String> = members.views().iter().map(|v| v.id().to_string()).collect();
+    let mut sorted = ids.clone();
+    sorted.sort_by(|a, b| {
+        let split = |s: &str| {
+            let (node, pid) = s.rsplit_once('#').unwrap();
+            (node.to_string(), pid.parse::<u64>().unwrap())
+        };
+        split(a).cmp(&split(b))
+    });
+    assert_eq!(ids, sorted, "members by (node, pid)");
+    for process in &cluster.nodes {
+        let on_node = members
+            .as_slice()
+            .iter()
+            .filter(|m| m.node() == process.node())
+            .count();
+        assert_eq!(
+            on_node,
+            PER_NODE,
+            "every worker of {} is a member",
+            process.node()
+        );
+    }
+
+    // Every worker actor on every node gets calls.
+    let answered = spread(&group, 20, 12, 20).await;
+    let all: HashSet<String> = ids.iter().cloned().collect();
+    assert_eq!(
+        answered, all,
+        "every worker answered (its reply is its member id)"
+    );
+    assert_eq!(group.in_flight(), 0);
+
+    // One worker process dies: its actors leave, and calls keep succeeding.
+    let killed = cluster.nodes[2].node().to_string();
+    cluster.nodes[2].kill().await;
+    let mut watch = group.watch_members();
+    let mut failed_while_leaving = 0;
+    let left = tokio::time::timeout(BOUND, async {
+        loop {
+            if !watch
+                .borrow_and_update()
+                .as_slice()
+                .iter()
+                .any(|m| m.node() == killed)
+            {
+                return;
+            }
+            match group
+                .call(|port| GroupWork::Who(0, port))
+                .timeout(Duration::from_secs(1))
+                .await
+            {
+                Ok(id) => assert!(
+                    !id.starts_with(&format!("{killed}#")),
+                    "a dead worker answered"
+                ),
+                // A call sent just before the session closed may be lost with it.
+                Err(Error::ServiceUnavailable { .. } | Error::RequestTimeout { .. }) => {
+                    failed_while_leaving += 1;
+                }
+                Err(other) => panic!("{other}"),
+            }
+        }
+    })
+    .await;
+    assert!(left.is_ok(), "the killed node's workers left the group");
+    assert!(
+        failed_while_leaving <= 3,
+        "{failed_while_leaving} calls failed while it left"
+    );
+    assert_eq!(group.members().len(), 2 * PER_NODE);
+    let answered = spread(&group, 10, 8, 5).await;
+    assert_eq!(
+        answered.len(),
+        2 * PER_NODE,
+        "the survivors share the calls: {answered:?}"
+    );
+    assert!(answered
+        .iter()
+        .all(|id| !id.starts_with(&format!("{killed}#"))));
+
+    group.stop().await;
+    me.shutdown().await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actor_group_least_connections_spreads_over_every_worker_and_survives_a_killed_process() {
+    balance_then_kill(LeastConnections::new(), "lc_workers").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actor_group_peak_ewma_spreads_over_every_worker_and_survives_a_killed_process() {
+    balance_then_kill(PeakEwma::new(), "ewma_workers").await;
+}
