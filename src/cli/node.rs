@@ -138,16 +138,8 @@ pub struct NodeArgs {
     /// tests).
     #[arg(long)]
     pub wire_extra_field: bool,
-    /// Test flag: spawn this many worker actors joined to the pg group `--group-name` of
-    /// scope `--group-scope`, answering `GroupWork::Who` (actor-group tests).
-    #[arg(long, value_name = "N", hide = true, default_value_t = 0)]
-    pub group_workers: usize,
-    /// Test flag: the pg scope of the `--group-workers`.
-    #[arg(long, value_name = "SCOPE", hide = true, default_value = "rpclb_test")]
-    pub group_scope: String,
-    /// Test flag: the pg group of the `--group-workers`.
-    #[arg(long, value_name = "GROUP", hide = true, default_value = "workers")]
-    pub group_name: String,
+    #[command(flatten)]
+    pub group_workers: Box<GroupWorkerArgs>,
     /// Test flag: start the `--balancer`s under a parent actor whose `post_stop` is empty
     /// (as an app's supervisor that does not stop its balancers), which the test hook
     /// `ControlRequest::EndBalancerParent` stops or kills, instead of standalone.
@@ -202,13 +194,43 @@ pub struct NodeArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1024))]
     pub burn_threads: u32,
     #[command(flatten)]
-    pub least_cpu: LeastCpuArgs,
+    pub least_cpu: Box<LeastCpuArgs>,
     /// Exit when stdin reaches end of file (a test harness holds the pipe; when the harness
     /// dies the node exits too).
     #[arg(long)]
     pub exit_with_stdin: bool,
     #[command(flatten)]
     pub work: Box<WorkArgs>,
+}
+
+/// The hidden test flags of actor-group tests: worker actors in a pg group.
+#[derive(clap::Args, Debug, Clone)]
+pub struct GroupWorkerArgs {
+    /// Test flag: spawn this many worker actors joined to the pg group `--group-name` of
+    /// scope `--group-scope`, answering `GroupWork::Who` (actor-group tests).
+    #[arg(
+        long = "group-workers",
+        value_name = "N",
+        hide = true,
+        default_value_t = 0
+    )]
+    pub count: usize,
+    /// Test flag: the pg scope of the `--group-workers`.
+    #[arg(
+        long = "group-scope",
+        value_name = "SCOPE",
+        hide = true,
+        default_value = "rpclb_test"
+    )]
+    pub scope: String,
+    /// Test flag: the pg group of the `--group-workers`.
+    #[arg(
+        long = "group-name",
+        value_name = "GROUP",
+        hide = true,
+        default_value = "workers"
+    )]
+    pub group: String,
 }
 
 impl NodeArgs {

@@ -137,14 +137,10 @@ pub async fn run(args: NodeArgs) -> CmdResult {
             }
         }
     }
-    crate::group_worker::start(
-        node.name(),
-        &args.group_scope,
-        &args.group_name,
-        args.group_workers,
-    )
-    .await
-    .map_err(|error| format!("group workers: {error}"))?;
+    let workers = &args.group_workers;
+    crate::group_worker::start(node.name(), &workers.scope, &workers.group, workers.count)
+        .await
+        .map_err(|error| format!("group workers: {error}"))?;
     // Listening before `ready`: a stop signal sent as soon as it is printed is a stop request.
     let mut signals = StopSignals::listen()?;
     emit(json!({
