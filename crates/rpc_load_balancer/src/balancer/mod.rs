@@ -76,7 +76,6 @@ const PEERS_SAW_LEAVE: Duration = Duration::from_secs(2);
 /// How often [`Balancer::stop`] checks whether the counts reached zero.
 const DRAIN_POLL: Duration = Duration::from_millis(10);
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -262,22 +261,7 @@ impl Balancer {
         count: usize,
         timeout: Duration,
     ) -> Result<Arc<Members>, Error> {
-        let current = self.current();
-        let shared = &current.shared;
-        shared.check_running()?;
-        let mut members = shared.watch();
-        let reached = tokio::time::timeout(
-            timeout,
-            members.wait_for(|m| m.len() >= count || shared.stopping.load(Ordering::Acquire)),
-        )
-        .await;
-        shared.check_running()?;
-        match reached {
-            Ok(Ok(members)) => Ok(Arc::clone(&members)),
-            _ => Err(Error::NoMembers {
-                balancer: shared.name.clone(),
-            }),
-        }
+        self.current().shared.wait_for_members(count, timeout).await
     }
 
     /// Calls of this balancer this node is serving as a member now (routed to it by any node,

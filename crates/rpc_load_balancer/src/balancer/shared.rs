@@ -464,6 +464,70 @@ impl BalancerShared {
         self.members_watch.send_replace(next);
     }
 
+    /// Counts a selection of `members[index]`, held by a call (`limit`: the balancer's
+    /// `max_in_flight_per_member`, for calls): `None` when that member is at the cap — its
+    /// [id](MemberView::id) is added to `exclude`, pick again.
+    ///
+    /// Errors: [`Error::Overloaded`] when every member of the snapshot is in `exclude`.
+    #[inline]
+    pub(crate) fn count_capped(
+        &self,
+        members: Guard<Arc<Members>>,
+        index: usize,
+        limit: Option<usize>,
+        exclude: &mut Vec<Arc<str>>,
+    ) -> Result<Option<super::Selection>, Error> {
+        match limit {
+            None => Ok(Some(super::Selection::new(members, index))),
+            Some(limit) if members.as_slice()[index].try_acquire(limit) => {
+                Ok(Some(super::Selection::acquired(members, index)))
+            }
+            Some(limit) => {
+                // At the cap: another member under it, or refuse at once.
+                let full = &members.views()[index];
+                exclude.push(Arc::clone(full.id_arc()));
+                let all_full = members
+                    .views()
+                    .iter()
+                    .all(|m| exclude.iter().any(|id| **id == *m.id()));
+                if all_full {
+                    return Err(Error::Overloaded {
+                        balancer: self.name.clone(),
+                        node: full.node().to_string(),
+                        limit,
+                    });
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// Waits until there are at least `count` members, at most `timeout`, and returns that
+    /// snapshot (at once if there are already enough).
+    ///
+    /// Errors: [`Error::NoMembers`] if fewer are there at the deadline;
+    /// [`Error::UnknownBalancer`] once stopped.
+    pub(crate) async fn wait_for_members(
+        &self,
+        count: usize,
+        timeout: std::time::Duration,
+    ) -> Result<Arc<Members>, Error> {
+        self.check_running()?;
+        let mut members = self.watch();
+        let reached = tokio::time::timeout(
+            timeout,
+            members.wait_for(|m| m.len() >= count || self.stopping.load(Ordering::Acquire)),
+        )
+        .await;
+        self.check_running()?;
+        match reached {
+            Ok(Ok(members)) => Ok(Arc::clone(&members)),
+            _ => Err(Error::NoMembers {
+                balancer: self.name.clone(),
+            }),
+        }
+    }
+
     /// The node (full name), pid there and locality of an actor group's `cell`, if its node is
     /// known (a remote actor's session is authenticated) and matches the group's filters.
     fn group_member_node(&self, cell: &ractor::ActorCell) -> Option<(Arc<str>, u64, bool)> {

@@ -261,27 +261,8 @@ async fn pick(
         let members: arc_swap::Guard<Arc<Members>> =
             arc_swap::Guard::from_inner(arc_swap::Guard::into_inner(members));
         let limit = shared.config.max_in_flight_per_member.filter(|_| call);
-        let selection = match limit {
-            None => Selection::new(members, index),
-            Some(limit) if members.as_slice()[index].try_acquire(limit) => {
-                Selection::acquired(members, index)
-            }
-            Some(limit) => {
-                let member = &members.as_slice()[index];
-                exclude.push(Arc::clone(member.view().id_arc()));
-                let all_full = members
-                    .views()
-                    .iter()
-                    .all(|m| exclude.iter().any(|id| **id == *m.id()));
-                if all_full {
-                    return Err(Error::Overloaded {
-                        balancer: shared.name.clone(),
-                        node: member.node().to_string(),
-                        limit,
-                    });
-                }
-                continue;
-            }
+        let Some(selection) = shared.count_capped(members, index, limit, exclude)? else {
+            continue;
         };
         shared.check_running()?;
         return Ok(selection);

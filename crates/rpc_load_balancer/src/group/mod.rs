@@ -65,7 +65,6 @@ mod tests;
 mod watcher;
 
 use std::marker::PhantomData;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -286,21 +285,7 @@ impl<M: Message> ActorGroup<M> {
         count: usize,
         timeout: Duration,
     ) -> Result<Arc<Members>, Error> {
-        let shared = self.shared();
-        shared.check_running()?;
-        let mut members = shared.watch();
-        let reached = tokio::time::timeout(
-            timeout,
-            members.wait_for(|m| m.len() >= count || shared.stopping.load(Ordering::Acquire)),
-        )
-        .await;
-        shared.check_running()?;
-        match reached {
-            Ok(Ok(members)) => Ok(Arc::clone(&members)),
-            _ => Err(Error::NoMembers {
-                balancer: shared.name.clone(),
-            }),
-        }
+        self.shared().wait_for_members(count, timeout).await
     }
 
     /// Sends the group's members to `actor` as its own messages, as

@@ -75,85 +75,108 @@ async fn workers(scope: &'static str, group: &'static str, n: usize) -> Vec<Acto
     actors
 }
 
+/// A node, `n` workers in group `group` of scope `group_tests`, and an actor group over them
+/// configured by `config` (started, with all `n` members).
+struct Setup {
+    node: Node,
+    actors: Vec<ActorRef<Work>>,
+    group: ActorGroup<Work>,
+}
+
+async fn setup(
+    node: &str,
+    group: &'static str,
+    n: usize,
+    config: impl FnOnce(ActorGroupConfig) -> ActorGroupConfig,
+) -> Setup {
+    let node = start_node(node).await;
+    let actors = workers("group_tests", group, n).await;
+    let group = ActorGroup::<Work>::start(config(ActorGroupConfig::new("group_tests", group)))
+        .await
+        .unwrap();
+    group.wait_for_members(n, BOUND).await.unwrap();
+    Setup {
+        node,
+        actors,
+        group,
+    }
+}
+
+impl Setup {
+    /// Stops the group, the workers and the node.
+    async fn end(self) {
+        self.group.stop().await;
+        for actor in self.actors {
+            actor.stop(None);
+        }
+        self.node.shutdown().await;
+    }
+}
+
 async fn who(group: &ActorGroup<Work>) -> Result<u64, Error> {
     group.call(|port| Work::Who(0, port)).timeout(BOUND).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn members_are_actors_ordered_by_node_and_pid_and_round_robin_spreads_over_them() {
-    let node = start_node("group_rr").await;
-    let actors = workers("group_tests", "rr", 3).await;
-    let group = ActorGroup::<Work>::start(
-        ActorGroupConfig::new("group_tests", "rr").algorithm(RoundRobin::new()),
-    )
-    .await
-    .unwrap();
-    let members = group.wait_for_members(3, BOUND).await.unwrap();
-    let mut pids: Vec<u64> = actors.iter().map(|a| a.get_id().pid()).collect();
+    let setup = setup("group_rr", "rr", 3, |c| c.algorithm(RoundRobin::new())).await;
+    let group = &setup.group;
+    let members = group.members();
+    let mut pids: Vec<u64> = setup.actors.iter().map(|a| a.get_id().pid()).collect();
     pids.sort();
     let ids: Vec<String> = members.views().iter().map(|v| v.id().to_string()).collect();
     let expected: Vec<String> = pids
         .iter()
-        .map(|p| format!("{}#{p}", node.name()))
+        .map(|p| format!("{}#{p}", setup.node.name()))
         .collect();
     assert_eq!(ids, expected, "one member per actor, by (node, pid)");
-    assert!(members.as_slice().iter().all(|m| m.node() == node.name()));
+    assert!(members
+        .as_slice()
+        .iter()
+        .all(|m| m.node() == setup.node.name()));
     let mut seen: HashMap<u64, usize> = HashMap::new();
     for _ in 0..30 {
-        *seen.entry(who(&group).await.unwrap()).or_default() += 1;
+        *seen.entry(who(group).await.unwrap()).or_default() += 1;
     }
     assert_eq!(seen.len(), 3, "every actor answered: {seen:?}");
     assert!(seen.values().all(|&n| n == 10), "round robin: {seen:?}");
     group.stop().await;
     assert!(matches!(
-        who(&group).await,
+        who(group).await,
         Err(Error::UnknownBalancer { .. })
     ));
-    for actor in actors {
-        actor.stop(None);
-    }
-    node.shutdown().await;
+    setup.end().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_guard_counts_in_flight_and_least_connections_prefers_the_idle_actor() {
-    let node = start_node("group_lc").await;
-    let actors = workers("group_tests", "lc", 2).await;
-    let group = ActorGroup::<Work>::start(
-        ActorGroupConfig::new("group_tests", "lc").algorithm(LeastConnections::new()),
-    )
-    .await
-    .unwrap();
-    group.wait_for_members(2, BOUND).await.unwrap();
+    let setup = setup("group_lc", "lc", 2, |c| {
+        c.algorithm(LeastConnections::new())
+    })
+    .await;
+    let group = &setup.group;
     let busy = group.select(None).unwrap();
     assert_eq!(group.in_flight(), 1);
     let busy_pid = busy.actor().get_id().pid();
     assert!(busy.member_id().ends_with(&format!("#{busy_pid}")));
     for _ in 0..10 {
-        let idle = who(&group).await.unwrap();
+        let idle = who(group).await.unwrap();
         assert_ne!(idle, busy_pid, "the busy actor is not picked");
     }
     // The selected actor is the user's, typed: a message reaches it.
     busy.actor().cast(Work::Count).unwrap();
     drop(busy);
     assert_eq!(group.in_flight(), 0, "released on drop");
-    group.stop().await;
-    for actor in actors {
-        actor.stop(None);
-    }
-    node.shutdown().await;
+    setup.end().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timeout_and_a_stopped_actor_give_typed_errors_and_the_group_drops_the_member() {
-    let node = start_node("group_errors").await;
-    let actors = workers("group_tests", "errors", 2).await;
-    let group = ActorGroup::<Work>::start(
-        ActorGroupConfig::new("group_tests", "errors").algorithm(RoundRobin::new()),
-    )
-    .await
-    .unwrap();
-    group.wait_for_members(2, BOUND).await.unwrap();
+    let setup = setup("group_errors", "errors", 2, |c| {
+        c.algorithm(RoundRobin::new())
+    })
+    .await;
+    let group = &setup.group;
     let hung = group
         .call(Work::Hang)
         .timeout(Duration::from_millis(50))
@@ -164,18 +187,24 @@ async fn a_timeout_and_a_stopped_actor_give_typed_errors_and_the_group_drops_the
     );
     assert_eq!(group.in_flight(), 0);
     // A stopped actor leaves the group; the other still answers.
-    let gone = actors[0].get_id().pid();
-    actors[0].stop_and_wait(None, Some(BOUND)).await.unwrap();
+    let gone = setup.actors[0].get_id().pid();
+    setup.actors[0]
+        .stop_and_wait(None, Some(BOUND))
+        .await
+        .unwrap();
     let mut members = group.watch_members();
     let left = members.wait_for(|m| m.len() == 1);
     tokio::time::timeout(BOUND, left).await.unwrap().unwrap();
     for _ in 0..4 {
-        assert_eq!(who(&group).await.unwrap(), actors[1].get_id().pid());
+        assert_eq!(who(group).await.unwrap(), setup.actors[1].get_id().pid());
     }
-    assert_ne!(gone, actors[1].get_id().pid());
+    assert_ne!(gone, setup.actors[1].get_id().pid());
     // An actor that stops while selected: its send fails typed, nothing hangs.
     let chosen = group.select(None).unwrap();
-    actors[1].stop_and_wait(None, Some(BOUND)).await.unwrap();
+    setup.actors[1]
+        .stop_and_wait(None, Some(BOUND))
+        .await
+        .unwrap();
     let sent = ractor::call_t!(chosen.actor(), Work::Who, 100, 0);
     assert!(sent.is_err());
     drop(chosen);
@@ -194,20 +223,13 @@ async fn a_timeout_and_a_stopped_actor_give_typed_errors_and_the_group_drops_the
         ),
         "{empty:?}"
     );
-    group.stop().await;
-    node.shutdown().await;
+    setup.end().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hash_ring_with_a_key_is_stable_and_casts_and_filters_apply() {
-    let node = start_node("group_ring").await;
-    let actors = workers("group_tests", "ring", 4).await;
-    let group = ActorGroup::<Work>::start(
-        ActorGroupConfig::new("group_tests", "ring").algorithm(HashRing::new()),
-    )
-    .await
-    .unwrap();
-    group.wait_for_members(4, BOUND).await.unwrap();
+    let setup = setup("group_ring", "ring", 4, |c| c.algorithm(HashRing::new())).await;
+    let group = &setup.group;
     let mut by_key = HashMap::new();
     for key in ["a", "b", "c", "d", "e", "f"] {
         let first = group
@@ -240,13 +262,10 @@ async fn hash_ring_with_a_key_is_stable_and_casts_and_filters_apply() {
     .await
     .unwrap();
     assert_eq!(some.wait_for_members(4, BOUND).await.unwrap().len(), 4);
-    for g in [group, none, some] {
+    for g in [none, some] {
         g.stop().await;
     }
-    for actor in actors {
-        actor.stop(None);
-    }
-    node.shutdown().await;
+    setup.end().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -348,14 +367,8 @@ async fn every_algorithm_but_call_direct_balances_a_group_and_learning_ones_see_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn members_are_forwarded_to_an_actor_and_the_cap_refuses_when_all_are_full() {
-    let node = start_node("group_forward").await;
-    let actors = workers("group_tests", "fwd", 1).await;
-    let group = ActorGroup::<Work>::start(
-        ActorGroupConfig::new("group_tests", "fwd").max_in_flight_per_member(1),
-    )
-    .await
-    .unwrap();
-    group.wait_for_members(1, BOUND).await.unwrap();
+    let setup = setup("group_forward", "fwd", 1, |c| c.max_in_flight_per_member(1)).await;
+    let group = &setup.group;
     let (actor, mut got) = crate::node::forward::tests::collector().await;
     let _forwarding = group.forward_members_to(actor.clone(), |members| {
         Some(crate::node::forward::tests::Got(members.len().to_string()))
@@ -373,7 +386,7 @@ async fn members_are_forwarded_to_an_actor_and_the_cap_refuses_when_all_are_full
     });
     let mut refused = false;
     for _ in 0..100 {
-        if let Err(Error::Overloaded { limit: 1, .. }) = who(&group).await {
+        if let Err(Error::Overloaded { limit: 1, .. }) = who(group).await {
             refused = true;
             break;
         }
@@ -384,9 +397,8 @@ async fn members_are_forwarded_to_an_actor_and_the_cap_refuses_when_all_are_full
         hung.await.unwrap(),
         Err(Error::RequestTimeout { .. })
     ));
-    actors[0].stop(None);
+    setup.actors[0].stop(None);
     assert_eq!(crate::node::forward::tests::next(&mut got).await, "0");
-    group.stop().await;
     actor.stop(None);
-    node.shutdown().await;
+    setup.end().await;
 }

@@ -8,7 +8,7 @@ use super::telemetry::Telemetry;
 use super::wait::look_until_found;
 use crate::balancer::in_flight::ServedToken;
 use crate::balancer::shared::BalancerShared;
-use crate::balancer::{Members, Selection};
+use crate::balancer::Selection;
 use crate::function::RemoteFunction;
 use crate::routing::OutcomeKind;
 use crate::Error;
@@ -118,49 +118,13 @@ impl<'r> Route<'r> {
                 .config
                 .max_in_flight_per_member
                 .filter(|_| kind == Kind::Call);
-            match under_cap(shared, members, index, limit, exclude) {
-                Ok(selection) => return Ok(selection),
-                // At the cap, with another member left to try.
-                Err(None) => continue,
-                Err(Some(overloaded)) => return Err(overloaded),
+            // Held across the call: by a full reference, so it doesn't keep one of the
+            // thread's few fast arc-swap slots.
+            let members = arc_swap::Guard::from_inner(arc_swap::Guard::into_inner(members));
+            if let Some(selection) = shared.count_capped(members, index, limit, exclude)? {
+                return Ok(selection);
             }
-        }
-    }
-}
-
-/// Counts a selection of `members[index]` if it is under `limit` (none: always). At the cap
-/// its node joins `exclude`, and the answer is `Err(None)` while a member not in `exclude` is
-/// left, else `Err(Some(`[`Error::Overloaded`]`))`.
-pub(crate) fn under_cap(
-    shared: &BalancerShared,
-    members: arc_swap::Guard<Arc<Members>>,
-    index: usize,
-    limit: Option<usize>,
-    exclude: &mut Vec<Arc<str>>,
-) -> Result<Selection, Option<Error>> {
-    // Held across the call: by a full reference, so it doesn't keep one of the thread's few
-    // fast arc-swap slots.
-    let members = arc_swap::Guard::from_inner(arc_swap::Guard::into_inner(members));
-    match limit {
-        None => Ok(Selection::new(members, index)),
-        Some(limit) if members.as_slice()[index].try_acquire(limit) => {
-            Ok(Selection::acquired(members, index))
-        }
-        Some(limit) => {
-            let full = Arc::clone(members.as_slice()[index].node_arc());
-            exclude.push(Arc::clone(&full));
-            let all_full = members
-                .as_slice()
-                .iter()
-                .all(|m| exclude.iter().any(|n| **n == *m.node()));
-            if !all_full {
-                return Err(None);
-            }
-            Err(Some(Error::Overloaded {
-                balancer: shared.name.clone(),
-                node: full.to_string(),
-                limit,
-            }))
+            // At the cap, with another member left to try.
         }
     }
 }
