@@ -8,11 +8,16 @@
 //! the members' windows are 100 ms and the selections start after them (slow start's steady
 //! state), unless `ramping` is given: then the default 30 s window, and the 7 members that
 //! join after the first are in it for the whole run.
+//!
+//! `selection_count group:ALGORITHM N`: the same over an actor group (`rpc_load_balancer::group`)
+//! of 8 local actors in one pg group — 8 members on one node, told apart by pid — with
+//! `ActorGroup::select` (select + release of the guard).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use rpc_load_balancer::algorithm::{by_name, EJECTION_SUFFIX, SLOW_START_SUFFIX};
+use rpc_load_balancer::group::{ActorGroup, ActorGroupConfig};
 use rpc_load_balancer::routing::Algorithm;
 use rpc_load_balancer::{Balancer, BalancerConfig, Node, NodeConfig, OutlierEjection, SlowStart};
 use rpclb::harness::join_stand_ins;
@@ -54,6 +59,18 @@ fn main() {
             NodeConfig::new("count", "127.0.0.1:0").cookie("count"),
         ))
         .unwrap();
+    if let Some(inner) = name.strip_prefix("group:") {
+        let group = runtime.block_on(start_group(algorithm(inner, ramping)));
+        if inner.contains(SLOW_START_SUFFIX) && !ramping {
+            std::thread::sleep(WINDOW * 2);
+        }
+        for _ in 0..n {
+            drop(std::hint::black_box(group.select(key).unwrap()));
+        }
+        println!("{name}: {n} selections");
+        runtime.block_on(node.shutdown());
+        return;
+    }
     let config = BalancerConfig::new("count").algorithm_arc(algorithm(&name, ramping));
     let balancer = runtime.block_on(Balancer::start(config)).unwrap();
     runtime.block_on(join_stand_ins("count", 1..8)).unwrap();
@@ -68,4 +85,36 @@ fn main() {
     }
     println!("{name}: {n} selections");
     runtime.block_on(node.shutdown());
+}
+
+/// An idle actor of the counted group.
+struct Idle;
+
+impl ractor::Actor for Idle {
+    type Msg = ();
+    type State = ();
+    type Arguments = ();
+
+    async fn pre_start(
+        &self,
+        myself: ractor::ActorRef<()>,
+        _: (),
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        ractor::pg::join_scoped("count".into(), "idle".into(), vec![myself.get_cell()]);
+        Ok(())
+    }
+}
+
+/// 8 idle actors in pg group `idle` of scope `count`, and an actor group over them.
+async fn start_group(algorithm: Arc<dyn Algorithm>) -> ActorGroup<()> {
+    for _ in 0..8 {
+        ractor::Actor::spawn(None, Idle, ()).await.unwrap();
+    }
+    let config = ActorGroupConfig::new("count", "idle").algorithm_arc(algorithm);
+    let group = ActorGroup::start(config).await.unwrap();
+    group
+        .wait_for_members(8, Duration::from_secs(5))
+        .await
+        .unwrap();
+    group
 }

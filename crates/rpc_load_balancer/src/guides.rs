@@ -52,6 +52,8 @@ pub struct HowToTracingAcrossNodes;
 pub struct HowToTower;
 #[doc = include_str!("../../../docs/how-to/replies-into-mailboxes.md")]
 pub struct HowToRepliesIntoMailboxes;
+#[doc = include_str!("../../../docs/how-to/actor-groups.md")]
+pub struct HowToActorGroups;
 #[doc = include_str!("../../../docs/reference/configuration.md")]
 pub struct ReferenceConfiguration;
 #[doc = include_str!("../../../docs/reference/errors.md")]

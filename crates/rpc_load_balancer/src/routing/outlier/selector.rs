@@ -70,13 +70,14 @@ impl Reason {
 /// routing core does no I/O: it only calls the listener it was given.
 #[derive(Debug)]
 pub(crate) enum EjectionEvent<'a> {
-    /// `node` was ejected for `for_ns` (why: `reason`).
+    /// The member `node` was ejected for `for_ns` (why: `reason`). `node` is the member's
+    /// [id](MemberView::id): its node for a balancer, `"{node}#{pid}"` for an actor group.
     Ejected {
         node: &'a str,
         reason: Reason,
         for_ns: u64,
     },
-    /// `node` was suspected of being silent.
+    /// The member `node` (its [id](MemberView::id)) was suspected of being silent.
     Suspected { node: &'a str },
     /// The counts after a look over the members.
     Counts(EjectionStats),
