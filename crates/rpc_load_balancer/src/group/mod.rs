@@ -81,7 +81,10 @@ pub use config::ActorGroupConfig;
 use watcher::{GroupWatcher, WatcherMsg};
 
 /// A handle to a balanced actor group on this node: cheap to clone (one reference count).
-/// Start one with [`ActorGroup::start`]; see the [module docs](self).
+/// Start one with [`ActorGroup::start`]; see the [module docs](self). The group runs until
+/// [`stop`](ActorGroup::stop)ped, its supervisor stops (with
+/// [`spawn_linked`](ActorGroup::spawn_linked)), or its last handle is dropped (nothing could
+/// route through it any more); live [`GroupSelection`]s stay valid and release as usual.
 pub struct ActorGroup<M: Message> {
     inner: Arc<Inner>,
     _message: PhantomData<fn(M)>,
@@ -91,6 +94,14 @@ pub struct ActorGroup<M: Message> {
 struct Inner {
     shared: Arc<BalancerShared>,
     watcher: ActorRef<WatcherMsg>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The last handle: nobody can route through the group any more.
+        self.shared.mark_stopping();
+        self.watcher.stop(None);
+    }
 }
 
 impl<M: Message> Clone for ActorGroup<M> {

@@ -374,31 +374,57 @@ async fn members_are_forwarded_to_an_actor_and_the_cap_refuses_when_all_are_full
         Some(crate::node::forward::tests::Got(members.len().to_string()))
     });
     assert_eq!(crate::node::forward::tests::next(&mut got).await, "1");
-    // One call hangs at the cap: the next is refused at once.
-    let hung = tokio::spawn({
-        let group = group.clone();
-        async move {
-            group
-                .call(Work::Hang)
-                .timeout(Duration::from_millis(300))
-                .await
-        }
-    });
-    let mut refused = false;
-    for _ in 0..100 {
-        if let Err(Error::Overloaded { limit: 1, .. }) = who(group).await {
-            refused = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    assert!(refused, "the second call is refused at the cap");
-    assert!(matches!(
-        hung.await.unwrap(),
-        Err(Error::RequestTimeout { .. })
-    ));
+    // A selection holds the only member at the cap: a call is refused at once.
+    let held = group.select(None).unwrap();
+    assert_eq!(held.guard().member().in_flight(), 1);
+    let refused = who(group).await;
+    assert!(
+        matches!(refused, Err(Error::Overloaded { limit: 1, .. })),
+        "{refused:?}"
+    );
+    drop(held);
+    who(group).await.unwrap();
+    // A call that times out releases its count too.
+    let hung = group
+        .call(Work::Hang)
+        .timeout(Duration::from_millis(50))
+        .await;
+    assert!(
+        matches!(hung, Err(Error::RequestTimeout { .. })),
+        "{hung:?}"
+    );
+    who(group).await.unwrap();
     setup.actors[0].stop(None);
     assert_eq!(crate::node::forward::tests::next(&mut got).await, "0");
     actor.stop(None);
     setup.end().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_last_handle_stops_the_watcher_and_a_selection_outlives_it() {
+    let setup = setup("group_drop", "drop", 2, |c| c).await;
+    let group = setup.group.clone();
+    let watcher = group.inner.watcher.clone();
+    let chosen = group.select(None).unwrap();
+    drop(group);
+    assert!(setup.group.is_running(), "a clone still holds it");
+    let Setup {
+        node,
+        actors,
+        group,
+    } = setup;
+    drop(group);
+    let stopped = tokio::time::timeout(BOUND, async {
+        while watcher.get_status() != ractor::ActorStatus::Stopped {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert!(stopped.is_ok(), "the watcher stops with the last handle");
+    chosen.actor().cast(Work::Count).unwrap();
+    drop(chosen);
+    for actor in actors {
+        actor.stop(None);
+    }
+    node.shutdown().await;
 }
