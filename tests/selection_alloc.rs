@@ -312,3 +312,66 @@ fn an_instance_shared_by_two_balancers_keeps_each_ones_cache() {
     }
     runtime.block_on(node.shutdown());
 }
+
+/// An idle actor of an actor group.
+struct Idle;
+
+impl ractor::Actor for Idle {
+    type Msg = ();
+    type State = ();
+    type Arguments = ();
+
+    async fn pre_start(
+        &self,
+        myself: ractor::ActorRef<()>,
+        _: (),
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        ractor::pg::join_scoped("alloc".into(), "idle".into(), vec![myself.get_cell()]);
+        Ok(())
+    }
+}
+
+#[test]
+fn actor_group_selection_allocates_nothing() {
+    use rpc_load_balancer::group::{ActorGroup, ActorGroupConfig};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let node = runtime
+        .block_on(Node::start(
+            NodeConfig::new("alloc_group", "127.0.0.1:0").cookie("alloc"),
+        ))
+        .unwrap();
+    for _ in 0..8 {
+        runtime
+            .block_on(ractor::Actor::spawn(None, Idle, ()))
+            .unwrap();
+    }
+    for name in [
+        "round_robin",
+        "least_connections",
+        "hash_ring",
+        "peak_ewma+slow_start+ejection",
+    ] {
+        let config = ActorGroupConfig::new("alloc", "idle").algorithm_arc(by_name(name).unwrap());
+        let group: ActorGroup<()> = runtime.block_on(ActorGroup::start(config)).unwrap();
+        runtime
+            .block_on(group.wait_for_members(8, Duration::from_secs(5)))
+            .unwrap();
+        for _ in 0..100 {
+            drop(group.select(Some(b"warm")).unwrap());
+        }
+        let before = allocations();
+        for i in 0..10_000u64 {
+            let key = i.to_be_bytes();
+            let chosen = group.select(Some(&key)).unwrap();
+            std::hint::black_box(chosen.actor());
+            drop(chosen);
+        }
+        let count = allocations() - before;
+        assert_eq!(count, 0, "{name}: {count} allocations in 10,000 selections");
+        runtime.block_on(group.stop());
+    }
+    runtime.block_on(node.shutdown());
+}
