@@ -13,6 +13,10 @@
 //! algorithms with outlier ejection and slow start on top (issue 19's "every option on"),
 //! slow start with 100 ms windows, measured after them (its steady state).
 //!
+//! `actor_group_8_members/select_and_release`: `ActorGroup::select` plus dropping the
+//! selection, over an actor group of 8 local actors in one pg group (8 members on one node),
+//! for RoundRobin, LeastConnections, HashRing and PeakEwma with every option.
+//!
 //! No metrics recorder and no tracing subscriber are installed. Members are this node plus
 //! local stand-in actors joined to the balancer's pg group under member names. Keyed: every
 //! selection carries an 8-byte key (only HashRing uses it).
@@ -147,7 +151,60 @@ fn selection(c: &mut Criterion) {
         }
         group.finish();
     }
+    actor_groups(c, &runtime, &key);
     runtime.block_on(node.shutdown());
+}
+
+/// An idle actor of the benchmarked actor group.
+struct Idle;
+
+impl ractor::Actor for Idle {
+    type Msg = ();
+    type State = ();
+    type Arguments = ();
+
+    async fn pre_start(
+        &self,
+        myself: ractor::ActorRef<()>,
+        _: (),
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        ractor::pg::join_scoped("bench".into(), "idle".into(), vec![myself.get_cell()]);
+        Ok(())
+    }
+}
+
+/// `ActorGroup::select` and its release over 8 local actors.
+fn actor_groups(c: &mut Criterion, runtime: &tokio::runtime::Runtime, key: &[u8]) {
+    use rpc_load_balancer::group::{ActorGroup, ActorGroupConfig};
+    for _ in 0..8 {
+        runtime
+            .block_on(ractor::Actor::spawn(None, Idle, ()))
+            .unwrap();
+    }
+    let mut group = c.benchmark_group("actor_group_8_members");
+    group
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    for name in [
+        "round_robin",
+        "least_connections",
+        "hash_ring",
+        "peak_ewma+slow_start+ejection",
+    ] {
+        let config = ActorGroupConfig::new("bench", "idle").algorithm_arc(algorithm(name));
+        let actors: ActorGroup<()> = runtime.block_on(ActorGroup::start(config)).unwrap();
+        runtime
+            .block_on(actors.wait_for_members(8, Duration::from_secs(5)))
+            .unwrap();
+        if name.contains(SLOW_START_SUFFIX) {
+            std::thread::sleep(WINDOW * 2);
+        }
+        group.bench_function(BenchmarkId::new("select_and_release", name), |b| {
+            b.iter(|| drop(std::hint::black_box(actors.select(Some(key)).unwrap())))
+        });
+        runtime.block_on(actors.stop());
+    }
+    group.finish();
 }
 
 criterion_group!(benches, selection);
