@@ -47,7 +47,7 @@ impl Member {
     }
 
     /// The id of the actor serving the balancer on that node (it changes when that actor is
-    /// restarted).
+    /// restarted); for an actor group's member, the group's actor itself.
     pub fn id(&self) -> ActorId {
         self.actor.get_id()
     }
@@ -109,7 +109,9 @@ impl std::fmt::Debug for Member {
     }
 }
 
-/// A balancer's members at one moment: sorted by node name, one entry per node.
+/// A balancer's members at one moment: sorted by node name, one entry per node. An actor
+/// group's (`ActorGroup::members`): one entry per actor, sorted by (node name, the actor's pid
+/// on its node), several per node, told apart by their views' [ids](MemberView::id).
 #[derive(Clone, Default)]
 pub struct Members {
     version: u64,
@@ -258,12 +260,12 @@ impl Members {
         &self.views
     }
 
-    /// The members, sorted by node name.
+    /// The members, sorted by node name (an actor group's: by node name, then pid).
     pub fn as_slice(&self) -> &[Member] {
         &self.members
     }
 
-    /// Node names of the members, sorted.
+    /// Node names of the members, sorted (an actor group's: a node once per actor).
     pub fn nodes(&self) -> Vec<String> {
         self.members.iter().map(|m| m.node().to_string()).collect()
     }
@@ -286,7 +288,7 @@ impl Members {
         self.version
     }
 
-    /// The member on `node`, if any.
+    /// The member on `node`, if any (an actor group's: the first actor on `node`).
     pub fn get(&self, node: &str) -> Option<&Member> {
         self.members.iter().find(|m| m.node() == node)
     }
