@@ -26,7 +26,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use super::call::select::under_cap;
 use super::shared::BalancerShared;
 use super::{BalancedCall, Balancer, Selection};
 use crate::function::RemoteFunction;
@@ -163,11 +162,17 @@ fn reserve(shared: &BalancerShared) -> Reserve {
     let mut exclude = Vec::new();
     loop {
         match shared.choose(None, &exclude) {
-            Ok((members, index)) => match under_cap(shared, members, index, limit, &mut exclude) {
-                Ok(selection) => return Reserve::Selected(selection),
-                Err(None) => continue,
-                Err(Some(_overloaded)) => return Reserve::Full,
-            },
+            Ok((members, index)) => {
+                // Held until the call: by a full reference, so it doesn't keep one of the
+                // thread's few fast arc-swap slots.
+                let members = arc_swap::Guard::from_inner(arc_swap::Guard::into_inner(members));
+                match shared.count_capped(members, index, limit, &mut exclude) {
+                    Ok(Some(selection)) => return Reserve::Selected(selection),
+                    // At the cap, with another member left to try.
+                    Ok(None) => continue,
+                    Err(_overloaded) => return Reserve::Full,
+                }
+            }
             Err(Error::NoMembers { .. }) => return Reserve::Empty,
             Err(_) => return Reserve::Unreserved,
         }

@@ -21,7 +21,7 @@ pub(crate) mod dispatch;
 pub(crate) mod forward_reply;
 pub(crate) mod options;
 mod random;
-pub(crate) mod select;
+mod select;
 pub(crate) mod target;
 mod telemetry;
 pub(crate) mod wait;
