@@ -44,6 +44,13 @@ pub(super) fn text(reply: &ControlReply, selection: Option<&Selection>) -> Optio
         ),
         ControlReply::Done => Some("done".to_string()),
         ControlReply::Stopped(report) => Some(drain_text(report)),
+        ControlReply::Labels(labels) => Some(
+            labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
         _ => None,
     }
 }
@@ -72,6 +79,13 @@ pub(super) fn json(reply: ControlReply, selection: Option<&Selection>) -> Value 
             json!({ "readings": readings, "selection": selection.map(selection_json) })
         }
         ControlReply::Done => json!({"done": true}),
+        ControlReply::Labels(labels) => {
+            let labels: serde_json::Map<String, Value> = labels
+                .into_iter()
+                .map(|(k, v)| (k, Value::String(v)))
+                .collect();
+            json!({ "labels": labels })
+        }
         ControlReply::Stopped(report) => drain_json(&report),
         other => json!({"reply": format!("{other:?}")}),
     }

@@ -136,13 +136,16 @@ impl Members {
     /// actor on the same node — a restarted member or a reconnected node), even between two
     /// snapshots, starts at 0, and late releases of selections from its earlier membership go
     /// to the earlier counter, which is freed with the last snapshot or guard holding it.
-    /// With `cpu`, each view reads its node's slot of the process's CPU cache.
+    /// With `cpu`, each view reads its node's slot of the process's CPU cache. With
+    /// `preferred` (the balancer has locality), each view is marked in this node's zone when
+    /// `preferred(node, local)` says so.
     pub(crate) fn from_cells(
         metrics: &SelectionMetrics,
         version: u64,
         cells: &[ActorCell],
         previous: &Members,
         cpu: bool,
+        preferred: Option<&dyn Fn(&str, bool) -> bool>,
     ) -> Members {
         let balancer = metrics.balancer();
         let mut members: Vec<Member> = cells
@@ -160,6 +163,10 @@ impl Members {
             if cpu {
                 let slot = crate::cpu::cache().slot(member.node());
                 member.view = member.view.clone().with_cpu_slot(slot);
+            }
+            if let Some(preferred) = preferred {
+                let zone = preferred(member.node(), member.is_local());
+                member.view = member.view.clone().with_preferred(zone);
             }
         }
         Members::new(version, members)

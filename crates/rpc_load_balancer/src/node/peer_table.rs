@@ -56,6 +56,10 @@ pub(crate) struct PeerTable {
     /// Set while this node's name is known to be taken by another process (see
     /// `connect.rs`): (no dial before, current backoff).
     name_taken: Mutex<(Option<Instant>, Duration)>,
+    /// The labels of connected peers, once learnt (`labels.rs`); forgotten when they go down.
+    labels: Mutex<HashMap<String, crate::node::Labels>>,
+    /// Bumped whenever an entry of `labels` is set or removed.
+    labels_version: watch::Sender<u64>,
 }
 
 /// Locks `set`, taking it over from a thread that panicked holding it (each update is one
@@ -76,6 +80,8 @@ impl Default for PeerTable {
             dialing: Default::default(),
             redialing: Default::default(),
             name_taken: Mutex::new((None, Duration::ZERO)),
+            labels: Default::default(),
+            labels_version: watch::channel(0).0,
         }
     }
 }
@@ -171,6 +177,35 @@ impl PeerTable {
             .load()
             .get(name)
             .map(|peer| peer.connection_string.clone())
+    }
+
+    // --- Labels ---
+
+    /// Records the labels of the connected peer `name` (a peer that went down meanwhile is
+    /// not recorded) and bumps the labels watch.
+    pub(crate) fn set_labels(&self, name: &str, labels: crate::node::Labels) {
+        if !self.is_connected(name) {
+            return;
+        }
+        lock(&self.labels).insert(name.to_string(), labels);
+        self.labels_version.send_modify(|v| *v += 1);
+    }
+
+    /// The labels of the peer `name`, if known.
+    pub(crate) fn labels_of(&self, name: &str) -> Option<crate::node::Labels> {
+        lock(&self.labels).get(name).cloned()
+    }
+
+    /// Forgets the labels of `name` (its last session closed).
+    pub(crate) fn forget_labels(&self, name: &str) {
+        if lock(&self.labels).remove(name).is_some() {
+            self.labels_version.send_modify(|v| *v += 1);
+        }
+    }
+
+    /// A watch bumped whenever a peer's labels are set or forgotten.
+    pub(crate) fn watch_labels(&self) -> watch::Receiver<u64> {
+        self.labels_version.subscribe()
     }
 
     // --- Client nodes ---

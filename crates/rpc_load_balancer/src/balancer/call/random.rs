@@ -26,31 +26,32 @@ impl<'r> Route<'r> {
     ) -> Result<Attempt<'r, F>, Error> {
         let node = self.node;
         let excluded = &node.config.excluded_node_patterns;
-        let (chosen, timeout) =
-            if self.options.directly || filter::matches(&node.name, filter, excluded) {
-                (Arc::clone(&node.transport.own_name), self.options.timeout)
-            } else {
-                let (peer, waited) = look_until_found(
-                    self.options.retry,
-                    self.deadline,
-                    || self.watch_for_peers(filter),
-                    |attempt, _| {
-                        tracing::debug!(
-                            target: "rpc_load_balancer::random_node",
-                            %filter,
-                            attempt,
-                            "no connected node matches; waiting to look again"
-                        );
-                    },
-                    || self.still_running(),
-                )
-                .await?;
-                let timeout = match waited {
-                    true => self.time_left(&peer)?,
-                    false => self.options.timeout,
-                };
-                (peer, timeout)
+        let (chosen, timeout) = if self.options.directly
+            || filter::matches_labeled(&node.name, Some(&node.config.labels), filter, excluded)
+        {
+            (Arc::clone(&node.transport.own_name), self.options.timeout)
+        } else {
+            let (peer, waited) = look_until_found(
+                self.options.retry,
+                self.deadline,
+                || self.watch_for_peers(filter),
+                |attempt, _| {
+                    tracing::debug!(
+                        target: "rpc_load_balancer::random_node",
+                        %filter,
+                        attempt,
+                        "no connected node matches; waiting to look again"
+                    );
+                },
+                || self.still_running(),
+            )
+            .await?;
+            let timeout = match waited {
+                true => self.time_left(&peer)?,
+                false => self.options.timeout,
             };
+            (peer, timeout)
+        };
         // Counted before checking: a drain that starts after the check sees the call.
         let counted = match &self.tracking {
             Some(balancer) => {
@@ -123,7 +124,17 @@ fn random_peer(node: &NodeShared, filter: &NodeFilter) -> Result<Arc<str>, Error
         .filter(|(name, peer)| {
             peer.endpoint.is_some()
                 && **name != node.name
-                && filter::matches(name, filter, &node.config.excluded_node_patterns)
+                && filter::matches_labeled(
+                    name,
+                    // Looked up only for a label filter: name filters take no lock.
+                    filter
+                        .is_label()
+                        .then(|| node.peers.labels_of(name))
+                        .flatten()
+                        .as_ref(),
+                    filter,
+                    &node.config.excluded_node_patterns,
+                )
         })
         .map(|(name, _)| name)
         .collect();

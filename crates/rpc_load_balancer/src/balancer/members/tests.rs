@@ -30,7 +30,7 @@ fn snapshot(
     previous: &Members,
 ) -> Members {
     let cells: Vec<ActorCell> = actors.iter().map(|a| a.get_cell()).collect();
-    Members::from_cells(metrics, version, &cells, previous, false)
+    Members::from_cells(metrics, version, &cells, previous, false, None)
 }
 
 #[tokio::test]
@@ -143,5 +143,5 @@ fn snapshot_cpu(
     previous: &Members,
 ) -> Members {
     let cells: Vec<ActorCell> = actors.iter().map(|a| a.get_cell()).collect();
-    Members::from_cells(metrics, version, &cells, previous, true)
+    Members::from_cells(metrics, version, &cells, previous, true, None)
 }
