@@ -11,6 +11,10 @@ use super::Releaser;
 use crate::routing::{Derived, MemberView, Request};
 use crate::wire::RpcMessage;
 
+/// Whether the member on a node (full name; `true`: this node) is in this node's zone (see
+/// [`Members::from_cells`]).
+pub(crate) type InZone<'a> = &'a dyn Fn(&str, bool) -> bool;
+
 /// Prefix of a member actor's registered name: `rpc_load_balancer/<balancer>/<node>`.
 pub(crate) fn member_name(balancer: &str, node: &str) -> String {
     format!("rpc_load_balancer/{balancer}/{node}")
@@ -145,7 +149,7 @@ impl Members {
         cells: &[ActorCell],
         previous: &Members,
         cpu: bool,
-        preferred: Option<&dyn Fn(&str, bool) -> bool>,
+        preferred: Option<InZone<'_>>,
     ) -> Members {
         let balancer = metrics.balancer();
         let mut members: Vec<Member> = cells

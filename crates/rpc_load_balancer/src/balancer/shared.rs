@@ -418,7 +418,7 @@ impl BalancerShared {
         let previous = self.members.load();
         let cpu = self.needs.cpu.is_some();
         let zone = self.zone_of();
-        let preferred = zone.as_ref().map(|f| f as &dyn Fn(&str, bool) -> bool);
+        let preferred = zone.as_ref().map(|f| f as super::members::InZone<'_>);
         let next = Members::from_cells(&self.metrics, version, &cells, &previous, cpu, preferred);
         let before: HashSet<&str> = previous.as_slice().iter().map(Member::node).collect();
         let after: HashSet<&str> = next.as_slice().iter().map(Member::node).collect();

@@ -37,6 +37,13 @@ const RETRY_WAIT: Duration = Duration::from_millis(200);
 /// A node's labels: `key → value`, sorted by key (e.g. `zone → eu-1`, `version → 2`). Cheap to
 /// clone (shared).
 ///
+/// A node's own are set in [`NodeConfig::label`](crate::NodeConfig::label) and fixed for its
+/// life. When a peer's session comes up, the node asks it for its labels on a task of its own
+/// (the node's `connect_timeout` per try, 3 tries 200 ms apart) and keeps them until the peer
+/// goes down ([`Node::labels_of`](crate::Node::labels_of)); a peer older than labels has
+/// none. Of the labels a peer sends, the valid ones among the first
+/// [`MAX_LABELS`] are kept and the rest dropped.
+///
 /// ```
 /// use rpc_load_balancer::Labels;
 ///

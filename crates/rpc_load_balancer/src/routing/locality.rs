@@ -4,35 +4,7 @@
 //! (Envoy's [zone aware routing](https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/load_balancing/zone_aware)
 //! in its simplest form, all-or-nothing rather than proportional).
 //!
-//! A member is **preferred** when its node's label [`key`](Locality::key) (default `zone`) has
-//! the value this node's has ([`NodeConfig::label`](crate::NodeConfig::label));
-//! [`MemberView::is_preferred`](super::MemberView::is_preferred) says so. It is worked out
-//! when the balancer builds a member list, and again when a peer's labels become known. A
-//! node without the label prefers no member (every pick goes to every member), and a peer
-//! whose labels are not known yet is not preferred.
-//!
-//! A pick goes to the preferred members while at least one of them **can take the call**: it
-//! is in the list, and — when the balancer caps calls per member
-//! ([`max_in_flight_per_member`](crate::BalancerConfig::max_in_flight_per_member)) — under the
-//! cap. Otherwise it goes to every member. Either way the balancer's algorithm chooses: its
-//! selector is built twice, one over the preferred members and one over all, each with its
-//! own state (a round-robin position, a weighted cycle) and each told of every outcome and
-//! release. The preferred sublist is derived once per member list
-//! ([`Selector::derive`](super::Selector::derive)), so a pick allocates nothing; it costs a
-//! type check and, with a cap, a look at each preferred member's calls in flight. Without the
-//! option there is no wrapper: no cost at all.
-//!
-//! With the other options:
-//!
-//! | option | with locality |
-//! |---|---|
-//! | [`SlowStart`](super::SlowStart) | wraps locality: a ramping preferred member is skipped or costs more within the preferred members, as it would among all |
-//! | [`OutlierEjection`](super::OutlierEjection) | wraps locality: a pick of an ejected preferred member is redrawn (twice), then the next member that is in is taken — another preferred one if any, else one in another zone. An ejected member still counts as able to take the call. |
-//! | `max_in_flight_per_member` | a preferred member at the cap cannot take the call; when all are, picks go to every member |
-//! | [`HashRing`](crate::HashRing), [`CallDirect`](crate::CallDirect) | refused ([`Error::InvalidConfig`] naming `locality`): a key's owner would change with the zone of the caller and with the load of the zone |
-//!
-//! Replica selection ([`Selector::pick_many`](super::Selector::pick_many)) is over every
-//! member.
+//! The rule is on [`Locality`].
 
 mod selector;
 
@@ -43,8 +15,38 @@ use crate::Error;
 
 use selector::Preferring;
 
-/// Locality's options: which label names the zone (default `zone`). See the
-/// [module docs](self) for the rule.
+/// Locality's options: which label names the zone (default `zone`), given to
+/// [`BalancerConfig::locality`](crate::BalancerConfig::locality).
+///
+/// A member is **preferred** when its node's label [`key`](Locality::key) (default `zone`) has
+/// the value this node's has ([`NodeConfig::label`](crate::NodeConfig::label));
+/// [`MemberView::is_preferred`](super::MemberView::is_preferred) says so. It is worked out
+/// when the balancer builds a member list, and again when a peer's labels become known. A
+/// node without the label prefers no member (every pick goes to every member), and a peer
+/// whose labels are not known yet is not preferred.
+///
+/// A pick goes to the preferred members while at least one of them **can take the call**: it
+/// is in the list, and — when the balancer caps calls per member
+/// ([`max_in_flight_per_member`](crate::BalancerConfig::max_in_flight_per_member)) — under the
+/// cap. Otherwise it goes to every member. Either way the balancer's algorithm chooses: its
+/// selector is built twice, one over the preferred members and one over all, each with its
+/// own state (a round-robin position, a weighted cycle) and each told of every outcome and
+/// release. The preferred sublist is derived once per member list
+/// ([`Selector::derive`](super::Selector::derive)), so a pick allocates nothing; it costs a
+/// type check and, with a cap, a look at each preferred member's calls in flight. Without the
+/// option there is no wrapper: no cost at all.
+///
+/// With the other options:
+///
+/// | option | with locality |
+/// |---|---|
+/// | [`SlowStart`](super::SlowStart) | wraps locality: a ramping preferred member is skipped or costs more within the preferred members, as it would among all |
+/// | [`OutlierEjection`](super::OutlierEjection) | wraps locality: a pick of an ejected preferred member is redrawn from locality's selector (twice, so mostly another preferred member), then a member that is in is taken at random, from any zone. An ejected member still counts as able to take the call. |
+/// | `max_in_flight_per_member` | a preferred member at the cap cannot take the call; when all are, picks go to every member |
+/// | [`HashRing`](crate::HashRing), [`CallDirect`](crate::CallDirect) | refused ([`Error::InvalidConfig`] naming `locality`): a key's owner would change with the zone of the caller and with the load of the zone |
+///
+/// Replica selection ([`Selector::pick_many`](super::Selector::pick_many)) is over every
+/// member.
 ///
 /// ```
 /// use rpc_load_balancer::{BalancerConfig, Locality, RoundRobin};
