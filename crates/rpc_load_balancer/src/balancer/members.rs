@@ -11,9 +11,9 @@ use super::Releaser;
 use crate::routing::{Derived, MemberView, Request};
 use crate::wire::RpcMessage;
 
-/// Whether the member on a node (full name; `true`: this node) is in this node's zone (see
+/// Whether the member on a node (full name) is in this node's zone (see
 /// [`Members::from_cells`]).
-pub(crate) type InZone<'a> = &'a dyn Fn(&str, bool) -> bool;
+pub(crate) type InZone<'a> = &'a dyn Fn(&str) -> bool;
 
 /// Prefix of a member actor's registered name: `rpc_load_balancer/<balancer>/<node>`.
 pub(crate) fn member_name(balancer: &str, node: &str) -> String {
@@ -142,7 +142,7 @@ impl Members {
     /// to the earlier counter, which is freed with the last snapshot or guard holding it.
     /// With `cpu`, each view reads its node's slot of the process's CPU cache. With
     /// `preferred` (the balancer has locality), each view is marked in this node's zone when
-    /// `preferred(node, local)` says so.
+    /// `preferred(node)` says so.
     pub(crate) fn from_cells(
         metrics: &SelectionMetrics,
         version: u64,
@@ -169,7 +169,7 @@ impl Members {
                 member.view = member.view.clone().with_cpu_slot(slot);
             }
             if let Some(preferred) = preferred {
-                let zone = preferred(member.node(), member.is_local());
+                let zone = preferred(member.node());
                 member.view = member.view.clone().with_preferred(zone);
             }
         }

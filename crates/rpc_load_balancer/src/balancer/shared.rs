@@ -390,14 +390,15 @@ impl BalancerShared {
         });
     }
 
-    /// Whether the member on `node` (`local`: this node) is in this node's zone, under the
-    /// balancer's locality: `None` without it.
-    fn zone_of(&self) -> Option<impl Fn(&str, bool) -> bool + '_> {
+    /// Whether the member on `node` (full name) is in this node's zone under the balancer's
+    /// locality: this node's own member when it has the label, a peer's when its labels
+    /// (once known) give the same value. `None` without locality.
+    fn zone_of(&self) -> Option<impl Fn(&str) -> bool + '_> {
         let key = self.config.locality.as_ref()?.key();
         let own = self.node.config.labels.get(key);
-        Some(move |node: &str, local: bool| match own {
+        Some(move |node: &str| match own {
             None => false,
-            Some(_) if local => true,
+            Some(_) if node == self.node.name => true,
             Some(own) => self
                 .node
                 .peers
