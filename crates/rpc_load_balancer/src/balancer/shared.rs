@@ -85,7 +85,7 @@ pub(crate) struct BalancerShared {
     /// that re-reads the members when a peer's labels arrive.
     refreshing: std::sync::Mutex<()>,
     /// Set once that task is started.
-    pub(crate) labels_watched: AtomicBool,
+    labels_watched: AtomicBool,
 }
 
 /// A `cpu_cache_ttl` registered with the node's CPU cache while it lives (its eviction keeps
@@ -358,6 +358,7 @@ impl BalancerShared {
 
     /// Forgets the members (at stop).
     pub(crate) fn clear(&self) {
+        let _writer = self.refreshing.lock().unwrap_or_else(|p| p.into_inner());
         let empty = Arc::new(Members::default());
         self.members.store(Arc::clone(&empty));
         self.members_watch.send_replace(empty);
@@ -383,7 +384,7 @@ impl BalancerShared {
         tokio::spawn(async move {
             while labels.changed().await.is_ok() {
                 match shared.upgrade() {
-                    Some(shared) if !shared.is_stopping() => shared.refresh(),
+                    Some(shared) if shared.refresh_unless_stopping() => {}
                     _ => return,
                 }
             }
@@ -412,6 +413,22 @@ impl BalancerShared {
     /// labels watch.
     pub(crate) fn refresh(&self) {
         let _writer = self.refreshing.lock().unwrap_or_else(|p| p.into_inner());
+        self.refresh_locked();
+    }
+
+    /// [`refresh`](Self::refresh) unless the balancer is stopping (checked under the writer's
+    /// lock, which [`clear`](Self::clear) takes too: a stopped balancer's members stay
+    /// cleared); whether it refreshed.
+    fn refresh_unless_stopping(&self) -> bool {
+        let _writer = self.refreshing.lock().unwrap_or_else(|p| p.into_inner());
+        if self.is_stopping() {
+            return false;
+        }
+        self.refresh_locked();
+        true
+    }
+
+    fn refresh_locked(&self) {
         let cells = ractor::pg::get_scoped_members(&SCOPE.to_string(), &self.name);
         // Versions are per balancer: its selector is its own.
         let previous_version = self.version.load(Ordering::Relaxed);
