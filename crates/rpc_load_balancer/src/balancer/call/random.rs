@@ -67,8 +67,9 @@ impl<'r> Route<'r> {
         Ok(self.attempt(&chosen, destination, counted, timeout))
     }
 
-    /// A random matching peer, and a future that ends when a peer comes or goes, this node
-    /// starts to shut down or the tracking balancer's members change.
+    /// A random matching peer, and a future that ends when a peer comes or goes (or, for a
+    /// label filter, a peer's labels become known), this node starts to shut down or the
+    /// tracking balancer's members change.
     fn watch_for_peers(
         &self,
         filter: &NodeFilter,
@@ -78,6 +79,8 @@ impl<'r> Route<'r> {
         let mut nodes = node.peers.watch_node_list();
         nodes.borrow_and_update();
         let mut lifecycle = node.lifecycle.subscribe();
+        // A label filter also waits for a peer's labels to become known.
+        let mut labels = filter.is_label().then(|| node.peers.watch_labels());
         let mut members = self.tracking.as_ref().map(|b| b.watch_members());
         let changed = async move {
             let balancer_changed = async {
@@ -88,8 +91,17 @@ impl<'r> Route<'r> {
                     None => std::future::pending::<()>().await,
                 }
             };
+            let labels_changed = async {
+                match labels.as_mut() {
+                    Some(labels) => {
+                        let _ = labels.changed().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
             tokio::select! {
                 _ = nodes.changed() => {}
+                _ = labels_changed => {}
                 _ = lifecycle.wait_for(|l| *l != Lifecycle::Running) => {}
                 _ = balancer_changed => {}
             }
