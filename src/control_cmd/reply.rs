@@ -90,3 +90,27 @@ pub(super) fn json(reply: ControlReply, selection: Option<&Selection>) -> Value 
         other => json!({"reply": format!("{other:?}")}),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_print_as_key_value_lines_and_a_json_object() {
+        let reply = || {
+            ControlReply::Labels(vec![
+                ("version".into(), "2".into()),
+                ("zone".into(), "a".into()),
+            ])
+        };
+        assert_eq!(text(&reply(), None).as_deref(), Some("version=2\nzone=a"));
+        assert_eq!(
+            json(reply(), None),
+            json!({"labels": {"version": "2", "zone": "a"}})
+        );
+        assert_eq!(
+            text(&ControlReply::Labels(Vec::new()), None).as_deref(),
+            Some("")
+        );
+    }
+}
