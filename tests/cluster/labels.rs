@@ -3,7 +3,8 @@
 //! Peers learn each other's labels; label filters pick nodes by them (a balancer's
 //! `node_match_list` on each node against its own labels, a random-node call against the
 //! peers'); a balancer with locality sends every call to the zone-a members while they are
-//! there, and to zone b once both are killed.
+//! there and can take it (under a cap of 1 call per member, a call finds zone a full and goes
+//! to zone b), and to zone b once both are killed.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -14,7 +15,7 @@ use rpc_load_balancer::{
 };
 use rpclb::harness::Cluster;
 
-use crate::{Whoami, BIN, MESH_TIMEOUT};
+use crate::{Sleep, Whoami, BIN, MESH_TIMEOUT};
 
 /// Bound for labels and membership changes to reach this node.
 const BOUND: Duration = Duration::from_secs(10);
@@ -53,16 +54,32 @@ async fn labels_are_known_filter_nodes_and_route_calls_to_the_local_zone_first()
     let mut cluster = Cluster::start_each(
         BIN,
         &[
-            &["--balancer", "work", "--label", "zone=a"],
             &[
                 "--balancer",
                 "work",
+                "--balancer",
+                "spill",
+                "--label",
+                "zone=a",
+            ],
+            &[
+                "--balancer",
+                "work",
+                "--balancer",
+                "spill",
                 "--label",
                 "zone=a",
                 "--label",
                 "version=2",
             ],
-            &["--balancer", "work", "--label", "zone=b"],
+            &[
+                "--balancer",
+                "work",
+                "--balancer",
+                "spill",
+                "--label",
+                "zone=b",
+            ],
         ],
     )
     .await
@@ -153,6 +170,57 @@ async fn labels_are_known_filter_nodes_and_route_calls_to_the_local_zone_first()
         "every call in zone a, round robin within it"
     );
 
+    // With a cap of 1 call per member: while both zone-a members hold a call, the next goes to
+    // zone b.
+    let spill = Balancer::start(
+        BalancerConfig::new("spill")
+            .algorithm(RoundRobin::new())
+            .locality(Locality::zone())
+            .max_in_flight_per_member(1)
+            .node_match_list(Vec::<String>::new()),
+    )
+    .await
+    .unwrap();
+    spill.wait_for_members(3, MESH_TIMEOUT).await.unwrap();
+    let mut spill_members = spill.watch_members();
+    let zoned = tokio::time::timeout(
+        BOUND,
+        spill_members.wait_for(|m| m.views().iter().filter(|v| v.is_preferred()).count() == 2),
+    )
+    .await;
+    assert!(
+        zoned.is_ok(),
+        "zone-a members marked: {:?}",
+        spill.members()
+    );
+    drop(zoned);
+    let held: Vec<_> = (0..2)
+        .map(|_| {
+            let spill = spill.clone();
+            tokio::spawn(async move { spill.call::<Sleep>(5_000).await })
+        })
+        .collect();
+    let mut both_busy = false;
+    for _ in 0..500 {
+        let members = spill.members();
+        let busy: Vec<&str> = members
+            .as_slice()
+            .iter()
+            .filter(|m| m.in_flight() == 1)
+            .map(|m| m.node())
+            .collect();
+        if busy == [a0.as_str(), a1.as_str()] {
+            both_busy = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(both_busy, "one call held on each zone-a member");
+    assert_eq!(spill.call::<Whoami>(()).await.unwrap(), b, "zone a is full");
+    for call in held {
+        call.abort();
+    }
+
     // Both zone-a members killed: calls go to zone b.
     cluster.nodes[0].kill().await;
     cluster.nodes[1].kill().await;
@@ -163,6 +231,7 @@ async fn labels_are_known_filter_nodes_and_route_calls_to_the_local_zone_first()
     assert_eq!(got, BTreeMap::from([(b.clone(), 6)]));
 
     work.stop().await;
+    spill.stop().await;
     in_zone.stop().await;
     elsewhere.stop().await;
     me.shutdown().await;
