@@ -100,7 +100,7 @@ impl Recorder for AtomicRecorder {
 /// wrapped one below (this node plus 7 stand-in actors under member names), and counts this
 /// thread's allocations over 10,000 selections each, with a key (after a warm-up that builds
 /// any per-snapshot cache).
-fn allocations_per_selection() -> Vec<(&'static str, u64)> {
+fn allocations_per_selection() -> Vec<(String, u64)> {
     // The counter sees this thread's allocations.
     let before = allocations();
     std::hint::black_box(vec![1u8; 16]);
@@ -112,7 +112,9 @@ fn allocations_per_selection() -> Vec<(&'static str, u64)> {
         .unwrap();
     let node = runtime
         .block_on(Node::start(
-            NodeConfig::new("alloc", "127.0.0.1:0").cookie("alloc"),
+            NodeConfig::new("alloc", "127.0.0.1:0")
+                .cookie("alloc")
+                .label("zone", "a"),
         ))
         .unwrap();
     let mut results = Vec::new();
@@ -128,9 +130,26 @@ fn allocations_per_selection() -> Vec<(&'static str, u64)> {
         "load_weighted+slow_start+ejection",
         "hash_ring_bounded+ejection",
     ];
-    for name in BUILT_IN.iter().copied().chain(wrapped) {
-        let balancer_name = format!("alloc-{name}");
-        let config = BalancerConfig::new(&balancer_name).algorithm_arc(by_name(name).unwrap());
+    // With locality (this node in zone `a`, the stand-ins in none): every pick goes to this
+    // node's own member, through the preferred sublist, under a cap it never reaches.
+    let local = [
+        "round_robin",
+        "least_connections",
+        "peak_ewma+slow_start+ejection",
+    ];
+    let runs = BUILT_IN
+        .iter()
+        .chain(&wrapped)
+        .map(|name| (*name, false))
+        .chain(local.iter().map(|name| (*name, true)));
+    for (name, locality) in runs {
+        let balancer_name = format!("alloc-{name}-{locality}");
+        let mut config = BalancerConfig::new(&balancer_name).algorithm_arc(by_name(name).unwrap());
+        if locality {
+            config = config
+                .locality(rpc_load_balancer::Locality::zone())
+                .max_in_flight_per_member(1_000);
+        }
         let balancer = runtime.block_on(Balancer::start(config)).unwrap();
         let stand_ins = runtime
             .block_on(join_stand_ins(&balancer_name, 1..8))
@@ -142,6 +161,20 @@ fn allocations_per_selection() -> Vec<(&'static str, u64)> {
         for _ in 0..100 {
             drop(balancer.select_node(Some(&key)).unwrap());
         }
+        if locality {
+            let members = balancer.members();
+            let preferred: Vec<&str> = members
+                .as_slice()
+                .iter()
+                .filter(|m| m.view().is_preferred())
+                .map(|m| m.node())
+                .collect();
+            assert_eq!(
+                preferred,
+                [node.name()],
+                "{name}: only this node is in zone a"
+            );
+        }
         let before = allocations();
         for i in 0..10_000u64 {
             let key = i.to_be_bytes();
@@ -149,7 +182,12 @@ fn allocations_per_selection() -> Vec<(&'static str, u64)> {
             std::hint::black_box(guard.node());
             drop(guard);
         }
-        results.push((name, allocations() - before));
+        let count = allocations() - before;
+        let label = match locality {
+            true => format!("{name} with locality"),
+            false => name.to_string(),
+        };
+        results.push((label, count));
         runtime.block_on(balancer.stop());
         for actor in stand_ins {
             actor.stop(None);

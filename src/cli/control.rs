@@ -19,7 +19,7 @@ pub struct ControlArgs {
     /// failure (joining the cluster, a usage error — kind `usage`, exit status 2 — or the
     /// request), `{"ok":false,"node":..,"error":{"kind","code","message","node"}}`. `reply` is
     /// ping `{"node","wire_version"}`, nodes `{"nodes":[..]}`, functions `{"functions":[..]}`,
-    /// stats `{"served_in_flight","served_total"}`, cpu_reading `{"cpu","age_ms"}` (% and ms;
+    /// stats `{"served_in_flight","served_total"}`, labels `{"labels":{KEY:VALUE,..}}`, cpu_reading `{"cpu","age_ms"}` (% and ms;
     /// both null without a reading), cpu_readings `{"readings":[{"node","cpu","age_ms"}],
     /// "selection":[{"balancer","members":[{"node","cpu"}]}]}` (`selection`: per LeastCpu
     /// balancer on the node, the value it routes each member by — 50 when missing or older
@@ -34,7 +34,8 @@ pub struct ControlArgs {
     /// default), 10,000 for every other request.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout_ms: Option<u64>,
-    /// ping, nodes, functions, stats, cpu_reading (the node's own CPU reading and its age),
+    /// ping, nodes, functions, stats, labels (the node's labels, KEY=VALUE one a line),
+    /// cpu_reading (the node's own CPU reading and its age),
     /// cpu_readings (every CPU reading the node holds, and what its LeastCpu balancers route
     /// each member by), crash_poller BALANCER (make that LeastCpu balancer's Poller fail;
     /// needs remote admin on the node) or stop_balancer BALANCER (drain and stop the node's

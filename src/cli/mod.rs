@@ -81,7 +81,7 @@ pub enum Command {
     /// direct, balanced and local interleaved in rounds for each payload size.
     Bench(BenchArgs),
     /// Join a cluster as a client node and send one control request (ping, nodes, functions,
-    /// stats, cpu_reading, cpu_readings, crash_poller, stop_balancer) to a node.
+    /// stats, labels, cpu_reading, cpu_readings, crash_poller, stop_balancer) to a node.
     Control(ControlArgs),
     /// One caller process of `rpclb demo --scenario` (internal: the demo starts it).
     #[command(hide = true)]

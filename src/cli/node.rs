@@ -13,6 +13,15 @@ fn node_filter_regex(pattern: &str) -> Result<NodeFilter, String> {
     NodeFilter::regex(pattern).map_err(|e| e.to_string())
 }
 
+/// Parses a `--label` or `--node-match-label` value, `KEY=VALUE` (split at the first `=`;
+/// the value may be empty or hold `=`). The node checks the label itself at start.
+fn label_pair(value: &str) -> Result<(String, String), String> {
+    let (key, value) = value
+        .split_once('=')
+        .ok_or_else(|| format!("{value:?} is not KEY=VALUE"))?;
+    Ok((key.to_string(), value.to_string()))
+}
+
 /// Parses a `--function-max-concurrent-calls` value, `NAME=N`.
 fn function_cap(value: &str) -> Result<(String, usize), String> {
     let (name, cap) = value
@@ -22,6 +31,36 @@ fn function_cap(value: &str) -> Result<(String, usize), String> {
         .parse()
         .map_err(|e| format!("{value:?}: the cap {cap:?} is not a count: {e}"))?;
     Ok((name.to_string(), cap))
+}
+
+/// The labels of `rpclb node`, and which nodes the balancers it starts take (their
+/// node_match_list and locality).
+#[derive(Debug, Clone, Args)]
+pub struct LabelArgs {
+    /// node_match_list of the balancers started with --balancer: this node is their member only
+    /// if its full name (NAME@HOST) contains SUBSTRING (repeat for several; with
+    /// --node-match-regex, any one matching is enough). Without either flag the node is a
+    /// member. Subject to --exclude-pattern.
+    #[arg(long = "node-match", value_name = "SUBSTRING")]
+    pub node_match: Vec<String>,
+    /// Like --node-match with a regex found anywhere in the full name, e.g. `^feed@` for the
+    /// node named exactly `feed` (repeat for several).
+    #[arg(long = "node-match-regex", value_name = "REGEX", value_parser = node_filter_regex)]
+    pub node_match_regex: Vec<NodeFilter>,
+    /// Like --node-match with a label: the node is a member when its label KEY is exactly
+    /// VALUE, e.g. `version=2` (repeat for several).
+    #[arg(long = "node-match-label", value_name = "KEY=VALUE", value_parser = label_pair)]
+    pub node_match_label: Vec<(String, String)>,
+    /// A label of this node, e.g. `zone=eu-1` or `version=2` (repeat for several; a later
+    /// value of a key replaces an earlier one): known to every peer, matched by label filters
+    /// and by balancers' locality. At most 32; KEY 1-64 bytes of letters, digits, `.`, `_`,
+    /// `/`, `-`; VALUE at most 256 bytes (refused at start otherwise).
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = label_pair)]
+    pub labels: Vec<(String, String)>,
+    /// The balancers started with --balancer prefer the members whose label KEY (e.g. `zone`)
+    /// is this node's while one of them can take the call (locality; off by default).
+    #[arg(long = "locality", value_name = "KEY")]
+    pub locality: Option<String>,
 }
 
 /// The concurrency caps of `rpclb node` (pushback).
@@ -71,16 +110,8 @@ pub struct NodeArgs {
     /// The algorithm of the balancers started with --balancer.
     #[arg(long, default_value = "random", value_parser = PossibleValuesParser::new(BUILT_IN))]
     pub algorithm: String,
-    /// node_match_list of the balancers started with --balancer: this node is their member only
-    /// if its full name (NAME@HOST) contains SUBSTRING (repeat for several; with
-    /// --node-match-regex, any one matching is enough). Without either flag the node is a
-    /// member. Subject to --exclude-pattern.
-    #[arg(long = "node-match", value_name = "SUBSTRING")]
-    pub node_match: Vec<String>,
-    /// Like --node-match with a regex found anywhere in the full name, e.g. `^feed@` for the
-    /// node named exactly `feed` (repeat for several).
-    #[arg(long = "node-match-regex", value_name = "REGEX", value_parser = node_filter_regex)]
-    pub node_match_regex: Vec<NodeFilter>,
+    #[command(flatten)]
+    pub label_args: Box<LabelArgs>,
     /// A name part that keeps this node out of balancers whose node_match_list does not name
     /// it (repeat for several): with `_qa`, node `feed_qa` is not a member of balancers matched
     /// on `feed`, but is of those matched on `feed_qa`. Balancers without a node_match_list
@@ -237,13 +268,23 @@ impl NodeArgs {
     /// The node_match_list of the balancers started with --balancer (`--node-match` then
     /// `--node-match-regex`); `None` when neither is given (every node is a member).
     pub fn node_match_list(&self) -> Option<Vec<NodeFilter>> {
-        if self.node_match.is_empty() && self.node_match_regex.is_empty() {
+        let filters = &self.label_args;
+        if filters.node_match.is_empty()
+            && filters.node_match_regex.is_empty()
+            && self.label_args.node_match_label.is_empty()
+        {
             return None;
         }
-        let substrings = self.node_match.iter().map(NodeFilter::from);
+        let substrings = filters.node_match.iter().map(NodeFilter::from);
+        let labels = self
+            .label_args
+            .node_match_label
+            .iter()
+            .map(|(key, value)| NodeFilter::label(key, value));
         Some(
             substrings
-                .chain(self.node_match_regex.iter().cloned())
+                .chain(filters.node_match_regex.iter().cloned())
+                .chain(labels)
                 .collect(),
         )
     }
@@ -371,6 +412,30 @@ pub(super) mod tests {
             ]
         );
         assert_eq!(args.exclude_patterns, ["_qa", "_canary"]);
+        let labeled = node_args(&[
+            "--label",
+            "zone=a",
+            "--label",
+            "version=2=b",
+            "--node-match-label",
+            "version=2",
+            "--locality",
+            "zone",
+        ])
+        .unwrap();
+        assert_eq!(
+            labeled.label_args.labels,
+            [
+                ("zone".to_string(), "a".to_string()),
+                ("version".to_string(), "2=b".to_string())
+            ]
+        );
+        assert_eq!(
+            labeled.node_match_list().unwrap(),
+            [NodeFilter::label("version", "2")]
+        );
+        assert_eq!(labeled.label_args.locality.as_deref(), Some("zone"));
+        assert!(node_args(&["--label", "zone"]).is_err(), "no `=`");
         let only_regex = node_args(&["--node-match-regex", "x"]).unwrap();
         assert_eq!(only_regex.node_match_list().unwrap().len(), 1);
         let error = node_args(&["--node-match-regex", "(unclosed"]).unwrap_err();

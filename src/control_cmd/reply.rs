@@ -44,6 +44,13 @@ pub(super) fn text(reply: &ControlReply, selection: Option<&Selection>) -> Optio
         ),
         ControlReply::Done => Some("done".to_string()),
         ControlReply::Stopped(report) => Some(drain_text(report)),
+        ControlReply::Labels(labels) => Some(
+            labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
         _ => None,
     }
 }
@@ -72,7 +79,38 @@ pub(super) fn json(reply: ControlReply, selection: Option<&Selection>) -> Value 
             json!({ "readings": readings, "selection": selection.map(selection_json) })
         }
         ControlReply::Done => json!({"done": true}),
+        ControlReply::Labels(labels) => {
+            let labels: serde_json::Map<String, Value> = labels
+                .into_iter()
+                .map(|(k, v)| (k, Value::String(v)))
+                .collect();
+            json!({ "labels": labels })
+        }
         ControlReply::Stopped(report) => drain_json(&report),
         other => json!({"reply": format!("{other:?}")}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_print_as_key_value_lines_and_a_json_object() {
+        let reply = || {
+            ControlReply::Labels(vec![
+                ("version".into(), "2".into()),
+                ("zone".into(), "a".into()),
+            ])
+        };
+        assert_eq!(text(&reply(), None).as_deref(), Some("version=2\nzone=a"));
+        assert_eq!(
+            json(reply(), None),
+            json!({"labels": {"version": "2", "zone": "a"}})
+        );
+        assert_eq!(
+            text(&ControlReply::Labels(Vec::new()), None).as_deref(),
+            Some("")
+        );
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 use rpc_load_balancer::ControlRequest;
 
 /// The control requests `rpclb control` sends, for messages.
-const CONTROL_REQUESTS: &str = "ping, nodes, functions, stats, cpu_reading, cpu_readings, \
+const CONTROL_REQUESTS: &str = "ping, nodes, functions, stats, labels, cpu_reading, cpu_readings, \
      crash_poller BALANCER, stop_balancer BALANCER";
 
 /// The default `rpclb control --timeout-ms` of `stop_balancer`: 60 s. The stop answers when
@@ -44,6 +44,7 @@ pub(super) fn control_request(request: &str, arg: Option<&str>) -> Result<Contro
         "stats" => no_arg(ControlRequest::Stats),
         "cpu_reading" => no_arg(ControlRequest::CpuReading),
         "cpu_readings" => no_arg(ControlRequest::CpuReadings),
+        "labels" => no_arg(ControlRequest::Labels),
         "crash_poller" => arg
             .map(|balancer| ControlRequest::CrashPoller(balancer.to_string()))
             .ok_or_else(|| "crash_poller needs the balancer's name: crash_poller BALANCER".into()),
@@ -68,6 +69,7 @@ mod tests {
             control_request("cpu_reading", None),
             Ok(ControlRequest::CpuReading)
         );
+        assert_eq!(control_request("labels", None), Ok(ControlRequest::Labels));
         assert_eq!(
             control_request("cpu_readings", None),
             Ok(ControlRequest::CpuReadings)

@@ -59,6 +59,7 @@ pub async fn run(args: NodeArgs) -> CmdResult {
         .cpu_sampler(args.cpu_sampler.clone())
         .cpu_sample_interval(Duration::from_millis(args.cpu_sample_interval_ms))
         .excluded_node_patterns(args.exclude_patterns.clone())
+        .labels(args.label_args.labels.clone())
         .heartbeat_interval(Duration::from_millis(args.heartbeat_interval_ms))
         .heartbeat_timeout(Duration::from_millis(args.heartbeat_timeout_ms))
         .dial_backoff_max(Duration::from_millis(args.dial_backoff_max_ms))
@@ -121,6 +122,10 @@ pub async fn run(args: NodeArgs) -> CmdResult {
             .drain_timeout(Duration::from_millis(args.drain_timeout_ms));
         let config = match &node_match_list {
             Some(filters) => config.node_match_list(filters.iter().cloned()),
+            None => config,
+        };
+        let config = match &args.label_args.locality {
+            Some(key) => config.locality(rpc_load_balancer::Locality::label(key)),
             None => config,
         };
         match &parent {

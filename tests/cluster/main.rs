@@ -25,6 +25,7 @@ mod function_limits;
 mod handshake;
 mod heartbeat;
 mod hostile;
+mod labels;
 mod least_cpu;
 mod least_cpu_options;
 mod leaving;

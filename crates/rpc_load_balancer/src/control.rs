@@ -118,6 +118,11 @@ pub enum ControlRequest {
         /// Kill the parent rather than stop it.
         kill: bool,
     },
+    /// The target's labels ([`NodeConfig::label`](crate::NodeConfig::label)):
+    /// [`ControlReply::Labels`]. Every node asks each peer when its session comes up; not
+    /// admin-gated. A node older than labels answers
+    /// [`Error::BadRequest`](crate::Error::BadRequest): it has none.
+    Labels,
 }
 
 /// The answer to a [`ControlRequest`]. (Only `PartialEq`: CPU readings carry an `f64`.)
@@ -174,6 +179,10 @@ pub enum ControlReply {
     CpuSelection(Vec<(String, Vec<(String, f64)>)>),
     /// How the stop of a balancer went ([`ControlRequest::StopBalancerReport`]).
     Stopped(DrainReport),
+    /// The target's labels as `(key, value)` pairs, sorted by key
+    /// ([`ControlRequest::Labels`]). A receiver keeps the valid pairs among the first
+    /// [`MAX_LABELS`](crate::MAX_LABELS) and drops the rest.
+    Labels(Vec<(String, String)>),
 }
 
 /// One node's CPU reading as held or reported (utilisation in percent and its age in ms):
@@ -231,6 +240,7 @@ mod tests {
                     kill: true,
                 },
             ),
+            (21, ControlRequest::Labels),
         ];
         for (index, request) in requests {
             let bytes = postcard::to_allocvec(&request).unwrap();

@@ -423,6 +423,7 @@ async fn admin<S: Serving + ?Sized>(
             })
         }
         request @ (ControlRequest::Nodes
+        | ControlRequest::Labels
         | ControlRequest::ConnectionOf(_)
         | ControlRequest::Peers
         | ControlRequest::Joined { .. }

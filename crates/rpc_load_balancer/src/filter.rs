@@ -47,16 +47,36 @@
 //! # Ok::<(), rpc_load_balancer::Error>(())
 //! ```
 //!
+//! **Label filters** ([`NodeFilter::label`]) match a node by one of its
+//! [labels](crate::NodeConfig::label) instead of its name: `zone=eu-1` matches the nodes
+//! whose label `zone` is exactly `eu-1`. [`matches_labeled`] tests them against the node's
+//! labels; a node whose labels are not known (a peer this node has not heard from yet)
+//! matches no label filter, and [`matches()`], given no labels, never matches one. Excluded
+//! patterns apply to a label match too, the filter's text being `key=value`.
+//!
+//! ```
+//! use rpc_load_balancer::filter::{matches_labeled, NodeFilter};
+//! use rpc_load_balancer::Labels;
+//!
+//! let zone_a = NodeFilter::label("zone", "a");
+//! let labels = Labels::from_pairs([("zone", "a")]);
+//! assert!(matches_labeled("w@h", Some(&labels), &zone_a, &[]));
+//! assert!(!matches_labeled("w@h", Some(&Labels::new()), &zone_a, &[]));
+//! assert!(!matches_labeled("w@h", None, &zone_a, &[]), "labels not known yet");
+//! ```
+//!
 //! Balancers use filters in [`BalancerConfig::node_match_list`](crate::BalancerConfig::node_match_list)
-//! (whether *this* node is a member).
+//! (whether *this* node is a member, against its own labels); random-node calls
+//! ([`RandomNodeCall`](crate::RandomNodeCall)) filter the connected peers with them (against
+//! each peer's labels as learnt).
 
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::Error;
+use crate::{Error, Labels};
 
-/// A pattern selecting nodes by their full name (`name@host`): a substring or a regex. See
-/// the [module docs](self) for the rule.
+/// A pattern selecting nodes by their full name (`name@host`) — a substring or a regex — or by
+/// one of their labels. See the [module docs](self) for the rule.
 ///
 /// Strings convert into substring filters (`"worker".into()`); build a regex filter with
 /// [`NodeFilter::regex`]. Two filters are equal when they are of the same kind with the same
@@ -68,6 +88,14 @@ pub enum NodeFilter {
     /// Matches a node whose full name the regex finds a match in (unanchored unless the
     /// pattern anchors itself).
     Regex(regex::Regex),
+    /// Matches a node whose label `key` has exactly the value `value` (see
+    /// [`NodeFilter::label`]); never a node whose labels are not known.
+    Label {
+        /// The label's key, e.g. `zone`.
+        key: String,
+        /// The value it must have, e.g. `eu-1`.
+        value: String,
+    },
 }
 
 impl NodeFilter {
@@ -90,13 +118,40 @@ impl NodeFilter {
             })
     }
 
-    /// The filter's text: the substring, or the regex's source. Excluded patterns contained
-    /// in it don't exclude (see [`matches()`]).
+    /// A filter matching the nodes whose label `key` is exactly `value`, e.g.
+    /// `NodeFilter::label("zone", "eu-1")` or `("version", "2")` for canaries. A balancer
+    /// refuses an empty key when it starts ([`Error::InvalidConfig`] naming
+    /// `node_match_list`).
+    pub fn label(key: impl Into<String>, value: impl Into<String>) -> Self {
+        Self::Label {
+            key: key.into(),
+            value: value.into(),
+        }
+    }
+
+    /// The filter's text: the substring, or the regex's source; for a label filter, its key
+    /// (an empty key is refused as an empty substring is). Excluded patterns contained in
+    /// [`text`](Self::text) don't exclude (see [`matches()`]).
     pub fn as_str(&self) -> &str {
         match self {
             Self::Substring(text) => text,
             Self::Regex(regex) => regex.as_str(),
+            Self::Label { key, .. } => key,
         }
+    }
+
+    /// The text excluded patterns are looked for in: [`as_str`](Self::as_str), or `key=value`
+    /// for a label filter.
+    pub fn text(&self) -> Cow<'_, str> {
+        match self {
+            Self::Label { key, value } => Cow::Owned(format!("{key}={value}")),
+            other => Cow::Borrowed(other.as_str()),
+        }
+    }
+
+    /// Whether this is a label filter.
+    pub fn is_label(&self) -> bool {
+        matches!(self, Self::Label { .. })
     }
 
     /// Whether this is a regex filter.
@@ -104,11 +159,13 @@ impl NodeFilter {
         matches!(self, Self::Regex(_))
     }
 
-    /// The base match alone, without exclusions: containment or regex match on `node`.
-    fn base_match(&self, node: &str) -> bool {
+    /// The base match alone, without exclusions: containment or regex match on `node`, or
+    /// the label's value in `labels`.
+    fn base_match(&self, node: &str, labels: Option<&Labels>) -> bool {
         match self {
             Self::Substring(text) => node.contains(text.as_str()),
             Self::Regex(regex) => regex.is_match(node),
+            Self::Label { key, value } => labels.is_some_and(|l| l.has(key, value)),
         }
     }
 }
@@ -126,12 +183,27 @@ impl NodeFilter {
 /// assert!(!matches("options_feed_qa@host", &"options_feed".into(), &excluded));
 /// assert!(matches("options_feed_qa@host", &"options_feed_qa".into(), &excluded));
 /// ```
+///
+/// A label filter never matches here (no labels are given): see [`matches_labeled`].
 pub fn matches(node: &str, filter: &NodeFilter, excluded_patterns: &[String]) -> bool {
-    if !filter.base_match(node) {
+    matches_labeled(node, None, filter, excluded_patterns)
+}
+
+/// [`matches()`] for a node whose labels are `labels` (`None`: not known), so that label
+/// filters can match: a label filter matches when the node's label `key` is `value`; name
+/// filters ignore the labels. Exclusions apply alike (a label filter's text being
+/// `key=value`).
+pub fn matches_labeled(
+    node: &str,
+    labels: Option<&Labels>,
+    filter: &NodeFilter,
+    excluded_patterns: &[String],
+) -> bool {
+    if !filter.base_match(node, labels) {
         return false;
     }
     let short = node.split_once('@').map_or(node, |(short, _)| short);
-    let text = filter.as_str();
+    let text = filter.text();
     !excluded_patterns
         .iter()
         .any(|pattern| short.contains(pattern.as_str()) && !text.contains(pattern.as_str()))
@@ -142,23 +214,34 @@ impl fmt::Debug for NodeFilter {
         match self {
             Self::Substring(text) => f.debug_tuple("Substring").field(text).finish(),
             Self::Regex(regex) => f.debug_tuple("Regex").field(&regex.as_str()).finish(),
+            Self::Label { key, value } => f
+                .debug_struct("Label")
+                .field("key", key)
+                .field("value", value)
+                .finish(),
         }
     }
 }
 
-/// `"worker"` (substring) or `/^worker@/` (regex).
+/// `"worker"` (substring), `/^worker@/` (regex) or `label zone=eu-1`.
 impl fmt::Display for NodeFilter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Substring(text) => write!(f, "{text:?}"),
             Self::Regex(regex) => write!(f, "/{}/", regex.as_str()),
+            Self::Label { key, value } => write!(f, "label {key}={value}"),
         }
     }
 }
 
 impl PartialEq for NodeFilter {
     fn eq(&self, other: &Self) -> bool {
-        self.is_regex() == other.is_regex() && self.as_str() == other.as_str()
+        match (self, other) {
+            (Self::Label { .. }, _) | (_, Self::Label { .. }) => {
+                self.is_label() == other.is_label() && self.text() == other.text()
+            }
+            _ => self.is_regex() == other.is_regex() && self.as_str() == other.as_str(),
+        }
     }
 }
 
@@ -296,6 +379,36 @@ mod tests {
         assert!(
             !matches("worker_qa@h", &sub(""), &qa()),
             "exclusions still apply"
+        );
+    }
+
+    #[test]
+    fn label_filters_match_known_labels_only_with_exclusions() {
+        let zone_a = NodeFilter::label("zone", "a");
+        let a = Labels::from_pairs([("zone", "a"), ("version", "2")]);
+        let b = Labels::from_pairs([("zone", "b")]);
+        assert!(matches_labeled("w@h", Some(&a), &zone_a, &[]));
+        assert!(!matches_labeled("w@h", Some(&b), &zone_a, &[]));
+        assert!(!matches_labeled("w@h", None, &zone_a, &[]), "not known yet");
+        assert!(!matches("w@h", &zone_a, &[]), "matches() has no labels");
+        assert!(!matches_labeled("zone@h", Some(&b), &sub("zone=a"), &[]));
+        // Name filters ignore labels.
+        assert!(matches_labeled("w@h", None, &sub("w"), &[]));
+        // Exclusions: the filter's text is `key=value`.
+        assert!(!matches_labeled("w_qa@h", Some(&a), &zone_a, &qa()));
+        let qa_zone = NodeFilter::label("zone_qa", "a");
+        let qa_labels = Labels::from_pairs([("zone_qa", "a")]);
+        assert!(matches_labeled("w_qa@h", Some(&qa_labels), &qa_zone, &qa()));
+        assert_eq!(zone_a.text(), "zone=a");
+        assert_eq!(zone_a.as_str(), "zone");
+        assert_eq!(zone_a.to_string(), "label zone=a");
+        assert_eq!(zone_a, NodeFilter::label("zone", "a"));
+        assert_ne!(zone_a, NodeFilter::label("zone", "b"));
+        assert_ne!(zone_a, sub("zone=a"));
+        assert!(zone_a.is_label() && !zone_a.is_regex());
+        assert_eq!(
+            format!("{zone_a:?}"),
+            r#"Label { key: "zone", value: "a" }"#
         );
     }
 

@@ -25,6 +25,8 @@ pub struct HowToSlowStart;
 pub struct HowToLoadReports;
 #[doc = include_str!("../../../docs/how-to/node-filtering.md")]
 pub struct HowToNodeFiltering;
+#[doc = include_str!("../../../docs/how-to/node-labels-and-locality.md")]
+pub struct HowToNodeLabelsAndLocality;
 #[doc = include_str!("../../../docs/how-to/retries.md")]
 pub struct HowToRetries;
 #[doc = include_str!("../../../docs/how-to/draining-and-shutdown.md")]

@@ -135,15 +135,15 @@ pub use filter::NodeFilter;
 pub use function::{CallContext, FunctionError, RemoteFunction};
 pub use named::NamedBalancer;
 pub use node::{
-    ForwardedEvent, Forwarding, ForwardingEnd, Node, NodeConfig, NodeEvent, TlsConfig,
-    DEFAULT_HANDSHAKE_FRAME_LIMIT, DEFAULT_MAX_HANDSHAKES, DEFAULT_MAX_PAYLOAD_BYTES,
-    MAX_PAYLOAD_CAP_BYTES,
+    ForwardedEvent, Forwarding, ForwardingEnd, Labels, Node, NodeConfig, NodeEvent, TlsConfig,
+    DEFAULT_HANDSHAKE_FRAME_LIMIT, DEFAULT_MAX_HANDSHAKES, DEFAULT_MAX_PAYLOAD_BYTES, MAX_LABELS,
+    MAX_LABEL_KEY_BYTES, MAX_LABEL_VALUE_BYTES, MAX_PAYLOAD_CAP_BYTES,
 };
 pub use payload::{Payload, PAYLOAD_TAIL_ROOM};
 pub use random_node::{RandomNodeCall, RandomNodeCast};
 pub use retry::{Retry, RetryCount, MIN_RETRY_WAIT};
 pub use routing::{
-    Algorithm, Explanation, LoadReport, MemberView, OutlierEjection, Selector, SlowStart,
+    Algorithm, Explanation, LoadReport, Locality, MemberView, OutlierEjection, Selector, SlowStart,
 };
 // Test hook (hidden): `rpclb node --wire-extra-field`.
 #[cfg(feature = "test-hooks")]

@@ -7,8 +7,10 @@
 //! 2. Otherwise the candidates are the connected peers ([`Node::nodes`]) that serve rpc and
 //!    match the filter, this node's
 //!    [`excluded_node_patterns`](crate::NodeConfig::excluded_node_patterns) applied (see
-//!    [`filter::matches`]). While there are none, the call waits as its [`Retry`] allows —
-//!    asynchronously, jittered, ending early when a peer comes or goes, never past the call's
+//!    [`filter::matches`]; a [label filter](NodeFilter::label) against each peer's labels as
+//!    learnt, [`filter::matches_labeled`]). While there are none, the call waits as its
+//!    [`Retry`] allows — asynchronously, jittered, ending early when a peer comes or goes (or
+//!    a peer's labels become known), never past the call's
 //!    timeout — and then fails with [`Error::NoMatchingNodes`]. Otherwise one candidate is
 //!    picked uniformly at random and gets a direct [`Node::call`] (resp. [`Node::cast`]) with
 //!    what is left of the timeout. A call that was sent is never sent again.

@@ -139,6 +139,8 @@ pub const BUILT_IN: &[&str] = &[
 pub const EXTRA: &[&str] = &["hash_ring_bounded"];
 
 #[cfg(test)]
+mod locality_tests;
+#[cfg(test)]
 mod test_support;
 #[cfg(test)]
 mod tests;

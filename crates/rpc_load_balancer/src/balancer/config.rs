@@ -45,6 +45,7 @@ pub struct BalancerConfig {
     pub(crate) max_in_flight_per_member: Option<usize>,
     pub(crate) outlier_ejection: Option<crate::OutlierEjection>,
     pub(crate) slow_start: Option<crate::SlowStart>,
+    pub(crate) locality: Option<crate::Locality>,
 }
 
 /// Default [`BalancerConfig::leave_grace`]: 500 ms.
@@ -65,6 +66,7 @@ impl std::fmt::Debug for BalancerConfig {
             .field("max_in_flight_per_member", &self.max_in_flight_per_member)
             .field("outlier_ejection", &self.outlier_ejection)
             .field("slow_start", &self.slow_start)
+            .field("locality", &self.locality)
             .field("children", &self.children)
             .finish()
     }
@@ -86,6 +88,7 @@ impl BalancerConfig {
             max_in_flight_per_member: None,
             outlier_ejection: None,
             slow_start: None,
+            locality: None,
         }
     }
 
@@ -116,6 +119,23 @@ impl BalancerConfig {
     pub fn slow_start(mut self, options: crate::SlowStart) -> Self {
         self.slow_start = Some(options);
         self
+    }
+
+    /// Sends calls to the members in this node's zone while one of them can take the call, and
+    /// to every member otherwise (default: off): see [`Locality`](crate::Locality) for the
+    /// rule — which label names the zone (default `zone`), what "can take the call" means,
+    /// and how it goes with slow start and ejection. Checked when the balancer starts:
+    /// [`Error::InvalidConfig`] naming `locality` for an invalid label key, or with
+    /// [`HashRing`](crate::HashRing) or [`CallDirect`](crate::CallDirect). Off, it costs
+    /// nothing.
+    pub fn locality(mut self, locality: crate::Locality) -> Self {
+        self.locality = Some(locality);
+        self
+    }
+
+    /// The [`locality`](Self::locality) option, if set.
+    pub fn locality_options(&self) -> Option<&crate::Locality> {
+        self.locality.as_ref()
     }
 
     /// How this balancer's calls and casts retry while it has no member to send to (default:
@@ -229,9 +249,32 @@ impl BalancerConfig {
     /// assert!(BalancerConfig::new("b").matches_excluding("worker_qa@h", &excluded));
     /// ```
     pub fn matches_excluding(&self, node: &str, excluded: &[String]) -> bool {
+        self.matches_labeled(node, None, excluded)
+    }
+
+    /// [`matches_excluding`](Self::matches_excluding) for a node whose labels are `labels`
+    /// (`None`: not known), so that label filters ([`NodeFilter::label`]) can match: what a
+    /// balancer asks of its own node when it starts.
+    ///
+    /// ```
+    /// use rpc_load_balancer::{BalancerConfig, Labels, NodeFilter};
+    ///
+    /// let canary = BalancerConfig::new("b").node_match_list([NodeFilter::label("version", "2")]);
+    /// let v2 = Labels::from_pairs([("version", "2")]);
+    /// assert!(canary.matches_labeled("w@h", Some(&v2), &[]));
+    /// assert!(!canary.matches_labeled("w@h", Some(&Labels::new()), &[]));
+    /// ```
+    pub fn matches_labeled(
+        &self,
+        node: &str,
+        labels: Option<&crate::Labels>,
+        excluded: &[String],
+    ) -> bool {
         match &self.node_match_list {
             None => true,
-            Some(filters) => filters.iter().any(|f| filter::matches(node, f, excluded)),
+            Some(filters) => filters
+                .iter()
+                .any(|f| filter::matches_labeled(node, labels, f, excluded)),
         }
     }
 

@@ -42,6 +42,7 @@ impl Actor for LoadBalancer {
             );
         }
         shared.refresh();
+        shared.watch_labels();
         Ok(shared)
     }
 

@@ -11,6 +11,10 @@ use super::Releaser;
 use crate::routing::{Derived, MemberView, Request};
 use crate::wire::RpcMessage;
 
+/// Whether the member on a node (full name) is in this node's zone (see
+/// [`Members::from_cells`]).
+pub(crate) type InZone<'a> = &'a dyn Fn(&str) -> bool;
+
 /// Prefix of a member actor's registered name: `rpc_load_balancer/<balancer>/<node>`.
 pub(crate) fn member_name(balancer: &str, node: &str) -> String {
     format!("rpc_load_balancer/{balancer}/{node}")
@@ -144,13 +148,16 @@ impl Members {
     /// actor on the same node — a restarted member or a reconnected node), even between two
     /// snapshots, starts at 0, and late releases of selections from its earlier membership go
     /// to the earlier counter, which is freed with the last snapshot or guard holding it.
-    /// With `cpu`, each view reads its node's slot of the process's CPU cache.
+    /// With `cpu`, each view reads its node's slot of the process's CPU cache. With
+    /// `preferred` (the balancer has locality), each view is marked in this node's zone when
+    /// `preferred(node)` says so.
     pub(crate) fn from_cells(
         metrics: &SelectionMetrics,
         version: u64,
         cells: &[ActorCell],
         previous: &Members,
         cpu: bool,
+        preferred: Option<InZone<'_>>,
     ) -> Members {
         let balancer = metrics.balancer();
         let mut members: Vec<Member> = cells
@@ -159,7 +166,7 @@ impl Members {
             .collect();
         members.sort_by(|a, b| a.node().cmp(b.node()).then(b.is_local().cmp(&a.is_local())));
         members.dedup_by(|later, first| later.node() == first.node());
-        Self::finish(metrics, version, members, previous, cpu)
+        Self::finish(metrics, version, members, previous, cpu, preferred)
     }
 
     /// Builds the snapshot of an actor group from its pg cells: one member per
@@ -192,17 +199,19 @@ impl Members {
                 }
             })
             .collect();
-        Self::finish(metrics, version, members, previous, cpu)
+        Self::finish(metrics, version, members, previous, cpu, None)
     }
 
     /// Registers each member's selection counter, carries the estimates of the members whose
-    /// actor is in `previous`, and (with `cpu`) gives each view its node's CPU slot.
+    /// actor is in `previous`, (with `cpu`) gives each view its node's CPU slot and (with
+    /// `preferred`) marks it in this node's zone.
     fn finish(
         metrics: &SelectionMetrics,
         version: u64,
         mut members: Vec<Member>,
         previous: &Members,
         cpu: bool,
+        preferred: Option<InZone<'_>>,
     ) -> Members {
         for member in &mut members {
             member.selected = metrics.member_counter(member.node_arc());
@@ -213,6 +222,10 @@ impl Members {
             if cpu {
                 let slot = crate::cpu::cache().slot(member.node());
                 member.view = member.view.clone().with_cpu_slot(slot);
+            }
+            if let Some(preferred) = preferred {
+                let zone = preferred(member.node());
+                member.view = member.view.clone().with_preferred(zone);
             }
         }
         Members::new(version, members)

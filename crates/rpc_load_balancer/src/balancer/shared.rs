@@ -98,6 +98,11 @@ pub(crate) struct BalancerShared {
     /// needs them ([`Needs::in_flight`]) or the balancer caps them, so that other algorithms'
     /// selections write no memory shared between threads.
     pub(crate) counts_members: bool,
+    /// Held by [`refresh`](Self::refresh): the LoadBalancer actor and, with locality, the task
+    /// that re-reads the members when a peer's labels arrive.
+    refreshing: std::sync::Mutex<()>,
+    /// Set once that task is started.
+    labels_watched: AtomicBool,
 }
 
 /// A `cpu_cache_ttl` registered with the node's CPU cache while it lives (its eviction keeps
@@ -136,7 +141,11 @@ impl BalancerShared {
         source: Source,
     ) -> Result<Self, Error> {
         let member = matches!(source, Source::OwnGroup)
-            && config.matches_excluding(&node.name, &node.config.excluded_node_patterns);
+            && config.matches_labeled(
+                &node.name,
+                Some(&node.config.labels),
+                &node.config.excluded_node_patterns,
+            );
         let clock = Clock::system();
         let context = BuildContext {
             balancer: &config.name,
@@ -145,6 +154,17 @@ impl BalancerShared {
             cpu_sample_interval: Some(node.config.cpu_sample_interval),
         };
         let mut needs = config.algorithm.needs();
+        // Locality innermost: slow start and ejection look at its picks.
+        let algorithm = match &config.locality {
+            Some(locality) => {
+                locality.check(&*config.algorithm)?;
+                locality.wrap(
+                    Arc::clone(&config.algorithm),
+                    config.max_in_flight_per_member,
+                )
+            }
+            None => Arc::clone(&config.algorithm),
+        };
         // Slow start's options first, then ejection's, then the algorithm's (as documented).
         if let Some(options) = &config.slow_start {
             options.check(&*config.algorithm)?;
@@ -179,7 +199,7 @@ impl BalancerShared {
         let built = match &config.slow_start {
             Some(options) => {
                 // (Its options were checked above.)
-                let inner = config.algorithm.build(&context)?;
+                let inner = algorithm.build(&context)?;
                 let gauge = crate::telemetry::ENABLED.then(|| {
                     metrics::gauge!(
                         crate::telemetry::MEMBERS_SLOW_START,
@@ -195,7 +215,7 @@ impl BalancerShared {
                 );
                 Box::new(ramping) as Box<dyn Selector>
             }
-            None => config.algorithm.build(&context)?,
+            None => algorithm.build(&context)?,
         };
         let (selector, ejection): (Arc<dyn Selector>, _) = match &config.outlier_ejection {
             Some(options) => {
@@ -247,6 +267,8 @@ impl BalancerShared {
             keeper: OnceLock::new(),
             stopped: watch::channel(None).0,
             successor: ArcSwapOption::empty(),
+            refreshing: std::sync::Mutex::new(()),
+            labels_watched: AtomicBool::new(false),
         })
     }
 
@@ -367,6 +389,7 @@ impl BalancerShared {
 
     /// Forgets the members (at stop).
     pub(crate) fn clear(&self) {
+        let _writer = self.refreshing.lock().unwrap_or_else(|p| p.into_inner());
         let empty = Arc::new(Members::default());
         self.members.store(Arc::clone(&empty));
         self.members_watch.send_replace(empty);
@@ -401,9 +424,62 @@ impl BalancerShared {
         ))
     }
 
+    /// With locality: re-reads the members whenever a peer's labels become known or are
+    /// forgotten, until the balancer stops (started once, by its LoadBalancer actor).
+    pub(crate) fn watch_labels(self: &Arc<Self>) {
+        if self.config.locality.is_none() || self.labels_watched.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let mut labels = self.node.peers.watch_labels();
+        let shared = Arc::downgrade(self);
+        tokio::spawn(async move {
+            while labels.changed().await.is_ok() {
+                match shared.upgrade() {
+                    Some(shared) if shared.refresh_unless_stopping() => {}
+                    _ => return,
+                }
+            }
+        });
+    }
+
+    /// Whether the member on `node` (full name) is in this node's zone under the balancer's
+    /// locality: this node's own member when it has the label, a peer's when its labels
+    /// (once known) give the same value. `None` without locality.
+    fn zone_of(&self) -> Option<impl Fn(&str) -> bool + '_> {
+        let key = self.config.locality.as_ref()?.key();
+        let own = self.node.config.labels.get(key);
+        Some(move |node: &str| match own {
+            None => false,
+            Some(_) if node == self.node.name => true,
+            Some(own) => self
+                .node
+                .peers
+                .labels_of(node)
+                .is_some_and(|labels| labels.get(key) == Some(own)),
+        })
+    }
+
     /// Rebuilds the snapshot from pg (the truth), tells the selector what changed, and
-    /// publishes it. Called by the LoadBalancer actor only (one writer).
+    /// publishes it. One writer at a time: the LoadBalancer actor, and with locality the
+    /// labels watch.
     pub(crate) fn refresh(&self) {
+        let _writer = self.refreshing.lock().unwrap_or_else(|p| p.into_inner());
+        self.refresh_locked();
+    }
+
+    /// [`refresh`](Self::refresh) unless the balancer is stopping (checked under the writer's
+    /// lock, which [`clear`](Self::clear) takes too: a stopped balancer's members stay
+    /// cleared); whether it refreshed.
+    fn refresh_unless_stopping(&self) -> bool {
+        let _writer = self.refreshing.lock().unwrap_or_else(|p| p.into_inner());
+        if self.is_stopping() {
+            return false;
+        }
+        self.refresh_locked();
+        true
+    }
+
+    fn refresh_locked(&self) {
         let cells = match &self.source {
             Source::OwnGroup => ractor::pg::get_scoped_members(&SCOPE.to_string(), &self.name),
             Source::ActorGroup { scope, group } => ractor::pg::get_scoped_members(scope, group),
@@ -413,8 +489,12 @@ impl BalancerShared {
         let (first, version) = (previous_version == 0, previous_version + 1);
         let previous = self.members.load();
         let cpu = self.needs.cpu.is_some();
+        let zone = self.zone_of();
+        let preferred = zone.as_ref().map(|f| f as super::members::InZone<'_>);
         let next = match &self.source {
-            Source::OwnGroup => Members::from_cells(&self.metrics, version, &cells, &previous, cpu),
+            Source::OwnGroup => {
+                Members::from_cells(&self.metrics, version, &cells, &previous, cpu, preferred)
+            }
             Source::ActorGroup { .. } => {
                 Members::from_group_cells(&self.metrics, version, &cells, &previous, cpu, |cell| {
                     self.group_member_node(cell)
@@ -441,7 +521,9 @@ impl BalancerShared {
                 .as_slice()
                 .iter()
                 .zip(next.as_slice())
-                .all(|(a, b)| a.id() == b.id());
+                .all(|(a, b)| {
+                    a.id() == b.id() && a.view().is_preferred() == b.view().is_preferred()
+                });
         if same_actors && !first {
             return;
         }

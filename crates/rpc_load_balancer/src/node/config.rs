@@ -76,6 +76,7 @@ pub struct NodeConfig {
     pub(crate) handshake_frame_limit: usize,
     pub(crate) max_concurrent_calls: Option<usize>,
     pub(crate) function_max_concurrent_calls: Vec<(String, usize)>,
+    pub(crate) labels: super::Labels,
 }
 
 impl NodeConfig {
@@ -121,6 +122,7 @@ impl NodeConfig {
             handshake_frame_limit: super::preauth::DEFAULT_HANDSHAKE_FRAME_LIMIT,
             max_concurrent_calls: None,
             function_max_concurrent_calls: Vec::new(),
+            labels: super::Labels::new(),
         }
     }
 
@@ -163,6 +165,49 @@ impl NodeConfig {
     pub fn client(mut self, client: bool) -> Self {
         self.client = client;
         self
+    }
+
+    /// Adds the label `key=value` to the node (default: no labels), replacing an earlier
+    /// value of `key`: its zone, version, role, known to every peer. Node filters can match
+    /// labels ([`NodeFilter::label`](crate::NodeFilter::label)) and a balancer can prefer
+    /// members in this node's zone ([`Locality`](crate::Locality)).
+    /// [`Node::start`](crate::Node::start) fails with [`Error::InvalidConfig`] naming `labels`
+    /// for more than [`MAX_LABELS`](crate::MAX_LABELS) (32) labels, a key that is
+    /// empty, over 64 bytes or holds other than ASCII letters, digits, `.`, `_`, `/`, `-`, or a
+    /// value over 256 bytes or with control characters.
+    ///
+    /// ```
+    /// use rpc_load_balancer::NodeConfig;
+    ///
+    /// let config = NodeConfig::new("worker_a", "127.0.0.1:0")
+    ///     .label("zone", "eu-1")
+    ///     .label("version", "2");
+    /// assert_eq!(config.node_labels().get("zone"), Some("eu-1"));
+    /// ```
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        let mut pairs = self.labels.to_pairs();
+        let key = key.into();
+        pairs.retain(|(k, _)| *k != key);
+        pairs.push((key, value.into()));
+        self.labels = super::Labels::from_pairs(pairs);
+        self
+    }
+
+    /// Sets all the node's labels at once (replacing earlier ones): `(key, value)` pairs,
+    /// checked as [`label`](Self::label)'s.
+    pub fn labels<I, K, V>(mut self, labels: I) -> Self
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<String>,
+        V: Into<String>,
+    {
+        self.labels = super::Labels::from_pairs(labels);
+        self
+    }
+
+    /// The labels set so far.
+    pub fn node_labels(&self) -> &super::Labels {
+        &self.labels
     }
 
     /// The node's full name, `name@host`, as other nodes see it.

@@ -14,6 +14,7 @@ mod event;
 pub(crate) mod forward;
 mod heartbeat;
 mod keep_peer;
+pub(crate) mod labels;
 mod listener;
 mod mesh;
 mod peer_table;
@@ -40,6 +41,7 @@ use tokio::task::JoinHandle;
 pub use config::{NodeConfig, DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_CAP_BYTES};
 pub use event::NodeEvent;
 pub use forward::{ForwardedEvent, Forwarding, ForwardingEnd};
+pub use labels::{Labels, MAX_LABELS, MAX_LABEL_KEY_BYTES, MAX_LABEL_VALUE_BYTES};
 pub use preauth::{DEFAULT_HANDSHAKE_FRAME_LIMIT, DEFAULT_MAX_HANDSHAKES};
 pub use tls::TlsConfig;
 
@@ -227,6 +229,24 @@ impl Node {
     /// [`NodeConfig::cpu_sample_interval`] (default 1,000 ms).
     pub fn cpu_sample_interval(&self) -> Duration {
         self.inner.shared.config.cpu_sample_interval
+    }
+
+    /// This node's labels ([`NodeConfig::label`]), as every peer learns them.
+    pub fn labels(&self) -> Labels {
+        self.inner.shared.config.labels.clone()
+    }
+
+    /// The labels of the connected peer `node` (full name), once this node has learnt them
+    /// (asked when its session came up; see [`Labels`]); `None` while they are not known, or
+    /// when `node` is not a connected peer. A peer older than labels has none (empty).
+    pub fn labels_of(&self, node: &str) -> Option<Labels> {
+        self.inner.shared.peers.labels_of(node)
+    }
+
+    /// A watch bumped whenever a peer's labels become known or are forgotten (the value
+    /// counts the changes).
+    pub fn watch_labels(&self) -> watch::Receiver<u64> {
+        self.inner.shared.peers.watch_labels()
     }
 
     /// Full names of the connected peers, sorted (this node not included).

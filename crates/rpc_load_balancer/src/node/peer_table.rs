@@ -61,6 +61,10 @@ pub(crate) struct PeerTable {
     /// session carries, `ActorId::Remote`); written by the ClusterManager, read lock-free when
     /// an actor group resolves its members' nodes.
     session_nodes: ArcSwap<HashMap<u64, Arc<str>>>,
+    /// The labels of connected peers, once learnt (`labels.rs`); forgotten when they go down.
+    labels: Mutex<HashMap<String, crate::node::Labels>>,
+    /// Bumped whenever an entry of `labels` is set or removed.
+    labels_version: watch::Sender<u64>,
 }
 
 /// Locks `set`, taking it over from a thread that panicked holding it (each update is one
@@ -82,6 +86,8 @@ impl Default for PeerTable {
             redialing: Default::default(),
             name_taken: Mutex::new((None, Duration::ZERO)),
             session_nodes: ArcSwap::default(),
+            labels: Default::default(),
+            labels_version: watch::channel(0).0,
         }
     }
 }
@@ -205,6 +211,35 @@ impl PeerTable {
             .load()
             .get(name)
             .map(|peer| peer.connection_string.clone())
+    }
+
+    // --- Labels ---
+
+    /// Records the labels of the connected peer `name` (a peer that went down meanwhile is
+    /// not recorded) and bumps the labels watch.
+    pub(crate) fn set_labels(&self, name: &str, labels: crate::node::Labels) {
+        if !self.is_connected(name) {
+            return;
+        }
+        lock(&self.labels).insert(name.to_string(), labels);
+        self.labels_version.send_modify(|v| *v += 1);
+    }
+
+    /// The labels of the peer `name`, if known.
+    pub(crate) fn labels_of(&self, name: &str) -> Option<crate::node::Labels> {
+        lock(&self.labels).get(name).cloned()
+    }
+
+    /// Forgets the labels of `name` (its last session closed).
+    pub(crate) fn forget_labels(&self, name: &str) {
+        if lock(&self.labels).remove(name).is_some() {
+            self.labels_version.send_modify(|v| *v += 1);
+        }
+    }
+
+    /// A watch bumped whenever a peer's labels are set or forgotten.
+    pub(crate) fn watch_labels(&self) -> watch::Receiver<u64> {
+        self.labels_version.subscribe()
     }
 
     // --- Client nodes ---

@@ -28,6 +28,7 @@ impl Serving for NodeShared {
                 ControlReply::ConnectionOf(self.peers.connection_of(&name))
             }
             ControlRequest::Peers => ControlReply::Peers(self.peers.addresses()),
+            ControlRequest::Labels => ControlReply::Labels(self.config.labels.to_pairs()),
             ControlRequest::Joined { node, addr } => {
                 super::on_joined(&self, node, addr);
                 ControlReply::Done

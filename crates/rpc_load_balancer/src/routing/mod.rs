@@ -34,6 +34,7 @@
 
 mod algorithm;
 mod clock;
+mod locality;
 mod names;
 mod outcome;
 mod outlier;
@@ -47,6 +48,7 @@ mod wrapped;
 pub use crate::load::{LoadReport, ReportReading};
 pub use algorithm::{Algorithm, BuildContext, CpuPolling, Needs};
 pub use clock::{Clock, ManualClock};
+pub use locality::Locality;
 pub use outcome::{Outcome, OutcomeKind};
 pub(crate) use outlier::{Ejecting, EjectionEvent};
 pub use outlier::{EjectionStats, OutlierEjection};

@@ -14,6 +14,8 @@ pub struct MemberView {
     /// The member's id: the same `Arc` as `node` for a balancer's member.
     id: Arc<str>,
     local: bool,
+    /// In this node's zone ([`Locality`](super::Locality)); set when the list is built.
+    preferred: bool,
     stats: Arc<MemberStats>,
     /// The member's node's CPU reading, kept by the balancer when its algorithm
     /// [needs](super::Needs::cpu) it (shared by every view of that node).
@@ -56,6 +58,7 @@ impl MemberView {
             id: Arc::clone(&node),
             node,
             local,
+            preferred: false,
             stats: Arc::default(),
             cpu: None,
         }
@@ -112,6 +115,21 @@ impl MemberView {
     #[inline]
     pub fn is_local(&self) -> bool {
         self.local
+    }
+
+    /// Whether the member is in this node's zone: its node's [`Locality`](super::Locality)
+    /// label has this node's value. Set when the balancer builds the member list, only when
+    /// the balancer has [`Locality`](super::Locality); otherwise `false`. A plain field: no
+    /// load.
+    #[inline]
+    pub fn is_preferred(&self) -> bool {
+        self.preferred
+    }
+
+    /// This view marked in this node's zone or not (see [`is_preferred`](Self::is_preferred)).
+    pub fn with_preferred(mut self, preferred: bool) -> Self {
+        self.preferred = preferred;
+        self
     }
 
     /// Calls and casts routed to this member by this balancer and not finished yet: taken at

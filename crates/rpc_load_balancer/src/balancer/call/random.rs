@@ -26,31 +26,32 @@ impl<'r> Route<'r> {
     ) -> Result<Attempt<'r, F>, Error> {
         let node = self.node;
         let excluded = &node.config.excluded_node_patterns;
-        let (chosen, timeout) =
-            if self.options.directly || filter::matches(&node.name, filter, excluded) {
-                (Arc::clone(&node.transport.own_name), self.options.timeout)
-            } else {
-                let (peer, waited) = look_until_found(
-                    self.options.retry,
-                    self.deadline,
-                    || self.watch_for_peers(filter),
-                    |attempt, _| {
-                        tracing::debug!(
-                            target: "rpc_load_balancer::random_node",
-                            %filter,
-                            attempt,
-                            "no connected node matches; waiting to look again"
-                        );
-                    },
-                    || self.still_running(),
-                )
-                .await?;
-                let timeout = match waited {
-                    true => self.time_left(&peer)?,
-                    false => self.options.timeout,
-                };
-                (peer, timeout)
+        let (chosen, timeout) = if self.options.directly
+            || filter::matches_labeled(&node.name, Some(&node.config.labels), filter, excluded)
+        {
+            (Arc::clone(&node.transport.own_name), self.options.timeout)
+        } else {
+            let (peer, waited) = look_until_found(
+                self.options.retry,
+                self.deadline,
+                || self.watch_for_peers(filter),
+                |attempt, _| {
+                    tracing::debug!(
+                        target: "rpc_load_balancer::random_node",
+                        %filter,
+                        attempt,
+                        "no connected node matches; waiting to look again"
+                    );
+                },
+                || self.still_running(),
+            )
+            .await?;
+            let timeout = match waited {
+                true => self.time_left(&peer)?,
+                false => self.options.timeout,
             };
+            (peer, timeout)
+        };
         // Counted before checking: a drain that starts after the check sees the call.
         let counted = match &self.tracking {
             Some(balancer) => {
@@ -66,8 +67,9 @@ impl<'r> Route<'r> {
         Ok(self.attempt(&chosen, destination, counted, timeout))
     }
 
-    /// A random matching peer, and a future that ends when a peer comes or goes, this node
-    /// starts to shut down or the tracking balancer's members change.
+    /// A random matching peer, and a future that ends when a peer comes or goes (or, for a
+    /// label filter, a peer's labels become known), this node starts to shut down or the
+    /// tracking balancer's members change.
     fn watch_for_peers(
         &self,
         filter: &NodeFilter,
@@ -77,6 +79,8 @@ impl<'r> Route<'r> {
         let mut nodes = node.peers.watch_node_list();
         nodes.borrow_and_update();
         let mut lifecycle = node.lifecycle.subscribe();
+        // A label filter also waits for a peer's labels to become known.
+        let mut labels = filter.is_label().then(|| node.peers.watch_labels());
         let mut members = self.tracking.as_ref().map(|b| b.watch_members());
         let changed = async move {
             let balancer_changed = async {
@@ -87,8 +91,17 @@ impl<'r> Route<'r> {
                     None => std::future::pending::<()>().await,
                 }
             };
+            let labels_changed = async {
+                match labels.as_mut() {
+                    Some(labels) => {
+                        let _ = labels.changed().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
             tokio::select! {
                 _ = nodes.changed() => {}
+                _ = labels_changed => {}
                 _ = lifecycle.wait_for(|l| *l != Lifecycle::Running) => {}
                 _ = balancer_changed => {}
             }
@@ -123,7 +136,17 @@ fn random_peer(node: &NodeShared, filter: &NodeFilter) -> Result<Arc<str>, Error
         .filter(|(name, peer)| {
             peer.endpoint.is_some()
                 && **name != node.name
-                && filter::matches(name, filter, &node.config.excluded_node_patterns)
+                && filter::matches_labeled(
+                    name,
+                    // Looked up only for a label filter: name filters take no lock.
+                    filter
+                        .is_label()
+                        .then(|| node.peers.labels_of(name))
+                        .flatten()
+                        .as_ref(),
+                    filter,
+                    &node.config.excluded_node_patterns,
+                )
         })
         .map(|(name, _)| name)
         .collect();

@@ -30,7 +30,7 @@ fn snapshot(
     previous: &Members,
 ) -> Members {
     let cells: Vec<ActorCell> = actors.iter().map(|a| a.get_cell()).collect();
-    Members::from_cells(metrics, version, &cells, previous, false)
+    Members::from_cells(metrics, version, &cells, previous, false, None)
 }
 
 #[tokio::test]
@@ -143,5 +143,35 @@ fn snapshot_cpu(
     previous: &Members,
 ) -> Members {
     let cells: Vec<ActorCell> = actors.iter().map(|a| a.get_cell()).collect();
-    Members::from_cells(metrics, version, &cells, previous, true)
+    Members::from_cells(metrics, version, &cells, previous, true, None)
+}
+
+#[tokio::test]
+async fn members_are_marked_in_this_node_s_zone_only_with_locality_keeping_their_counts() {
+    let metrics = SelectionMetrics::new("round_robin", "zoned");
+    let a = member_actor("zoned", "a@h").await;
+    let b = member_actor("zoned", "b@h").await;
+    let cells = vec![a.get_cell(), b.get_cell()];
+    let plain = Members::from_cells(&metrics, 1, &cells, &Members::default(), false, None);
+    assert!(
+        plain.views().iter().all(|v| !v.is_preferred()),
+        "no locality"
+    );
+    plain.get("a@h").unwrap().view().acquire();
+    let in_a = |node: &str| node == "a@h";
+    let zoned = Members::from_cells(&metrics, 2, &cells, &plain, false, Some(&in_a));
+    let flags: Vec<(&str, bool)> = zoned
+        .views()
+        .iter()
+        .map(|v| (v.node(), v.is_preferred()))
+        .collect();
+    assert_eq!(flags, [("a@h", true), ("b@h", false)]);
+    assert_eq!(
+        zoned.get("a@h").unwrap().in_flight(),
+        1,
+        "the same member's count"
+    );
+    for actor in [a, b] {
+        actor.stop(None);
+    }
 }

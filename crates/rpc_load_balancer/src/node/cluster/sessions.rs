@@ -126,6 +126,10 @@ impl ClusterState {
                     let (peer, session) = (name.clone(), event.session.get_cell());
                     tokio::spawn(async move {
                         if crate::node::version::check(&shared, &peer, &session).await {
+                            tokio::spawn(crate::node::labels::fetch(
+                                Arc::clone(&shared),
+                                peer.clone(),
+                            ));
                             crate::node::mesh::introduce(shared, server, peer).await;
                         }
                     });
@@ -227,6 +231,7 @@ impl ClusterState {
             // A client is done with once gone (a new one has a new name): forget it, so these
             // sets don't grow with every `rpclb call` made against this node.
             self.shared.peers.note_down(&name);
+            self.shared.peers.forget_labels(&name);
             let _ = self.shared.events.send(NodeEvent::Down { node: name });
         } else {
             self.publish();

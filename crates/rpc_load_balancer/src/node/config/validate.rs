@@ -186,6 +186,7 @@ impl NodeConfig {
                 ));
             }
         }
+        self.labels.validate()?;
         Ok(ValidConfig {
             bind_ip: listen.ip(),
             port: listen.port(),
