@@ -252,6 +252,13 @@ impl BalancerConfig {
         self.matches_labeled(node, None, excluded)
     }
 
+    /// Whether `node_match_list` has a label filter ([`NodeFilter::Label`]).
+    pub(crate) fn has_label_filter(&self) -> bool {
+        self.node_match_list
+            .as_ref()
+            .is_some_and(|filters| filters.iter().any(NodeFilter::is_label))
+    }
+
     /// [`matches_excluding`](Self::matches_excluding) for a node whose labels are `labels`
     /// (`None`: not known), so that label filters ([`NodeFilter::label`]) can match: what a
     /// balancer asks of its own node when it starts.

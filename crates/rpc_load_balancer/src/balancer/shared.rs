@@ -424,10 +424,15 @@ impl BalancerShared {
         ))
     }
 
-    /// With locality: re-reads the members whenever a peer's labels become known or are
-    /// forgotten, until the balancer stops (started once, by its LoadBalancer actor).
+    /// With locality, or an actor group's label filter: re-reads the members whenever a
+    /// peer's labels become known or are forgotten, until the balancer stops (started once,
+    /// by its LoadBalancer actor or its group's watcher).
     pub(crate) fn watch_labels(self: &Arc<Self>) {
-        if self.config.locality.is_none() || self.labels_watched.swap(true, Ordering::AcqRel) {
+        let by_labels = match self.source {
+            Source::OwnGroup => self.config.locality.is_some(),
+            Source::ActorGroup { .. } => self.config.has_label_filter(),
+        };
+        if !by_labels || self.labels_watched.swap(true, Ordering::AcqRel) {
             return;
         }
         let mut labels = self.node.peers.watch_labels();
@@ -619,9 +624,18 @@ impl BalancerShared {
                 (self.node.peers.session_node(node_id)?, pid, false)
             }
         };
-        self.config
-            .matches_excluding(&node, &self.node.config.excluded_node_patterns)
-            .then_some((node, pid, local))
+        let excluded = &self.node.config.excluded_node_patterns;
+        let matches = if !self.config.has_label_filter() {
+            self.config.matches_excluding(&node, excluded)
+        } else if local {
+            self.config
+                .matches_labeled(&node, Some(&self.node.config.labels), excluded)
+        } else {
+            let labels = self.node.peers.labels_of(&node);
+            self.config
+                .matches_labeled(&node, labels.as_ref(), excluded)
+        };
+        matches.then_some((node, pid, local))
     }
 
     /// Picks a member for a call, skipping `exclude` (members a send just failed to reach, by

@@ -7,13 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::rpc::CallResult;
-use ractor::{Message, MessagingErr, RpcReplyPort};
+use ractor::{ActorRef, Message, MessagingErr, RpcReplyPort};
 
 use super::ActorGroup;
+use crate::balancer::call::forward_reply::forward;
 use crate::balancer::call::wait::look_until_found;
 use crate::balancer::{BalancerShared, Members, Selection};
 use crate::routing::OutcomeKind;
-use crate::{Error, Unavailable};
+use crate::{Error, ForwardedReply, Unavailable};
 
 /// How many times a call or cast is sent to another member after a send that provably did not
 /// reach its member (its actor had stopped).
@@ -72,6 +73,35 @@ where
     pub fn key(mut self, key: impl AsRef<[u8]>) -> Self {
         self.key = Some(key.as_ref().to_vec());
         self
+    }
+
+    /// Runs the call on a task of its own and delivers its outcome to `receiver` as the
+    /// message `map(result)` (`result` as awaiting the call gives it), instead of being
+    /// awaited: an actor's handler starts the call and returns at once, and the reply arrives
+    /// as one of its next messages. The call is dropped — its member's selection released —
+    /// if `receiver` stops before it ends (the member's actor may still handle the message:
+    /// ractor has no cancellation). As
+    /// [`BalancedCall::forward_to`](crate::BalancedCall::forward_to), whose notes on the
+    /// returned [`ForwardedReply`] apply.
+    pub fn forward_to<T, F>(self, receiver: &ActorRef<T>, map: F) -> ForwardedReply
+    where
+        B: 'static,
+        T: Message,
+        F: FnOnce(Result<R, Error>) -> T + Send + 'static,
+    {
+        let group = self.group.clone();
+        let (build, timeout, key) = (self.build, self.timeout, self.key);
+        let call = async move {
+            let call = GroupCall {
+                group: &group,
+                build,
+                timeout,
+                key,
+                _reply: std::marker::PhantomData,
+            };
+            call.run().await
+        };
+        forward(call, receiver, map)
     }
 
     async fn run(self) -> Result<R, Error> {

@@ -58,8 +58,10 @@ impl ActorGroupConfig {
     }
 
     /// Only actors on nodes matching one of `filters` are members (as
-    /// [`BalancerConfig::node_match_list`]: substrings or regexes of the full node name; the
-    /// node's `excluded_node_patterns` apply too). Default: every node. An empty pattern is
+    /// [`BalancerConfig::node_match_list`]: substrings or regexes of the full node name, or
+    /// [label filters](NodeFilter::label) matched against the node's labels — a peer's
+    /// actors join once its labels are known; the node's `excluded_node_patterns` apply
+    /// too). Default: every node. An empty pattern is
     /// refused at start ([`Error::InvalidConfig`] naming `node_match_list`).
     pub fn node_match_list<I, S>(mut self, filters: I) -> Self
     where

@@ -428,3 +428,105 @@ async fn dropping_the_last_handle_stops_the_watcher_and_a_selection_outlives_it(
     }
     node.shutdown().await;
 }
+
+/// Passes the outcomes forwarded to it on to the test.
+struct Inbox;
+
+#[derive(ractor_cluster::RactorMessage)]
+struct Got(Result<u64, Error>);
+
+impl Actor for Inbox {
+    type Msg = Got;
+    type State = tokio::sync::mpsc::UnboundedSender<Result<u64, Error>>;
+    type Arguments = tokio::sync::mpsc::UnboundedSender<Result<u64, Error>>;
+
+    async fn pre_start(
+        &self,
+        _: ActorRef<Got>,
+        out: Self::Arguments,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        Ok(out)
+    }
+
+    async fn handle(
+        &self,
+        _: ActorRef<Got>,
+        Got(outcome): Got,
+        out: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let _ = out.send(outcome);
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarded_group_call_arrives_as_a_message_and_a_stopped_receiver_releases_it() {
+    let s = setup("group_forward", "forwarded", 2, |c| c).await;
+    let (out, mut got) = tokio::sync::mpsc::unbounded_channel();
+    let (inbox, _) = Actor::spawn(None, Inbox, out).await.unwrap();
+    let pids: Vec<u64> = s.actors.iter().map(|a| a.get_id().pid()).collect();
+
+    let forwarding = s
+        .group
+        .call(|port| Work::Who(0, port))
+        .timeout(BOUND)
+        .forward_to(&inbox, Got);
+    assert_eq!(forwarding.outcome().await, crate::ForwardOutcome::Delivered);
+    let pid = tokio::time::timeout(BOUND, got.recv()).await.unwrap();
+    assert!(pids.contains(&pid.unwrap().unwrap()));
+
+    // A call no member answers, then the receiver stops: the call is dropped, its selection
+    // released, nothing delivered.
+    let hanging = s
+        .group
+        .call(Work::Hang)
+        .timeout(Duration::from_secs(60))
+        .forward_to(&inbox, Got);
+    let deadline = tokio::time::Instant::now() + BOUND;
+    while s.group.in_flight() == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the call never started"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    inbox.stop_and_wait(None, None).await.unwrap();
+    let outcome = tokio::time::timeout(BOUND, hanging.outcome())
+        .await
+        .unwrap();
+    assert_eq!(outcome, crate::ForwardOutcome::ReceiverStopped);
+    assert_eq!(s.group.in_flight(), 0);
+    s.end().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_label_filter_takes_the_actors_of_nodes_with_the_label() {
+    let node = Node::start(
+        NodeConfig::new("group_labels", "127.0.0.1:0")
+            .cookie("group")
+            .label("zone", "a"),
+    )
+    .await
+    .unwrap();
+    let actors = workers("group_tests", "labelled", 2).await;
+    let zone_a = ActorGroup::<Work>::start(
+        ActorGroupConfig::new("group_tests", "labelled")
+            .node_match_list([crate::NodeFilter::label("zone", "a")]),
+    )
+    .await
+    .unwrap();
+    zone_a.wait_for_members(2, BOUND).await.unwrap();
+    let zone_b = ActorGroup::<Work>::start(
+        ActorGroupConfig::new("group_tests", "labelled")
+            .node_match_list([crate::NodeFilter::label("zone", "b")]),
+    )
+    .await
+    .unwrap();
+    assert!(zone_b.members().is_empty(), "zone b took this zone-a node");
+    zone_a.stop().await;
+    zone_b.stop().await;
+    for actor in actors {
+        actor.stop(None);
+    }
+    node.shutdown().await;
+}

@@ -81,6 +81,8 @@ impl Actor for GroupWatcher {
             }
         });
         shared.refresh();
+        // Members filtered by their nodes' labels: again when a peer's labels arrive.
+        shared.watch_labels();
         let mut watching = Watching {
             shared,
             scope,
