@@ -263,9 +263,14 @@ pub(crate) async fn serve_call_in(
     // it is cancelled if the run is dropped before it ends (the deadline or a cancel below).
     let deadline =
         (deadline_ms != 0).then(|| crate::deadline::after_std(Duration::from_millis(deadline_ms)));
-    let running = CallContext::serving(deadline, abandoned)
-        .run(running)
-        .instrument(span);
+    let running = CallContext::serving(deadline, abandoned).run(running);
+    // Entered on every poll only when it records something: a disabled span (no subscriber
+    // wants DEBUG here) wraps nothing.
+    let running = if span.is_disabled() {
+        futures_util::future::Either::Left(running)
+    } else {
+        futures_util::future::Either::Right(running.instrument(span))
+    };
     let guarded = AssertUnwindSafe(running).catch_unwind();
     let outcome = if deadline_ms == 0 {
         guarded.await
