@@ -33,10 +33,9 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent
 use ractor_cluster::{RactorClusterMessage, RactorMessage};
 use rpc_load_balancer::group::{ActorGroup, ActorGroupConfig};
 use rpc_load_balancer::{
-    Balancer, BalancerConfig, Error, FunctionError, LeastConnections, Node, NodeConfig,
-    NodeFilter, RemoteFunction,
+    Balancer, BalancerConfig, Error, FunctionError, LeastConnections, Node, NodeConfig, NodeFilter,
+    RemoteFunction,
 };
-use tokio::io::AsyncReadExt;
 use tokio::sync::oneshot;
 use tracing_subscriber::EnvFilter;
 
@@ -151,13 +150,17 @@ async fn run_worker(node: &Node) -> Result<(), Box<dyn std::error::Error>> {
         node.name(),
         node.listen_addr()
     );
-    // Until Ctrl-C or the end of stdin (Ctrl-D, or a parent that closes the pipe).
-    let mut stdin = tokio::io::stdin();
-    let mut buf = [0u8; 64];
-    let stdin_closed = async { while !matches!(stdin.read(&mut buf).await, Ok(0) | Err(_)) {} };
+    // Until Ctrl-C or the end of stdin (Ctrl-D, or a parent that closes the pipe). Stdin is
+    // read on a thread of its own: a read blocked in tokio's blocking pool would keep the
+    // runtime, and so the process, from ending after Ctrl-C.
+    let (stdin_closed, stdin_eof) = oneshot::channel::<()>();
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+        let _ = stdin_closed.send(());
+    });
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
-        _ = stdin_closed => {}
+        _ = stdin_eof => {}
     }
     // Stopping the root stops its children: the workers leave the pg group, the balancer
     // drains its calls in flight.
@@ -365,7 +368,9 @@ async fn run_app(jobs: u64, worker_nodes: usize) -> Result<(), Box<dyn std::erro
         done: done_tx,
     };
     let (_root, root_done) = Actor::spawn(None, AppRoot, args).await?;
-    let outcome = done.await.unwrap_or_else(|_| Err("the root ended first".into()));
+    let outcome = done
+        .await
+        .unwrap_or_else(|_| Err("the root ended first".into()));
     root_done.await?;
     Ok(outcome?)
 }
@@ -374,14 +379,13 @@ async fn run_app(jobs: u64, worker_nodes: usize) -> Result<(), Box<dyn std::erro
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| EnvFilter::new("warn,ractor_cluster=error")),
-        )
+    // The library's warnings on stderr; RUST_LOG sets the level (RUST_LOG=debug shows more).
+    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn,ractor_cluster=error".into());
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let stderr = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .with_ansi(ansi);
+    stderr.with_env_filter(EnvFilter::new(filter)).init();
     // worker NAME PORT [SEED] | app NAME PORT SEED JOBS [WORKER_NODES]
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = "usage: worker NAME PORT [SEED] | app NAME PORT SEED JOBS [WORKER_NODES]";

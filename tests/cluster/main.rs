@@ -3,6 +3,7 @@
 //! `multi-process`), each in its own process, so the one-`Node`-per-process rule holds.
 
 mod actor_group;
+mod actor_pool;
 mod algorithms;
 mod balancer;
 mod client_interrupt;
@@ -53,6 +54,7 @@ mod stop_signal;
 mod support;
 #[cfg(feature = "telemetry")]
 mod telemetry;
+mod terminal;
 mod tls;
 mod tower;
 #[cfg(feature = "telemetry")]

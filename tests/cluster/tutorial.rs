@@ -2,12 +2,13 @@
 //! its Rust blocks are `examples/getting_started.rs`, and that program, run as three OS
 //! processes on 127.0.0.1, prints what the tutorial says it prints.
 
-use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
+use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdout, Command};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+use crate::terminal::{example_binary, listen_address, repo_file, Terminal};
 
 const TUTORIAL: &str = "docs/tutorials/getting-started.md";
 const EXAMPLE: &str = "examples/getting_started.rs";
@@ -16,11 +17,6 @@ const EXAMPLE: &str = "examples/getting_started.rs";
 const LINE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Bound for the caller's whole run: it waits up to 10 s for members, then makes 7 calls.
 const CALLER_TIMEOUT: Duration = Duration::from_secs(60);
-
-fn repo_file(path: &str) -> String {
-    let full = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
-    std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("read {}: {e}", full.display()))
-}
 
 /// The non-blank lines of every block of `markdown` whose info string starts with `rust`, in
 /// order.
@@ -65,112 +61,6 @@ fn the_tutorial_blocks_are_the_example() {
     }
 }
 
-/// `target/<profile>/examples/getting_started`, which cargo builds with the tests.
-fn example_binary() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().and_then(|deps| deps.parent()).unwrap();
-    let binary = profile_dir.join("examples").join("getting_started");
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(EXAMPLE);
-    let built = std::fs::metadata(&binary).and_then(|m| m.modified());
-    let edited = std::fs::metadata(&source).and_then(|m| m.modified());
-    match (built, edited) {
-        (Err(_), _) => panic!(
-            "{} is missing: build the example first (`cargo build --example getting_started`; \
-             a whole-workspace `cargo nextest run` or `cargo test` builds it)",
-            binary.display()
-        ),
-        (Ok(built), Ok(edited)) if edited > built => panic!(
-            "{} is older than {EXAMPLE}: rebuild it (`cargo build --example getting_started`)",
-            binary.display()
-        ),
-        _ => binary,
-    }
-}
-
-/// One run of the example, as in one of the tutorial's terminals. Killed when dropped.
-struct Terminal {
-    child: Child,
-    stdout: Lines<BufReader<ChildStdout>>,
-    /// Every line printed so far.
-    seen: Vec<String>,
-}
-
-impl Terminal {
-    fn open(binary: &Path, args: &[&str]) -> Self {
-        let mut child = Command::new(binary)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {} {args:?}: {e}", binary.display()));
-        let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-        Self {
-            child,
-            stdout,
-            seen: Vec::new(),
-        }
-    }
-
-    /// Reads lines until one contains `text` (≤ `bound`); that line.
-    async fn wait_for(&mut self, text: &str, bound: Duration) -> String {
-        let deadline = Instant::now() + bound;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match tokio::time::timeout(left, self.stdout.next_line()).await {
-                Ok(Ok(Some(line))) => {
-                    self.seen.push(line.clone());
-                    if line.contains(text) {
-                        return line;
-                    }
-                }
-                Ok(_) => panic!("exited before printing {text:?}; printed {:#?}", self.seen),
-                Err(_) => panic!(
-                    "no line with {text:?} within {} ms; printed {:#?}",
-                    bound.as_millis(),
-                    self.seen
-                ),
-            }
-        }
-    }
-
-    /// Reads the rest of the output and waits for the exit (≤ `bound`).
-    async fn finish(&mut self, bound: Duration) -> ExitStatus {
-        let rest = async {
-            while let Ok(Some(line)) = self.stdout.next_line().await {
-                self.seen.push(line);
-            }
-            self.child.wait().await
-        };
-        match tokio::time::timeout(bound, rest).await {
-            Ok(status) => status.unwrap(),
-            Err(_) => panic!(
-                "did not exit within {} ms; printed {:#?}",
-                bound.as_millis(),
-                self.seen
-            ),
-        }
-    }
-
-    /// Ctrl-C.
-    fn interrupt(&self) {
-        if let Some(pid) = self.child.id() {
-            // SAFETY: kill(2) has no memory effects; the pid is our own running child's.
-            unsafe {
-                libc::kill(pid as libc::pid_t, libc::SIGINT);
-            }
-        }
-    }
-}
-
-/// The address in a `NAME@127.0.0.1 listening on ADDRESS` line.
-fn listen_address(line: &str) -> String {
-    line.rsplit_once(" listening on ")
-        .map(|(_, addr)| addr.trim().to_string())
-        .unwrap_or_else(|| panic!("not a listening line: {line:?}"))
-}
-
 /// The node in a `call N: "TEXT" from NODE (its shout #K)` line.
 fn served_by(line: &str) -> &str {
     line.split_once(" from ")
@@ -181,7 +71,7 @@ fn served_by(line: &str) -> &str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tutorial_runs_as_written() {
-    let binary = example_binary();
+    let binary = example_binary("getting_started");
     // The tutorial's ports are 4100-4102; port 0 (free ports) keeps the test off fixed ports.
     let mut a = Terminal::open(&binary, &["serve", "a", "0"]);
     let a_addr = listen_address(&a.wait_for(" listening on ", LINE_TIMEOUT).await);
@@ -192,10 +82,7 @@ async fn the_tutorial_runs_as_written() {
         .await;
     b.wait_for("serving; stop with Ctrl-C", LINE_TIMEOUT).await;
 
-    let mut c = Terminal::open(&binary, &["call", "c", "0", &a_addr]);
-    let status = c.finish(CALLER_TIMEOUT).await;
-    let out = &c.seen;
-    assert!(status.success(), "caller exited with {status}: {out:#?}");
+    let out = &Terminal::run(&binary, &["call", "c", "0", &a_addr], CALLER_TIMEOUT).await;
     assert!(
         out[0].starts_with("c@127.0.0.1 listening on 127.0.0.1:"),
         "{out:#?}"
@@ -269,7 +156,7 @@ async fn the_tutorial_runs_as_written() {
 /// no ANSI colour codes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_peer_shows_as_a_warning() {
-    let binary = example_binary();
+    let binary = example_binary("getting_started");
     // A port nothing listens on: bound, then released.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
