@@ -117,7 +117,8 @@ impl Actor for PoolWorker {
 }
 
 /// The worker process's root: starts the pool and the function balancer under it. A child
-/// that stops or fails stops the root (ractor's default supervision), and so the process.
+/// that stops or fails stops the root (ractor's default supervision), and so the process
+/// (with an error).
 struct WorkerRoot;
 
 #[derive(RactorMessage)]
@@ -144,7 +145,7 @@ impl Actor for WorkerRoot {
 
 async fn run_worker(node: &Node) -> Result<(), Box<dyn std::error::Error>> {
     node.register(Stamp)?;
-    let (root, root_done) = Actor::spawn(None, WorkerRoot, ()).await?;
+    let (root, mut root_done) = Actor::spawn(None, WorkerRoot, ()).await?;
     println!(
         "{} ready: {WORKERS_PER_NODE} workers in {SCOPE}/{GROUP}, listening on {}",
         node.name(),
@@ -161,9 +162,10 @@ async fn run_worker(node: &Node) -> Result<(), Box<dyn std::error::Error>> {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = stdin_eof => {}
+        _ = &mut root_done => return Err("the worker's root stopped".into()),
     }
-    // Stopping the root stops its children: the workers leave the pg group, the balancer
-    // drains its calls in flight.
+    // Stopping the root ends its children (ractor kills them): the workers leave the pg
+    // group, the balancer drains its calls in flight all the same.
     root.stop(None);
     root_done.await?;
     Ok(())
