@@ -29,7 +29,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use ractor_cluster::{RactorClusterMessage, RactorMessage};
 use rpc_load_balancer::group::{ActorGroup, ActorGroupConfig};
 use rpc_load_balancer::{
@@ -342,15 +342,21 @@ impl Actor for AppRoot {
         event: SupervisionEvent,
         done: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        // A child's name, else its id (the balancer's and the group's actors).
+        let who = |child: &ActorCell| {
+            child
+                .get_name()
+                .unwrap_or_else(|| child.get_id().to_string())
+        };
         let outcome = match event {
             SupervisionEvent::ActorTerminated(child, _, reason) => {
-                match (child.get_name().as_deref(), reason.as_deref()) {
-                    (Some("dispatcher"), Some("all answered")) => Ok(()),
-                    (name, reason) => Err(format!("{name:?} stopped: {reason:?}")),
+                match (who(&child).as_str(), reason.as_deref()) {
+                    ("dispatcher", Some("all answered")) => Ok(()),
+                    (who, reason) => Err(format!("{who} stopped: {reason:?}")),
                 }
             }
             SupervisionEvent::ActorFailed(child, error) => {
-                Err(format!("{:?} failed: {error}", child.get_name()))
+                Err(format!("{} failed: {error}", who(&child)))
             }
             _ => return Ok(()),
         };
