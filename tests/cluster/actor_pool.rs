@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::terminal::{example_binary, listen_address, Terminal};
+use crate::terminal::{example_binary, listen_address, repo_file, Terminal};
 
 /// Bound for a process to print a line it is expected to print (debug build, 2 shared cores).
 const LINE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -19,6 +19,29 @@ const JOBS: u64 = 12;
 fn served(line: &str) -> Option<(&str, u64)> {
     let (worker, jobs) = line.split_once(" served ")?;
     Some((worker, jobs.parse().ok()?))
+}
+
+/// The how-to's commands for the three terminals are the example's.
+#[test]
+fn the_how_to_runs_the_example_as_its_header_says() {
+    let how_to = repo_file("docs/how-to/a-ractor-application.md");
+    let example = repo_file("examples/actor_pool.rs");
+    let commands: Vec<&str> = example
+        .lines()
+        .filter_map(|l| l.strip_prefix("//! cargo run --example actor_pool -- "))
+        .collect();
+    assert_eq!(
+        commands.len(),
+        3,
+        "the example's header has its three commands"
+    );
+    for command in commands {
+        let line = format!("cargo run --example actor_pool -- {command}");
+        assert!(
+            how_to.lines().any(|l| l == line),
+            "the how-to lacks {line:?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
