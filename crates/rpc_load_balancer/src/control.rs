@@ -181,8 +181,44 @@ pub enum ControlReply {
     Stopped(DrainReport),
     /// The target's labels as `(key, value)` pairs, sorted by key
     /// ([`ControlRequest::Labels`]). A receiver keeps the valid pairs among the first
-    /// [`MAX_LABELS`](crate::MAX_LABELS) and drops the rest.
-    Labels(Vec<(String, String)>),
+    /// [`MAX_LABELS`](crate::MAX_LABELS) and drops the rest — already while decoding: the
+    /// pairs past the first [`MAX_LABELS`](crate::MAX_LABELS) are read one at a time and
+    /// dropped, so a reply of many pairs holds no more memory than 32 of them.
+    Labels(#[serde(deserialize_with = "first_label_pairs")] Vec<(String, String)>),
+}
+
+/// How many label pairs a decoded [`ControlReply::Labels`] keeps (the node layer's
+/// [`MAX_LABELS`](crate::MAX_LABELS); this layer cannot name it: a test checks they agree).
+pub(crate) const LABEL_PAIRS_KEPT: usize = 32;
+
+/// Decodes a sequence of label pairs, keeping the first [`LABEL_PAIRS_KEPT`]: each pair past
+/// them is decoded (the format is not self-describing) and dropped at once.
+fn first_label_pairs<'de, D>(deserializer: D) -> Result<Vec<(String, String)>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct FirstPairs;
+    impl<'de> serde::de::Visitor<'de> for FirstPairs {
+        type Value = Vec<(String, String)>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a sequence of (key, value) label pairs")
+        }
+
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut kept = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(LABEL_PAIRS_KEPT));
+            while let Some(pair) = seq.next_element::<(String, String)>()? {
+                if kept.len() < LABEL_PAIRS_KEPT {
+                    kept.push(pair);
+                }
+            }
+            Ok(kept)
+        }
+    }
+    deserializer.deserialize_seq(FirstPairs)
 }
 
 /// One node's CPU reading as held or reported (utilisation in percent and its age in ms):

@@ -2,6 +2,7 @@
 //! node name, so every caller on every node indexes the same list. Built by the LoadBalancer
 //! actor on each membership change and read lock-free by callers.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use ractor::{ActorCell, ActorId, ActorRef};
@@ -213,10 +214,12 @@ impl Members {
         cpu: bool,
         preferred: Option<InZone<'_>>,
     ) -> Members {
+        // By actor id: a group may have thousands of members.
+        let before: HashMap<ActorId, &Member> =
+            previous.as_slice().iter().map(|m| (m.id(), m)).collect();
         for member in &mut members {
             member.selected = metrics.member_counter(member.node_arc());
-            let id = member.id();
-            if let Some(kept) = previous.as_slice().iter().find(|m| m.id() == id) {
+            if let Some(kept) = before.get(&member.id()) {
                 member.view.keep_stats_of(&kept.view);
             }
             if cpu {

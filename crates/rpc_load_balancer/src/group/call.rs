@@ -112,7 +112,9 @@ where
             .unwrap_or(shared.node.config.call_timeout);
         let deadline = crate::deadline::after(timeout);
         let key = self.key.as_deref();
+        // Members skipped (at the cap, or refusing the message), and the sends refused.
         let mut exclude: Vec<Arc<str>> = Vec::new();
+        let mut resends = 0;
         loop {
             let mut selection = pick(shared, key, &mut exclude, deadline, true).await?;
             let member = selection.member();
@@ -147,7 +149,11 @@ where
                         None,
                     );
                     exclude.push(id);
-                    if exclude.len() <= MAX_RESENDS && tokio::time::Instant::now() < deadline {
+                    resends += 1;
+                    let again = resends <= MAX_RESENDS
+                        && tokio::time::Instant::now() < deadline
+                        && anyone_else(shared, &exclude);
+                    if again {
                         continue;
                     }
                     Err(Error::ServiceUnavailable {
@@ -215,6 +221,7 @@ impl<'a, M: Message> GroupCast<'a, M> {
         let deadline = crate::deadline::after(timeout);
         let key = self.key.as_deref();
         let mut exclude: Vec<Arc<str>> = Vec::new();
+        let mut resends = 0;
         let mut message = self.message;
         loop {
             let mut selection = pick(shared, key, &mut exclude, deadline, false).await?;
@@ -225,15 +232,22 @@ impl<'a, M: Message> GroupCast<'a, M> {
             );
             let outcome = match member.cell().send_message::<M>(message) {
                 Ok(()) => Ok(()),
-                Err(MessagingErr::SendErr(back)) if exclude.len() < MAX_RESENDS => {
+                Err(MessagingErr::SendErr(back)) => {
                     selection.report(
                         timeout,
                         || OutcomeKind::Error(crate::ErrorCode::ServiceUnavailable),
                         None,
                     );
                     exclude.push(id);
-                    message = back;
-                    continue;
+                    resends += 1;
+                    if resends <= MAX_RESENDS && anyone_else(shared, &exclude) {
+                        message = back;
+                        continue;
+                    }
+                    Err(Error::ServiceUnavailable {
+                        node,
+                        reason: Unavailable::Disconnected,
+                    })
                 }
                 Err(MessagingErr::InvalidActorType) => Err(Error::BadRequest {
                     node,
@@ -257,6 +271,16 @@ impl<'a, M: Message> IntoFuture for GroupCast<'a, M> {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(self.run())
     }
+}
+
+/// Whether the group has a member not in `exclude` (by member id): someone else to send a
+/// refused message to, now — else the refusal is the answer, at once.
+fn anyone_else(shared: &BalancerShared, exclude: &[Arc<str>]) -> bool {
+    shared
+        .members()
+        .views()
+        .iter()
+        .any(|m| !exclude.iter().any(|id| **id == *m.id()))
 }
 
 /// A counted selection for a call (`call`: with the group's per-member cap) or a cast, skipping

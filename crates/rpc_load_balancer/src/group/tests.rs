@@ -530,3 +530,86 @@ async fn a_label_filter_takes_the_actors_of_nodes_with_the_label() {
     }
     node.shutdown().await;
 }
+
+/// Makes `actor` refuse every message while it stays in the group: busy in a slow handler,
+/// then draining (ractor keeps it in pg until it stops; its mailbox refuses new messages).
+async fn refusing(actor: &ActorRef<Work>) {
+    let busy = actor.clone();
+    tokio::spawn(async move {
+        let _ = ractor::call!(busy, |port| Work::Who(3_000, port));
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    actor.drain().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_skipped_at_the_cap_do_not_use_up_the_resends() {
+    let s = setup("group_resends", "resends", 10, |c| {
+        c.algorithm(RoundRobin::new()).max_in_flight_per_member(1)
+    })
+    .await;
+    // 8 members held at their cap, one refusing, one free.
+    let mut held = Vec::new();
+    while held.len() < 8 {
+        let selection = s.group.select(None).unwrap();
+        if !held
+            .iter()
+            .any(|h: &super::GroupSelection<Work>| h.member_id() == selection.member_id())
+        {
+            held.push(selection);
+        }
+    }
+    let free: Vec<ActorRef<Work>> = s
+        .actors
+        .iter()
+        .filter(|a| !held.iter().any(|h| h.actor().get_id() == a.get_id()))
+        .cloned()
+        .collect();
+    assert_eq!(free.len(), 2);
+    refusing(&free[0]).await;
+    for _ in 0..10 {
+        let pid = who(&s.group).await.expect("a free member was there");
+        assert_eq!(pid, free[1].get_id().pid());
+    }
+    drop(held);
+    s.end().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_refusing_member_fails_disconnected_at_once() {
+    let s = setup("group_lone", "lone", 1, |c| c).await;
+    refusing(&s.actors[0]).await;
+    let started = std::time::Instant::now();
+    let refused = s
+        .group
+        .call(|port| Work::Who(0, port))
+        .timeout(Duration::from_secs(30))
+        .await;
+    assert!(
+        matches!(
+            refused,
+            Err(Error::ServiceUnavailable {
+                reason: Unavailable::Disconnected,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    // Told at once, not at the timeout: well under the 30 s it had.
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "waited for the timeout"
+    );
+    let cast = s.group.cast(Work::Count).await;
+    assert!(
+        matches!(
+            cast,
+            Err(Error::ServiceUnavailable {
+                reason: Unavailable::Disconnected,
+                ..
+            })
+        ),
+        "{cast:?}"
+    );
+    s.end().await;
+}

@@ -27,6 +27,10 @@ pub(crate) struct Watching {
     events: tokio::task::JoinHandle<()>,
     /// The LeastCpu Poller, when the algorithm needs CPU readings.
     poller: Option<ractor::ActorCell>,
+    /// A `Refresh` is in the mailbox: the group's pg changes since are read by it, so a burst
+    /// of joins or leaves (an actor pool starting, a peer's actors synced) is read once, not
+    /// once per actor.
+    refresh_queued: bool,
 }
 
 impl Watching {
@@ -89,6 +93,7 @@ impl Actor for GroupWatcher {
             group,
             events,
             poller: None,
+            refresh_queued: false,
         };
         watching.start_poller(&myself, false).await;
         Ok(watching)
@@ -116,7 +121,10 @@ impl Actor for GroupWatcher {
         state: &mut Watching,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            WatcherMsg::Refresh => state.shared.refresh(),
+            WatcherMsg::Refresh => {
+                state.refresh_queued = false;
+                state.shared.refresh();
+            }
         }
         Ok(())
     }
@@ -148,8 +156,10 @@ impl Actor for GroupWatcher {
                     *scope == state.scope && *group == state.group
                 }
             };
-            if ours {
-                state.shared.refresh();
+            // Read once the burst of changes has been taken in (supervision events come
+            // before messages): one `Refresh` queued at a time.
+            if ours && !state.refresh_queued && myself.cast(WatcherMsg::Refresh).is_ok() {
+                state.refresh_queued = true;
             }
         }
         Ok(())

@@ -257,4 +257,22 @@ mod tests {
         assert!(mixed.has("zone", "a") && !mixed.has("zone", "b"));
         assert_eq!(format!("{mixed:?}"), r#"{"zone": "a"}"#);
     }
+
+    #[test]
+    fn a_labels_reply_of_many_pairs_is_decoded_keeping_the_first_32_only() {
+        assert_eq!(crate::control::LABEL_PAIRS_KEPT, MAX_LABELS);
+        let many: Vec<(String, String)> = (0..100_000)
+            .map(|i| (format!("k{i}"), String::new()))
+            .collect();
+        let bytes = postcard::to_allocvec(&crate::ControlReply::Labels(many.clone())).unwrap();
+        let crate::ControlReply::Labels(got) = postcard::from_bytes(&bytes).unwrap() else {
+            panic!("not a Labels reply");
+        };
+        assert_eq!(got, many[..MAX_LABELS]);
+        assert!(
+            got.capacity() <= MAX_LABELS,
+            "held {} pairs",
+            got.capacity()
+        );
+    }
 }

@@ -98,7 +98,9 @@ impl<F: RemoteFunction> BalancedCall<F> {
     /// before it ends. Returns at once with the [`ForwardedReply`] handle (drop it to let the
     /// call run on; [`ForwardedReply::outcome`] says whether the message was delivered).
     /// Needs a tokio runtime (ractor's); without one `receiver` gets
-    /// `map(Err(`[`Error::NodeNotRunning`]`))` at once. A panic in `map` drops the outcome.
+    /// `map(Err(`[`Error::NodeNotRunning`]`))` at once. A panic in `map` drops the outcome
+    /// ([`ForwardOutcome::Panicked`](crate::ForwardOutcome::Panicked)); a receiver already
+    /// draining or stopped gets no call sent.
     ///
     /// ```
     /// use rpc_load_balancer::{Balancer, Error, RemoteFunction};

@@ -7,8 +7,10 @@
 //! left to read its reply.
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 
-use ractor::{ActorRef, Message};
+use futures_util::FutureExt;
+use ractor::{ActorRef, ActorStatus, Message};
 use tokio::task::JoinHandle;
 
 use crate::Error;
@@ -26,6 +28,9 @@ pub enum ForwardOutcome {
     /// The call ended but the receiving actor could not take the message (it stopped in the
     /// meantime): the outcome was dropped.
     Undelivered,
+    /// The call or `map` panicked (a user's closure: a group call's message builder, or
+    /// `map`): nothing was delivered; the panic is logged at ERROR.
+    Panicked,
     /// The forwarding was [aborted](ForwardedReply::abort) before the call ended: the call
     /// was dropped (and so cancelled); nothing was delivered.
     Aborted,
@@ -64,7 +69,7 @@ impl ForwardedReply {
         match self.task.take() {
             Some(task) => match task.await {
                 Ok(outcome) => outcome,
-                // Aborted (a panic in a user's `map` is caught inside the task).
+                // Aborted (panics of the call and of `map` are caught inside the task).
                 Err(_) => ForwardOutcome::Aborted,
             },
             // Delivered at once (no runtime to run a task on).
@@ -90,18 +95,30 @@ where
     };
     let task = runtime.spawn(async move {
         let cell = receiver.get_cell();
+        // A receiver already draining or stopping gets no call sent on its behalf.
+        if cell.get_status() >= ActorStatus::Draining {
+            return ForwardOutcome::ReceiverStopped;
+        }
+        let call = AssertUnwindSafe(call).catch_unwind();
         tokio::select! {
             // The call first: an outcome ready when the receiver stops is still delivered
             // (its mailbox refuses it if the actor is gone).
             biased;
-            outcome = call => deliver(&receiver, map, outcome),
+            outcome = call => match outcome {
+                Ok(outcome) => deliver(&receiver, map, outcome),
+                Err(panic) => {
+                    let panic = crate::panic::panic_message(panic.as_ref());
+                    tracing::error!(actor = %receiver.get_id(), %panic, "a forwarded call panicked: nothing was delivered");
+                    ForwardOutcome::Panicked
+                }
+            },
             _ = cell.wait(None) => ForwardOutcome::ReceiverStopped,
         }
     });
     ForwardedReply { task: Some(task) }
 }
 
-/// Sends `map(outcome)` to `receiver`; a panic in `map` drops the outcome (logged).
+/// Sends `map(outcome)` to `receiver`; a panic in `map` drops the outcome (logged at ERROR).
 fn deliver<R, T: Message>(
     receiver: &ActorRef<T>,
     map: impl FnOnce(Result<R, Error>) -> T,
@@ -109,9 +126,10 @@ fn deliver<R, T: Message>(
 ) -> ForwardOutcome {
     let message = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| map(outcome))) {
         Ok(message) => message,
-        Err(_) => {
-            tracing::warn!(actor = %receiver.get_id(), "a forwarded reply's map panicked: the outcome was dropped");
-            return ForwardOutcome::Undelivered;
+        Err(panic) => {
+            let panic = crate::panic::panic_message(panic.as_ref());
+            tracing::error!(actor = %receiver.get_id(), %panic, "a forwarded reply's map panicked: the outcome was dropped");
+            return ForwardOutcome::Panicked;
         }
     };
     match receiver.send_message(message) {

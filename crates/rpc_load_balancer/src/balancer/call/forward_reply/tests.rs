@@ -126,9 +126,22 @@ async fn a_receiver_already_stopped_gets_no_call_run() {
     let outcome = tokio::time::timeout(BOUND, forwarding.outcome()).await;
     assert_eq!(outcome.unwrap(), ForwardOutcome::ReceiverStopped);
     assert!(dropped.load(Ordering::SeqCst));
-    // A call that ends at once still finds nobody to take it.
-    let ready = forward(async { Ok(1) }, &actor, InboxMsg::Outcome);
-    assert_eq!(ready.outcome().await, ForwardOutcome::Undelivered);
+    // Not even a call that would end at once is run.
+    let ran = Arc::new(AtomicBool::new(false));
+    let ran_too = Arc::clone(&ran);
+    let ready = forward(
+        async move {
+            ran_too.store(true, Ordering::SeqCst);
+            Ok(1)
+        },
+        &actor,
+        InboxMsg::Outcome,
+    );
+    assert_eq!(ready.outcome().await, ForwardOutcome::ReceiverStopped);
+    assert!(
+        !ran.load(Ordering::SeqCst),
+        "a call ran for a stopped receiver"
+    );
 }
 
 #[tokio::test]
@@ -156,11 +169,30 @@ async fn a_panicking_map_loses_its_outcome_only() {
         &actor,
         |_: Result<u32, Error>| -> InboxMsg { panic!("the map fails") },
     );
-    assert_eq!(panicked.outcome().await, ForwardOutcome::Undelivered);
+    assert_eq!(panicked.outcome().await, ForwardOutcome::Panicked);
     let next = forward(async { Ok(2) }, &actor, InboxMsg::Outcome);
     assert_eq!(next.outcome().await, ForwardOutcome::Delivered);
     let got = tokio::time::timeout(BOUND, rx.recv()).await.unwrap();
     assert_eq!(got.unwrap().unwrap(), 2);
+}
+
+#[tokio::test]
+async fn a_panicking_call_is_reported_panicked_not_aborted() {
+    let (actor, mut rx) = inbox().await;
+    let panicked = forward(
+        async { panic!("the message builder fails") },
+        &actor,
+        InboxMsg::Outcome,
+    );
+    assert_eq!(panicked.outcome().await, ForwardOutcome::Panicked);
+    let next = forward(async { Ok(4) }, &actor, InboxMsg::Outcome);
+    assert_eq!(next.outcome().await, ForwardOutcome::Delivered);
+    let got = tokio::time::timeout(BOUND, rx.recv()).await.unwrap();
+    assert_eq!(
+        got.unwrap().unwrap(),
+        4,
+        "the panicking call delivered something"
+    );
 }
 
 #[test]
