@@ -14,11 +14,16 @@ fn node_filter_regex(pattern: &str) -> Result<NodeFilter, String> {
 }
 
 /// Parses a `--label` or `--node-match-label` value, `KEY=VALUE` (split at the first `=`;
-/// the value may be empty or hold `=`). The node checks the label itself at start.
+/// the value may be empty or hold `=`), checked by the library's label rules so that a bad
+/// one is refused naming its flag.
 fn label_pair(value: &str) -> Result<(String, String), String> {
     let (key, value) = value
         .split_once('=')
         .ok_or_else(|| format!("{value:?} is not KEY=VALUE"))?;
+    rpc_load_balancer::Labels::check(key, value).map_err(|error| match error {
+        rpc_load_balancer::Error::InvalidConfig { reason, .. } => reason,
+        other => other.to_string(),
+    })?;
     Ok((key.to_string(), value.to_string()))
 }
 
@@ -436,6 +441,16 @@ pub(super) mod tests {
         );
         assert_eq!(labeled.label_args.locality.as_deref(), Some("zone"));
         assert!(node_args(&["--label", "zone"]).is_err(), "no `=`");
+        assert!(node_args(&["--label", "=eu"]).is_err(), "an empty key");
+        assert!(
+            node_args(&["--node-match-label", "zöne=x"]).is_err(),
+            "a key no label has"
+        );
+        let long = format!("k={}", "v".repeat(257));
+        assert!(
+            node_args(&["--label", &long]).is_err(),
+            "a value past 256 bytes"
+        );
         let only_regex = node_args(&["--node-match-regex", "x"]).unwrap();
         assert_eq!(only_regex.node_match_list().unwrap().len(), 1);
         let error = node_args(&["--node-match-regex", "(unclosed"]).unwrap_err();

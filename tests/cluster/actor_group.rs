@@ -163,3 +163,36 @@ async fn actor_group_least_connections_spreads_over_every_worker_and_survives_a_
 async fn actor_group_peak_ewma_spreads_over_every_worker_and_survives_a_killed_process() {
     balance_then_kill(PeakEwma::new(), "ewma_workers").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_actor_that_answers_too_late_is_a_timeout() {
+    let args = [
+        "--group-workers",
+        "1",
+        "--group-scope",
+        "it_groups",
+        "--group-name",
+        "late",
+    ];
+    let cluster = Cluster::start(BIN, 1, &args).await.unwrap();
+    let me = cluster.join("caller", MESH_TIMEOUT).await.unwrap();
+    let group = ActorGroup::<GroupWork>::start(ActorGroupConfig::new("it_groups", "late"))
+        .await
+        .unwrap();
+    group.wait_for_members(1, BOUND).await.unwrap();
+    // Its node drops the reply port when the port's timeout (the call's) runs out, racing
+    // the caller's own timer: either way the caller is told of a timeout.
+    for _ in 0..5 {
+        let late = group
+            .call(|port| GroupWork::Who(2_000, port))
+            .timeout(Duration::from_millis(200))
+            .await;
+        assert!(
+            matches!(late, Err(Error::RequestTimeout { .. })),
+            "{late:?}"
+        );
+    }
+    group.stop().await;
+    me.shutdown().await;
+    cluster.shutdown().await;
+}

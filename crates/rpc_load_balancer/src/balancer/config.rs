@@ -308,6 +308,18 @@ impl BalancerConfig {
     pub(crate) fn validate_options(&self) -> Result<(), Error> {
         let invalid = |option, reason: String| Err(Error::InvalidConfig { option, reason });
         if let Some(filters) = &self.node_match_list {
+            for filter in filters {
+                if let NodeFilter::Label { key, value } = filter {
+                    if let Err(Error::InvalidConfig { reason, .. }) =
+                        crate::node::Labels::check(key, value)
+                    {
+                        return invalid(
+                            "node_match_list",
+                            format!("the label filter {key}={value} can match no node: {reason}"),
+                        );
+                    }
+                }
+            }
             if filters.iter().any(|f| f.as_str().is_empty()) {
                 return invalid(
                     "node_match_list",

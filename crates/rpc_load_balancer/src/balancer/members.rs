@@ -107,10 +107,13 @@ impl Member {
 
 impl std::fmt::Debug for Member {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Member")
-            .field("node", &self.node())
-            .field("local", &self.is_local())
-            .finish()
+        let mut member = f.debug_struct("Member");
+        member.field("node", &self.node());
+        // An actor group's member: which actor of the node (a balancer's id is its node).
+        if self.view.id() != self.node() {
+            member.field("id", &self.view.id());
+        }
+        member.field("local", &self.is_local()).finish()
     }
 }
 

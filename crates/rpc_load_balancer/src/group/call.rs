@@ -20,6 +20,10 @@ use crate::{Error, ForwardedReply, Unavailable};
 /// reach its member (its actor had stopped).
 const MAX_RESENDS: usize = 3;
 
+/// A reply port dropped this close to the call's deadline is its timeout (ractor_cluster
+/// drops a remote actor's port when the port's timeout runs out, racing the caller's timer).
+const DEADLINE_SLACK: Duration = Duration::from_millis(20);
+
 /// A call of an actor group's member: set [`timeout`](Self::timeout) and [`key`](Self::key),
 /// then await it for the reply.
 ///
@@ -35,7 +39,9 @@ const MAX_RESENDS: usize = 3;
 /// [`Error::ServiceUnavailable`] with [`Unavailable::Disconnected`] (the actor had stopped,
 /// and no other member could take the call) or [`Unavailable::ConnectionLost`] (the reply
 /// port was dropped unanswered: the actor stopped or failed while handling it, or its node's
-/// session closed); [`Error::BadRequest`] when the member does not take messages of type `M`;
+/// session closed); [`Error::BadRequest`] when the member does not take messages of type `M`
+/// (checked for actors on this node only: ractor cannot check a remote actor's type, whose
+/// node drops a message it cannot decode — the call then ends as a timeout);
 /// [`Error::UnknownBalancer`] once the group is stopped; the algorithm's own errors.
 #[must_use = "a call does nothing until awaited"]
 pub struct GroupCall<'a, M: Message, R, B> {
@@ -129,10 +135,16 @@ where
                 return Err(Error::RequestTimeout { node, timeout });
             }
             let build = &self.build;
+            let sent = tokio::time::Instant::now();
             let result = ractor::rpc::call::<M, R, _>(&cell, build, Some(left)).await;
             let outcome = match result {
                 Ok(CallResult::Success(reply)) => Ok(reply),
                 Ok(CallResult::Timeout) => Err(Error::RequestTimeout { node, timeout }),
+                // A remote actor's reply port is dropped by ractor_cluster when the port's
+                // timeout (the call's) runs out: at the deadline, that is a timeout.
+                Ok(CallResult::SenderError) if sent.elapsed() + DEADLINE_SLACK >= left => {
+                    Err(Error::RequestTimeout { node, timeout })
+                }
                 Ok(CallResult::SenderError) => Err(Error::ServiceUnavailable {
                     node,
                     reason: Unavailable::ConnectionLost,
@@ -188,8 +200,9 @@ where
 /// Errors: [`Error::NoMembers`] when nobody joined within the group's `call_timeout`;
 /// [`Error::ServiceUnavailable`] with [`Unavailable::Disconnected`] when the chosen actors had
 /// stopped (the message is offered to up to 3 more members); [`Error::BadRequest`] when the
-/// member does not take messages of type `M`; [`Error::UnknownBalancer`] once the group is
-/// stopped; the algorithm's own errors.
+/// member does not take messages of type `M` (checked for actors on this node only: a remote
+/// actor's node drops a message it cannot decode, and the cast still resolves `Ok`);
+/// [`Error::UnknownBalancer`] once the group is stopped; the algorithm's own errors.
 #[must_use = "a cast does nothing until awaited"]
 pub struct GroupCast<'a, M: Message> {
     group: &'a ActorGroup<M>,

@@ -142,6 +142,20 @@ fn invalid(reason: String) -> Error {
     }
 }
 
+impl Labels {
+    /// Checks one label, `key` = `value`, against the rules [`NodeConfig::label`] applies
+    /// at start (a key of 1–64 bytes of letters, digits, `.`, `_`, `/`, `-`; a value of at
+    /// most 256 bytes without control characters) — for a command line or a config file to
+    /// check a label where it is written.
+    ///
+    /// Errors: [`Error::InvalidConfig`] (`labels`) saying which rule the label breaks.
+    ///
+    /// [`NodeConfig::label`]: crate::NodeConfig::label
+    pub fn check(key: &str, value: &str) -> Result<(), Error> {
+        check_pair(key, value)
+    }
+}
+
 /// Checks one label (see [`Labels::validate`]).
 fn check_pair(key: &str, value: &str) -> Result<(), Error> {
     let key_ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '/' | '-');
@@ -274,5 +288,22 @@ mod tests {
             "held {} pairs",
             got.capacity()
         );
+    }
+
+    #[test]
+    fn a_label_filter_no_label_can_satisfy_is_refused_naming_node_match_list() {
+        for (key, value) in [("zöne", "x"), ("", ""), ("k", "\u{7}")] {
+            let config = crate::BalancerConfig::new("b")
+                .node_match_list([crate::NodeFilter::label(key, value)]);
+            match config.validate_options() {
+                Err(Error::InvalidConfig { option, reason }) => {
+                    assert_eq!(option, "node_match_list");
+                    assert!(reason.contains("label filter"), "{reason}");
+                }
+                other => panic!("{key:?}={value:?}: {other:?}"),
+            }
+        }
+        assert!(Labels::check("zone", "eu-1").is_ok());
+        assert!(Labels::check("zone", &"v".repeat(MAX_LABEL_VALUE_BYTES + 1)).is_err());
     }
 }

@@ -17,8 +17,14 @@ pub enum ClusterError {
     },
     /// The child exited, or closed its stdout, before the awaited line.
     #[error(
-        "{name} exited ({}) before {waiting_for}; the end of its stderr:\n{stderr_tail}",
-        status.map_or_else(|| "status unknown".to_string(), |s| s.to_string())
+        "{name} exited ({}) before {waiting_for}{}; the end of its stderr:\n{stderr_tail}",
+        status.map_or_else(|| "status unknown".to_string(), |s| s.to_string()),
+        if status.is_some_and(|s| s.success()) && stderr_tail.trim().is_empty() {
+            " (a child test run that matched no test exits 0 like this: check the child test's \
+             name, and that it is marked #[ignore])"
+        } else {
+            ""
+        }
     )]
     Exited {
         /// The child's label (its node name, e.g. `n1`).
