@@ -450,4 +450,23 @@ mod tests {
         );
         assert!(format!("{feed:?}").contains("Regex(\"^options_feed@\")"));
     }
+
+    #[test]
+    fn a_label_filter_no_label_can_satisfy_is_refused_naming_node_match_list() {
+        for (key, value) in [("zöne", "x"), ("", ""), ("k", "\u{7}")] {
+            let config = crate::BalancerConfig::new("b")
+                .node_match_list([crate::NodeFilter::label(key, value)]);
+            match config.validate_options() {
+                Err(crate::Error::InvalidConfig { option, reason }) => {
+                    assert_eq!(option, "node_match_list");
+                    assert!(reason.contains("label filter"), "{reason}");
+                }
+                other => panic!("{key:?}={value:?}: {other:?}"),
+            }
+        }
+        assert!(crate::Labels::check("zone", "eu-1").is_ok());
+        assert!(
+            crate::Labels::check("zone", &"v".repeat(crate::MAX_LABEL_VALUE_BYTES + 1)).is_err()
+        );
+    }
 }
