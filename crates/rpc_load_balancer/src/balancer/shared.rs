@@ -553,7 +553,8 @@ impl BalancerShared {
 
     /// Counts a selection of `members[index]`, held by a call (`limit`: the balancer's
     /// `max_in_flight_per_member`, for calls): `None` when that member is at the cap — its
-    /// [id](MemberView::id) is added to `exclude`, pick again.
+    /// [id](MemberView::id), and those of the other members at the cap now, are added to
+    /// `exclude`: pick again.
     ///
     /// Errors: [`Error::Overloaded`] when every member of the snapshot is in `exclude`.
     #[inline]
@@ -570,13 +571,23 @@ impl BalancerShared {
                 Ok(Some(super::Selection::acquired(members, index)))
             }
             Some(limit) => {
-                // At the cap: another member under it, or refuse at once.
+                // At the cap: skip it and, in the same pass, every other member at the cap
+                // now (one pick again, not one per full member: with hundreds of actors at
+                // the cap a call would otherwise pick hundreds of times); then another member
+                // under it, or refuse at once.
                 let full = &members.views()[index];
                 exclude.push(Arc::clone(full.id_arc()));
-                let all_full = members
-                    .views()
-                    .iter()
-                    .all(|m| exclude.iter().any(|id| **id == *m.id()));
+                let mut all_full = true;
+                for member in members.views() {
+                    if exclude.iter().any(|id| **id == *member.id()) {
+                        continue;
+                    }
+                    if member.in_flight() >= limit {
+                        exclude.push(Arc::clone(member.id_arc()));
+                    } else {
+                        all_full = false;
+                    }
+                }
                 if all_full {
                     return Err(Error::Overloaded {
                         balancer: self.name.clone(),
