@@ -635,18 +635,18 @@ impl BalancerShared {
                 (self.node.peers.session_node(node_id)?, pid, false)
             }
         };
-        let excluded = &self.node.config.excluded_node_patterns;
-        let matches = if !self.config.has_label_filter() {
-            self.config.matches_excluding(&node, excluded)
-        } else if local {
-            self.config
-                .matches_labeled(&node, Some(&self.node.config.labels), excluded)
-        } else {
-            let labels = self.node.peers.labels_of(&node);
-            self.config
-                .matches_labeled(&node, labels.as_ref(), excluded)
+        // A peer's labels are looked up (a lock and a clone) only for a label filter.
+        let peer_labels = (!local && self.config.has_label_filter())
+            .then(|| self.node.peers.labels_of(&node))
+            .flatten();
+        let labels = match local {
+            true => Some(&self.node.config.labels),
+            false => peer_labels.as_ref(),
         };
-        matches.then_some((node, pid, local))
+        let excluded = &self.node.config.excluded_node_patterns;
+        self.config
+            .matches_labeled(&node, labels, excluded)
+            .then_some((node, pid, local))
     }
 
     /// Picks a member for a call, skipping `exclude` (members a send just failed to reach, by

@@ -120,7 +120,7 @@ where
         let key = self.key.as_deref();
         // Members skipped (at the cap, or refusing the message), and the sends refused.
         let mut exclude: Vec<Arc<str>> = Vec::new();
-        let mut resends = 0;
+        let mut refusals = 0;
         loop {
             let mut selection = pick(shared, key, &mut exclude, deadline, true).await?;
             let member = selection.member();
@@ -155,17 +155,15 @@ where
                 }),
                 Err(MessagingErr::SendErr(_) | MessagingErr::ChannelClosed) => {
                     // Not delivered: the actor had stopped. Another member, if any.
-                    selection.report(
+                    let again = refused(
+                        shared,
+                        &mut selection,
                         timeout,
-                        || OutcomeKind::Error(crate::ErrorCode::ServiceUnavailable),
-                        None,
+                        id,
+                        &mut exclude,
+                        &mut refusals,
                     );
-                    exclude.push(id);
-                    resends += 1;
-                    let again = resends <= MAX_RESENDS
-                        && tokio::time::Instant::now() < deadline
-                        && anyone_else(shared, &exclude);
-                    if again {
+                    if again && tokio::time::Instant::now() < deadline {
                         continue;
                     }
                     Err(Error::ServiceUnavailable {
@@ -234,7 +232,7 @@ impl<'a, M: Message> GroupCast<'a, M> {
         let deadline = crate::deadline::after(timeout);
         let key = self.key.as_deref();
         let mut exclude: Vec<Arc<str>> = Vec::new();
-        let mut resends = 0;
+        let mut refusals = 0;
         let mut message = self.message;
         loop {
             let mut selection = pick(shared, key, &mut exclude, deadline, false).await?;
@@ -246,14 +244,14 @@ impl<'a, M: Message> GroupCast<'a, M> {
             let outcome = match member.cell().send_message::<M>(message) {
                 Ok(()) => Ok(()),
                 Err(MessagingErr::SendErr(back)) => {
-                    selection.report(
+                    if refused(
+                        shared,
+                        &mut selection,
                         timeout,
-                        || OutcomeKind::Error(crate::ErrorCode::ServiceUnavailable),
-                        None,
-                    );
-                    exclude.push(id);
-                    resends += 1;
-                    if resends <= MAX_RESENDS && anyone_else(shared, &exclude) {
+                        id,
+                        &mut exclude,
+                        &mut refusals,
+                    ) {
                         message = back;
                         continue;
                     }
@@ -286,14 +284,32 @@ impl<'a, M: Message> IntoFuture for GroupCast<'a, M> {
     }
 }
 
-/// Whether the group has a member not in `exclude` (by member id): someone else to send a
-/// refused message to, now — else the refusal is the answer, at once.
-fn anyone_else(shared: &BalancerShared, exclude: &[Arc<str>]) -> bool {
-    shared
-        .members()
-        .views()
-        .iter()
-        .any(|m| !exclude.iter().any(|id| **id == *m.id()))
+/// A send to member `id` of `selection` that did not reach its actor (it had stopped): reported
+/// to the selector as the member's failure, the member skipped from now on (`exclude` keeps
+/// the skipped members, at the cap or refusing; `refusals` counts the refusals). Whether to
+/// send to another member: at most [`MAX_RESENDS`] refusals, and a member not in `exclude`
+/// left now — else the refusal is the answer, at once.
+fn refused(
+    shared: &BalancerShared,
+    selection: &mut Selection,
+    timeout: Duration,
+    id: Arc<str>,
+    exclude: &mut Vec<Arc<str>>,
+    refusals: &mut usize,
+) -> bool {
+    selection.report(
+        timeout,
+        || OutcomeKind::Error(crate::ErrorCode::ServiceUnavailable),
+        None,
+    );
+    exclude.push(id);
+    *refusals += 1;
+    *refusals <= MAX_RESENDS
+        && shared
+            .members()
+            .views()
+            .iter()
+            .any(|m| !exclude.iter().any(|id| **id == *m.id()))
 }
 
 /// A counted selection for a call (`call`: with the group's per-member cap) or a cast, skipping

@@ -24,8 +24,8 @@ pub(crate) struct Preferring {
     preferred: Box<dyn Selector>,
     /// The balancer's `max_in_flight_per_member`.
     cap: Option<usize>,
-    /// The preferred nodes of the last list (for the preferred selector's joined and left),
-    /// and what was derived for the list being announced (taken by `derive`).
+    /// The preferred members' ids of the last list (for the preferred selector's joined and
+    /// left), and what was derived for the list being announced (taken by `derive`).
     writer: Mutex<Writer>,
 }
 
@@ -123,7 +123,8 @@ impl Selector for Preferring {
             .collect();
         let views: Vec<MemberView> = indices.iter().map(|&i| change.members[i].clone()).collect();
         let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let now: Vec<Arc<str>> = views.iter().map(|v| Arc::clone(v.node_arc())).collect();
+        // By member id, as `Change::joined` and `left` are.
+        let now: Vec<Arc<str>> = views.iter().map(|v| Arc::clone(v.id_arc())).collect();
         let joined: Vec<Arc<str>> = now
             .iter()
             .filter(|n| !writer.last.contains(n))
