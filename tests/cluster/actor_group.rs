@@ -1,14 +1,15 @@
 //! Actor groups across real processes: three `rpclb node` processes each run two worker actors
 //! in one pg group (`--group-workers`); the test process balances over the six actors with
 //! LeastConnections and with PeakEwma, then SIGKILLs one worker process: calls keep succeeding
-//! and its actors leave the group.
+//! and its actors leave the group. With LoadWeighted, the actors of a node that reports a high
+//! CPU load get fewer calls (the group asks each member's node for its load).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use rpc_load_balancer::group::{ActorGroup, ActorGroupConfig};
 use rpc_load_balancer::routing::Algorithm;
-use rpc_load_balancer::{Error, LeastConnections, PeakEwma};
+use rpc_load_balancer::{Error, LeastConnections, LoadWeighted, PeakEwma};
 use rpclb::group_worker::GroupWork;
 use rpclb::harness::Cluster;
 
@@ -192,6 +193,93 @@ async fn a_remote_actor_that_answers_too_late_is_a_timeout() {
             "{late:?}"
         );
     }
+    group.stop().await;
+    me.shutdown().await;
+    cluster.shutdown().await;
+}
+
+/// Calls `group` in waves of `concurrent` calls (each answered after 10 ms) for `time`, and
+/// counts the answers per node; every call must succeed.
+async fn calls_per_node(
+    group: &ActorGroup<GroupWork>,
+    time: Duration,
+    concurrent: usize,
+) -> HashMap<String, usize> {
+    let mut per_node = HashMap::new();
+    let start = tokio::time::Instant::now();
+    while start.elapsed() < time {
+        let mut calls = tokio::task::JoinSet::new();
+        for _ in 0..concurrent {
+            let group = group.clone();
+            calls.spawn(async move {
+                group
+                    .call(|port| GroupWork::Who(10, port))
+                    .timeout(BOUND)
+                    .await
+            });
+        }
+        while let Some(reply) = calls.join_next().await {
+            let id = reply.unwrap().expect("a call to a live group");
+            let (node, _) = id.rsplit_once('#').expect("a member id");
+            *per_node.entry(node.to_string()).or_default() += 1;
+        }
+    }
+    per_node
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actor_group_load_weighted_sends_fewer_calls_to_the_actors_of_a_loaded_node() {
+    let common = [
+        "--group-workers",
+        "2",
+        "--group-scope",
+        "it_groups",
+        "--group-name",
+        "lw_workers",
+        "--cpu-sample-interval-ms",
+        "100",
+        "--cpu-sampler",
+    ];
+    let with =
+        |cpu: &'static str| -> Vec<&'static str> { common.iter().copied().chain([cpu]).collect() };
+    let (loaded, light) = (with("const:90"), with("const:10"));
+    let cluster = Cluster::start_each(BIN, &[&loaded, &light, &light])
+        .await
+        .unwrap();
+    let me = cluster.join("caller", MESH_TIMEOUT).await.unwrap();
+    let algorithm = LoadWeighted::new()
+        .blackout_period(Duration::ZERO)
+        .weight_update_period(Duration::from_millis(200));
+    let group = ActorGroup::<GroupWork>::start(
+        ActorGroupConfig::new("it_groups", "lw_workers").algorithm(algorithm),
+    )
+    .await
+    .unwrap();
+    group
+        .wait_for_members(3 * PER_NODE, BOUND)
+        .await
+        .unwrap_or_else(|e| panic!("{e}; members {:?}", group.members()));
+
+    // Until reports arrive every actor weighs the same; then an actor's weight is this
+    // caller's rate to its node per unit of the node's CPU (90 % against 10 %).
+    let warm = calls_per_node(&group, Duration::from_millis(1_500), 8).await;
+    assert_eq!(
+        warm.len(),
+        3,
+        "every node answered while weights settled: {warm:?}"
+    );
+    let counts = calls_per_node(&group, Duration::from_millis(1_500), 8).await;
+    let loaded_node = cluster.nodes[0].node();
+    let to_loaded = counts.get(loaded_node).copied().unwrap_or(0);
+    let to_light: Vec<usize> = cluster.nodes[1..]
+        .iter()
+        .map(|n| counts.get(n.node()).copied().unwrap_or(0))
+        .collect();
+    assert!(
+        to_light.iter().all(|&light| to_loaded * 3 < light),
+        "the loaded node's actors got {to_loaded} calls, the others' {to_light:?} ({counts:?})"
+    );
+
     group.stop().await;
     me.shutdown().await;
     cluster.shutdown().await;

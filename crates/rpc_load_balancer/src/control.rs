@@ -9,6 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::load::LoadReport;
+
 mod drain_report;
 
 pub use drain_report::{DrainOutcome, DrainReport};
@@ -123,6 +125,12 @@ pub enum ControlRequest {
     /// admin-gated. A node older than labels answers
     /// [`Error::BadRequest`](crate::Error::BadRequest): it has none.
     Labels,
+    /// The target's load now, as a reply to a call it served would report it:
+    /// [`ControlReply::LoadReport`]. An [actor group](crate::group) whose algorithm reads load
+    /// reports ([`Needs::reports`](crate::routing::Needs::reports)) asks each member's node,
+    /// since its actors' replies carry none. Not admin-gated. A node older than this request
+    /// answers [`Error::BadRequest`](crate::Error::BadRequest).
+    LoadReport,
 }
 
 /// The answer to a [`ControlRequest`]. (Only `PartialEq`: CPU readings carry an `f64`.)
@@ -185,6 +193,10 @@ pub enum ControlReply {
     /// pairs past the first [`MAX_LABELS`](crate::MAX_LABELS) are read one at a time and
     /// dropped, so a reply of many pairs holds no more memory than 32 of them.
     Labels(#[serde(deserialize_with = "first_label_pairs")] Vec<(String, String)>),
+    /// The target's load ([`ControlRequest::LoadReport`]): `in_flight` and `node_in_flight`
+    /// both count every call it is serving; `qps`, `eps`, `cpu` and `utilization` as in the
+    /// report of a reply it sends now.
+    LoadReport(LoadReport),
 }
 
 /// How many label pairs a decoded [`ControlReply::Labels`] keeps (the node layer's
@@ -277,6 +289,7 @@ mod tests {
                 },
             ),
             (21, ControlRequest::Labels),
+            (22, ControlRequest::LoadReport),
         ];
         for (index, request) in requests {
             let bytes = postcard::to_allocvec(&request).unwrap();

@@ -408,6 +408,10 @@ async fn admin<S: Serving + ?Sized>(
             ControlReply::CpuReading((transport.cpu_readings.own)(&transport.name))
         }
         ControlRequest::CpuReadings => ControlReply::CpuReadings((transport.cpu_readings.all)()),
+        ControlRequest::LoadReport => {
+            let node = transport.served.in_flight.load(Ordering::Relaxed) as usize;
+            ControlReply::LoadReport(transport.serving_load.report(node, node))
+        }
         ControlRequest::Cancel(id) => {
             if transport.calls.cancel(id) {
                 tracing::debug!(call_id = id, "call cancelled by its caller");

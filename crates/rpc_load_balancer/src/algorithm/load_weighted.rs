@@ -7,7 +7,7 @@ mod track;
 
 use std::time::Duration;
 
-use crate::routing::{Algorithm, BuildContext, Selector};
+use crate::routing::{Algorithm, BuildContext, Needs, Selector};
 use crate::Error;
 
 use selector::LoadWeightedSelector;
@@ -35,6 +35,12 @@ use selector::LoadWeightedSelector;
 /// - its latest such report is younger than
 ///   [`weight_expiration_period`](Self::weight_expiration_period) (default 3 min); an
 ///   expired weight is dropped and the blackout starts again with the next report.
+///
+/// **Over an [actor group](crate::group)**, whose replies carry no report, the group asks
+/// each member's node for its load every `weight_update_period`: an actor's report is its
+/// node's CPU and utilization with this caller's own calls to that node's actors per second,
+/// shared among them (so a node loaded by others serves this caller fewer calls per unit of
+/// load, and its actors weigh less; see `docs/how-to/actor-groups.md`).
 ///
 /// A member without a usable weight — new, never called, on this node (its calls run here,
 /// without a reply), in its blackout, expired — is **unknown** and weighs the mean of the
@@ -246,6 +252,12 @@ impl Algorithm for LoadWeighted {
             u64::from(start),
             context.balancer,
         )))
+    }
+
+    /// Reports every `weight_update_period`: an actor group, whose replies carry none, asks
+    /// its members' nodes for their load that often (see [`Needs::reports`]).
+    fn needs(&self) -> Needs {
+        Needs::NONE.reports(Duration::from_millis(self.options.update_ms))
     }
 }
 

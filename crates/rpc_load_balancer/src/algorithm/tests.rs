@@ -40,8 +40,15 @@ fn built_in_algorithms_by_name() {
     assert!(!needs("random").in_flight && needs("random").cpu.is_none());
     assert!(needs("least_cpu").cpu.is_some() && !needs("least_cpu").in_flight);
     assert!(needs("peak_ewma").in_flight && needs("peak_ewma").cpu.is_none());
-    // LoadWeighted reads the reports the balancer keeps in every view: nothing to ask for.
-    assert_eq!(needs("load_weighted"), Needs::NONE);
+    // LoadWeighted reads the reports the balancer keeps in every view: it asks only that they
+    // be kept fresh where calls bring none (actor groups), every weight update period.
+    assert_eq!(
+        needs("load_weighted"),
+        Needs::NONE.reports(LoadWeighted::DEFAULT_WEIGHT_UPDATE_PERIOD)
+    );
+    for name in BUILT_IN.iter().filter(|n| **n != "load_weighted") {
+        assert_eq!(needs(name).reports, None, "{name}");
+    }
     // Only PeakEwma learns from outcomes (the others' call path reads no clock for them).
     for name in BUILT_IN {
         let learns = build(&*by_name(name).unwrap()).learns();

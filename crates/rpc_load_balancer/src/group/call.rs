@@ -124,9 +124,10 @@ where
         loop {
             let mut selection = pick(shared, key, &mut exclude, deadline, true).await?;
             let member = selection.member();
-            let (cell, node, id) = (
+            let (cell, node, node_arc, id) = (
                 member.cell().clone(),
                 member.node().to_string(),
+                Arc::clone(member.view().node_arc()),
                 Arc::clone(member.view().id_arc()),
             );
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -173,6 +174,7 @@ where
                 }
             };
             selection.report(timeout, || OutcomeKind::of(&outcome), None);
+            self.group.ended(&node_arc, outcome.is_ok());
             return outcome;
         }
     }
@@ -237,8 +239,9 @@ impl<'a, M: Message> GroupCast<'a, M> {
         loop {
             let mut selection = pick(shared, key, &mut exclude, deadline, false).await?;
             let member = selection.member();
-            let (node, id) = (
+            let (node, node_arc, id) = (
                 member.node().to_string(),
+                Arc::clone(member.view().node_arc()),
                 Arc::clone(member.view().id_arc()),
             );
             let outcome = match member.cell().send_message::<M>(message) {
@@ -270,6 +273,7 @@ impl<'a, M: Message> GroupCast<'a, M> {
                 }),
             };
             selection.report(timeout, || OutcomeKind::of(&outcome), None);
+            self.group.ended(&node_arc, outcome.is_ok());
             return outcome;
         }
     }

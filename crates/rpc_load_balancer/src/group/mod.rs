@@ -7,7 +7,9 @@
 //! name and its pid on that node (member id `"{node}#{pid}"`,
 //! [`MemberView::id`](crate::routing::MemberView::id)), and the members are sorted by
 //! (node, pid) — the same order on every node, so RoundRobin and HashRing agree across
-//! callers. Node-level inputs stay per node: LeastCpu's CPU readings and the node filters.
+//! callers. Node-level inputs stay per node: LeastCpu's CPU readings, the node filters, and
+//! the node load in the reports LoadWeighted weighs (asked of each member's node, since your
+//! actors' replies carry none; the call rate in them is this caller's own, per actor).
 //!
 //! Nothing is sent to the group's actors but your own message type `M`: the group has no
 //! actor of its own in the pg group and is not registered as a balancer
@@ -60,6 +62,7 @@
 
 mod call;
 mod config;
+mod load;
 #[cfg(test)]
 mod tests;
 mod watcher;
@@ -94,6 +97,8 @@ pub struct ActorGroup<M: Message> {
 struct Inner {
     shared: Arc<BalancerShared>,
     watcher: ActorRef<WatcherMsg>,
+    /// This group's calls per node, counted only when its algorithm reads load reports.
+    calls: Option<Arc<load::NodeCalls>>,
 }
 
 impl Drop for Inner {
@@ -198,7 +203,11 @@ impl<M: Message> ActorGroup<M> {
             node.shared(),
             source,
         )?);
-        let arguments = (Arc::clone(&shared), scope, group);
+        let calls = shared
+            .needs
+            .reports
+            .map(|_| Arc::new(load::NodeCalls::default()));
+        let arguments = (Arc::clone(&shared), scope, group, calls.clone());
         let spawned = match parent {
             Some(parent) => Actor::spawn_linked(None, GroupWatcher, arguments, parent).await,
             None => Actor::spawn(None, GroupWatcher, arguments).await,
@@ -207,13 +216,25 @@ impl<M: Message> ActorGroup<M> {
             reason: format!("actor group {}: {error}", shared.name),
         })?;
         Ok(Self {
-            inner: Arc::new(Inner { shared, watcher }),
+            inner: Arc::new(Inner {
+                shared,
+                watcher,
+                calls,
+            }),
             _message: PhantomData,
         })
     }
 
     fn shared(&self) -> &Arc<BalancerShared> {
         &self.inner.shared
+    }
+
+    /// Counts a call or cast to an actor of `node` that ended (`ok`: it succeeded), when the
+    /// group keeps load reports.
+    fn ended(&self, node: &Arc<str>, ok: bool) {
+        if let Some(calls) = &self.inner.calls {
+            calls.ended(node, ok);
+        }
     }
 
     /// The group's name for logs, metrics and errors: `"{scope}/{group}"`.

@@ -1,7 +1,9 @@
 //! The GroupWatcher actor: keeps an actor group's members snapshot. It monitors the group's pg
 //! scope and re-reads the group on every change of it, and on every peer that comes up (a
 //! remote actor is a member once its node's session is known). For LeastCpu it supervises the
-//! group's CPU Poller (restarted when it fails, as a balancer's supervisor does).
+//! group's CPU Poller (restarted when it fails, as a balancer's supervisor does); for an
+//! algorithm that reads load reports it runs the task that asks the members' nodes for them
+//! ([`super::load`]).
 
 use std::sync::Arc;
 
@@ -25,6 +27,8 @@ pub(crate) struct Watching {
     scope: String,
     group: String,
     events: tokio::task::JoinHandle<()>,
+    /// The task asking the members' nodes for load reports, when the algorithm reads them.
+    reports: Option<tokio::task::JoinHandle<()>>,
     /// The LeastCpu Poller, when the algorithm needs CPU readings.
     poller: Option<ractor::ActorCell>,
     /// A `Refresh` is in the mailbox: the group's pg changes since are read by it, so a burst
@@ -60,12 +64,17 @@ impl Watching {
 impl Actor for GroupWatcher {
     type Msg = WatcherMsg;
     type State = Watching;
-    type Arguments = (Arc<BalancerShared>, String, String);
+    type Arguments = (
+        Arc<BalancerShared>,
+        String,
+        String,
+        Option<Arc<super::load::NodeCalls>>,
+    );
 
     async fn pre_start(
         &self,
         myself: ActorRef<WatcherMsg>,
-        (shared, scope, group): Self::Arguments,
+        (shared, scope, group, calls): Self::Arguments,
     ) -> Result<Watching, ActorProcessingErr> {
         ractor::pg::monitor_scope(scope.clone(), myself.get_cell());
         let mut events = shared.node.events.subscribe();
@@ -87,11 +96,20 @@ impl Actor for GroupWatcher {
         shared.refresh();
         // Members filtered by their nodes' labels: again when a peer's labels arrive.
         shared.watch_labels();
+        let reports = match (shared.needs.reports, calls) {
+            (Some(period), Some(calls)) => Some(tokio::spawn(super::load::run(
+                Arc::clone(&shared),
+                calls,
+                period,
+            ))),
+            _ => None,
+        };
         let mut watching = Watching {
             shared,
             scope,
             group,
             events,
+            reports,
             poller: None,
             refresh_queued: false,
         };
@@ -105,6 +123,9 @@ impl Actor for GroupWatcher {
         state: &mut Watching,
     ) -> Result<(), ActorProcessingErr> {
         state.events.abort();
+        if let Some(reports) = state.reports.take() {
+            reports.abort();
+        }
         if let Some(poller) = state.poller.take() {
             poller.stop(None);
         }

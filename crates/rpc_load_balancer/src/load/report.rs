@@ -16,8 +16,11 @@ use serde::{Deserialize, Serialize};
 ///
 /// [`MemberView::report`]: crate::routing::MemberView::report
 /// [`Outcome::report`]: crate::routing::Outcome::report
+///
+/// It serializes as its wire form (so a decoded report is already saturated and clamped).
 #[non_exhaustive]
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(from = "WireReport", into = "WireReport")]
 pub struct LoadReport {
     /// Calls of the balancer the call came through (all calls, for a direct call) running on
     /// the serving node as the reply left, that call not counted.
@@ -52,6 +55,18 @@ const MAX_UTILIZATION_CODE: u16 = (1 << 14) - 1;
 /// thousandths + 1 (0: none). Postcard varints: at most 3 + 3 + 3 + 3 + 1 + 2 = 15 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct WireReport(u16, u16, u32, u32, u8, u16);
+
+impl From<WireReport> for LoadReport {
+    fn from(wire: WireReport) -> Self {
+        LoadReport::from_wire(wire)
+    }
+}
+
+impl From<LoadReport> for WireReport {
+    fn from(report: LoadReport) -> Self {
+        report.to_wire()
+    }
+}
 
 impl LoadReport {
     /// The report's wire form.

@@ -54,6 +54,12 @@ pub struct Needs {
     /// ([`MemberView::cpu`](super::MemberView::cpu)), fetched by a Poller actor the balancer
     /// runs beside the selector, with these settings.
     pub cpu: Option<CpuPolling>,
+    /// Keep each member's [`LoadReport`](crate::LoadReport) in its view
+    /// ([`MemberView::report`](super::MemberView::report)) at least this often even when
+    /// its calls bring none: an [actor group](crate::group)'s replies carry no report, so the
+    /// group asks each member's node for its load every this long (a balancer ignores it:
+    /// every reply of its members carries one).
+    pub reports: Option<Duration>,
 }
 
 impl Needs {
@@ -61,6 +67,7 @@ impl Needs {
     pub const NONE: Needs = Needs {
         in_flight: false,
         cpu: None,
+        reports: None,
     };
 
     /// Also count in-flight selections per member.
@@ -72,6 +79,13 @@ impl Needs {
     /// Also keep CPU readings, polled as `polling` says.
     pub const fn cpu(mut self, polling: CpuPolling) -> Self {
         self.cpu = Some(polling);
+        self
+    }
+
+    /// Also keep load reports fresh where calls bring none, asked for every `period` (see
+    /// [`Needs::reports`]).
+    pub const fn reports(mut self, period: Duration) -> Self {
+        self.reports = Some(period);
         self
     }
 }

@@ -141,3 +141,26 @@ async fn the_nodes_own_requests_are_handed_up_and_test_hooks_only_in_a_build_wit
         other => panic!("expected BadRequest, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn a_load_report_is_answered_with_the_nodes_figures_without_remote_admin() {
+    let shared = node_of(shared());
+    assert!(!shared.transport.config.remote_admin);
+    shared.transport.serving_load.set_utilization(Some(0.75));
+    for ok in [true, true, false] {
+        shared.transport.serving_load.finished(ok);
+    }
+    match control_of(&shared, &ControlRequest::LoadReport).await {
+        Ok(ControlReply::LoadReport(report)) => {
+            assert_eq!(report.utilization, Some(0.75));
+            assert_eq!((report.in_flight, report.node_in_flight), (0, 0));
+            assert!(report.eps <= report.qps, "{report:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    shared.transport.serving_load.set_utilization(None);
+    match control_of(&shared, &ControlRequest::LoadReport).await {
+        Ok(ControlReply::LoadReport(report)) => assert_eq!(report.utilization, None),
+        other => panic!("{other:?}"),
+    }
+}

@@ -131,6 +131,14 @@ pub(super) fn add(seeds: &mut Seeds) {
                 took: std::time::Duration::from_millis(1500),
             }),
         ),
+        (
+            "load-report",
+            ControlReply::LoadReport(crate::LoadReport {
+                qps: 120,
+                cpu: Some(40.0),
+                ..crate::LoadReport::default()
+            }),
+        ),
     ];
     for (name, value) in &replies {
         seeds.add(&format!("reply-ok-{name}"), encode_ok(value).unwrap());
