@@ -196,7 +196,7 @@ pub enum ControlReply {
     /// The target's load ([`ControlRequest::LoadReport`]): `in_flight` and `node_in_flight`
     /// both count every call it is serving; `qps`, `eps`, `cpu` and `utilization` as in the
     /// report of a reply it sends now.
-    LoadReport(LoadReport),
+    LoadReport(#[serde(with = "crate::load::as_wire")] LoadReport),
 }
 
 /// How many label pairs a decoded [`ControlReply::Labels`] keeps (the node layer's

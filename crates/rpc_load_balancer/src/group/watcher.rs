@@ -27,14 +27,25 @@ pub(crate) struct Watching {
     scope: String,
     group: String,
     events: tokio::task::JoinHandle<()>,
-    /// The task asking the members' nodes for load reports, when the algorithm reads them.
-    reports: Option<tokio::task::JoinHandle<()>>,
+    /// The task asking the members' nodes for load reports, when the algorithm reads them
+    /// (aborted when this state drops: also when the watcher is killed, which skips
+    /// `post_stop`).
+    reports: Option<AbortOnDrop>,
     /// The LeastCpu Poller, when the algorithm needs CPU readings.
     poller: Option<ractor::ActorCell>,
     /// A `Refresh` is in the mailbox: the group's pg changes since are read by it, so a burst
     /// of joins or leaves (an actor pool starting, a peer's actors synced) is read once, not
     /// once per actor.
     refresh_queued: bool,
+}
+
+/// A task aborted when this handle drops.
+pub(crate) struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl Watching {
@@ -97,11 +108,11 @@ impl Actor for GroupWatcher {
         // Members filtered by their nodes' labels: again when a peer's labels arrive.
         shared.watch_labels();
         let reports = match (shared.needs.reports, calls) {
-            (Some(period), Some(calls)) => Some(tokio::spawn(super::load::run(
+            (Some(period), Some(calls)) => Some(AbortOnDrop(tokio::spawn(super::load::run(
                 Arc::clone(&shared),
                 calls,
                 period,
-            ))),
+            )))),
             _ => None,
         };
         let mut watching = Watching {
@@ -123,9 +134,7 @@ impl Actor for GroupWatcher {
         state: &mut Watching,
     ) -> Result<(), ActorProcessingErr> {
         state.events.abort();
-        if let Some(reports) = state.reports.take() {
-            reports.abort();
-        }
+        state.reports = None;
         if let Some(poller) = state.poller.take() {
             poller.stop(None);
         }

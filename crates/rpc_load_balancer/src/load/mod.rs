@@ -7,8 +7,8 @@
 pub(crate) mod clock;
 mod report;
 
+pub(crate) use report::{as_wire, ReportSlot, WireReport, MAX_WIRE_LEN};
 pub use report::{LoadReport, ReportReading};
-pub(crate) use report::{ReportSlot, WireReport, MAX_WIRE_LEN};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -16,11 +16,8 @@ use serde::{Deserialize, Serialize};
 ///
 /// [`MemberView::report`]: crate::routing::MemberView::report
 /// [`Outcome::report`]: crate::routing::Outcome::report
-///
-/// It serializes as its wire form (so a decoded report is already saturated and clamped).
 #[non_exhaustive]
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-#[serde(from = "WireReport", into = "WireReport")]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct LoadReport {
     /// Calls of the balancer the call came through (all calls, for a direct call) running on
     /// the serving node as the reply left, that call not counted.
@@ -56,15 +53,19 @@ const MAX_UTILIZATION_CODE: u16 = (1 << 14) - 1;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct WireReport(u16, u16, u32, u32, u8, u16);
 
-impl From<WireReport> for LoadReport {
-    fn from(wire: WireReport) -> Self {
-        LoadReport::from_wire(wire)
-    }
-}
+/// Serde of a [`LoadReport`] as its wire form, for the control reply that carries one
+/// (`#[serde(with = "as_wire")]`): a decoded report is saturated and clamped as a reply's is.
+pub(crate) mod as_wire {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-impl From<LoadReport> for WireReport {
-    fn from(report: LoadReport) -> Self {
-        report.to_wire()
+    use super::{LoadReport, WireReport};
+
+    pub(crate) fn serialize<S: Serializer>(report: &LoadReport, s: S) -> Result<S::Ok, S::Error> {
+        report.to_wire().serialize(s)
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<LoadReport, D::Error> {
+        WireReport::deserialize(d).map(LoadReport::from_wire)
     }
 }
 

@@ -57,8 +57,8 @@ pub struct Needs {
     /// Keep each member's [`LoadReport`](crate::LoadReport) in its view
     /// ([`MemberView::report`](super::MemberView::report)) at least this often even when
     /// its calls bring none: an [actor group](crate::group)'s replies carry no report, so the
-    /// group asks each member's node for its load every this long (a balancer ignores it:
-    /// every reply of its members carries one).
+    /// group asks each member's node for its load every this long, at most every 100 ms (a
+    /// balancer ignores it: every reply of its members carries one).
     pub reports: Option<Duration>,
 }
 
