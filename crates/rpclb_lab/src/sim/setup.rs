@@ -63,6 +63,18 @@ impl<'a> Sim<'a> {
             .filter(|m| m.present)
             .map(|m| m.node.as_str())
             .collect();
+        let subsetting = s.subsetting();
+        if let Some(subsetting) = &subsetting {
+            subsetting
+                .check(spec.algorithm)
+                .map_err(|source| RunError::Algorithm {
+                    algorithm: spec.algorithm.name().to_string(),
+                    source,
+                })?;
+        }
+        let present: Vec<u32> = (0..members.len() as u32)
+            .filter(|&m| members[m as usize].present)
+            .collect();
         let mut callers = Vec::with_capacity(s.callers);
         let heartbeat_interval = ns(s.heartbeat.interval_ms / 1e3);
         let timeout_ns = libm::round(s.timeout_ms * NS_PER_MS).max(1.0) as u64;
@@ -78,13 +90,31 @@ impl<'a> Sim<'a> {
                             source,
                         }
                     })?;
-                kit.join(initial.iter().copied());
+                match &subsetting {
+                    // Its subset of the members present.
+                    Some(subsetting) => kit.join(
+                        subsetting
+                            .subset(&initial, c, s.callers)
+                            .into_iter()
+                            .map(|j| initial[j]),
+                    ),
+                    None => kit.join(initial.iter().copied()),
+                }
                 // Outcomes carry the call's timeout, as a balancer's do.
                 kit.set_call_timeout(Some(Duration::from_nanos(timeout_ns)));
                 Some(kit)
             };
+            let subset = match &subsetting {
+                Some(subsetting) => subsetting
+                    .subset(&initial, c, s.callers)
+                    .into_iter()
+                    .map(|j| present[j])
+                    .collect(),
+                None => Vec::new(),
+            };
             callers.push(Caller {
                 kit,
+                subset,
                 kit_time: 0,
                 removed: Vec::new(),
                 pinging: Vec::new(),
@@ -149,11 +179,10 @@ impl<'a> Sim<'a> {
             open_oldest: super::NIL,
             open_newest: super::NIL,
             timeline,
-            present: (0..members.len() as u32)
-                .filter(|&m| members[m as usize].present)
-                .collect(),
+            present,
             members,
             callers,
+            subsetting,
             calls: Vec::new(),
             free: Vec::new(),
             arrivals: Stream::new(seed, StreamId::Arrivals),
