@@ -63,7 +63,7 @@ fn callers_call_only_the_members_of_their_subsets() {
         for callers in [1, 3] {
             let scenario = cluster(30, callers, 4, scheme);
             let subsetting = Subsetting::with(scheme.library(), 4);
-            let mut dialled = vec![false; 30];
+            let mut dialled = [false; 30];
             for c in 0..callers {
                 for j in subsetting.subset(&members, c, callers) {
                     dialled[j] = true;
