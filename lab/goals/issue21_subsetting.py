@@ -33,6 +33,12 @@ def spread(run):
     return min(shares) / mean, max(shares) / mean
 
 
+def median(values):
+    values = sorted(values)
+    n = len(values)
+    return (values[(n - 1) // 2] + values[n // 2]) / 2 if n else float("nan")
+
+
 def holds(run):
     lo, hi = spread(run)
     return run.get("overloaded_at_s") is None and lo >= 1 - TOLERANCE and hi <= 1 + TOLERANCE
@@ -60,8 +66,13 @@ for scheme in SCHEMES:
         if scheme == CHOSEN:
             all_hold = all_hold and passed
         label = "GOAL" if scheme == CHOSEN else "    "
+        p99 = median([(r.get("latency_ms") or {}).get("p99", float("nan")) for r in runs])
+        errors = median([r["error_rate"] for r in runs])
+        overloaded = sum(1 for r in runs if r.get("overloaded_at_s") is not None)
         print(f"{label} {scheme:<10} {load:<12} {algorithm:<13} within +-10 % of even: "
-              f"{ok}/{len(runs)} seeds; share / mean over the seeds {lo:.3f}-{hi:.3f}")
+              f"{ok}/{len(runs)} seeds; share / mean over the seeds {lo:.3f}-{hi:.3f}; "
+              f"median p99 {p99:.2f} ms, errors {errors * 100:.2f} %"
+              + (f"; {overloaded} overloaded" if overloaded else ""))
 
 churn = os.path.join(DIR, "churn.json")
 if os.path.exists(churn):
