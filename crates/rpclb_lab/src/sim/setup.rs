@@ -79,6 +79,10 @@ impl<'a> Sim<'a> {
         let heartbeat_interval = ns(s.heartbeat.interval_ms / 1e3);
         let timeout_ns = libm::round(s.timeout_ms * NS_PER_MS).max(1.0) as u64;
         for c in 0..s.callers {
+            // Its subset of the members present (indices into `initial` and `present`).
+            let chosen = subsetting
+                .as_ref()
+                .map(|subsetting| subsetting.subset(&initial, c, s.callers));
             let kit = if local {
                 None
             } else {
@@ -90,28 +94,17 @@ impl<'a> Sim<'a> {
                             source,
                         }
                     })?;
-                match &subsetting {
-                    // Its subset of the members present.
-                    Some(subsetting) => kit.join(
-                        subsetting
-                            .subset(&initial, c, s.callers)
-                            .into_iter()
-                            .map(|j| initial[j]),
-                    ),
+                match &chosen {
+                    Some(chosen) => kit.join(chosen.iter().map(|&j| initial[j])),
                     None => kit.join(initial.iter().copied()),
                 }
                 // Outcomes carry the call's timeout, as a balancer's do.
                 kit.set_call_timeout(Some(Duration::from_nanos(timeout_ns)));
                 Some(kit)
             };
-            let subset = match &subsetting {
-                Some(subsetting) => subsetting
-                    .subset(&initial, c, s.callers)
-                    .into_iter()
-                    .map(|j| present[j])
-                    .collect(),
-                None => Vec::new(),
-            };
+            let subset = chosen.map_or_else(Vec::new, |chosen| {
+                chosen.into_iter().map(|j| present[j]).collect()
+            });
             callers.push(Caller {
                 kit,
                 subset,
