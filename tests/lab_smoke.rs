@@ -411,3 +411,152 @@ fn algorithm_suffixes_combine_and_an_unknown_one_is_a_usage_error() {
         );
     }
 }
+
+#[test]
+fn subset_flags_run_once_per_scheme_and_subset_churn_runs_nothing() {
+    let out = lab(&[
+        "--scenario",
+        "uniform",
+        "--subset",
+        "2",
+        "--subset-scheme",
+        "aperture,rendezvous",
+        "--algorithm",
+        "round_robin",
+        "--seeds",
+        "1",
+        "--warmup-s",
+        "0.2",
+        "--measure-s",
+        "0.5",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let schemes: Vec<(&str, u64)> = doc["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["scenario"]["subset_scheme"].as_str().unwrap(),
+                s["scenario"]["subset"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(schemes, [("aperture", 2), ("rendezvous", 2)]);
+    // The table names the subset; without --subset the scenario has no subset field.
+    let out = lab(&[
+        "--scenario",
+        "uniform",
+        "--subset",
+        "3",
+        "--algorithm",
+        "round_robin",
+        "--seeds",
+        "1",
+        "--warmup-s",
+        "0.2",
+        "--measure-s",
+        "0.5",
+    ]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("each balancing over a subset of 3 (aperture)"),
+        "{table}"
+    );
+    let out = lab(&[
+        "--scenario",
+        "uniform",
+        "--algorithm",
+        "round_robin",
+        "--seeds",
+        "1",
+        "--warmup-s",
+        "0.2",
+        "--measure-s",
+        "0.5",
+        "--json",
+    ]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        doc["scenarios"][0]["scenario"].get("subset").is_none(),
+        "{doc}"
+    );
+    // --subset-churn: every scheme's figures, no run.
+    let out = lab(&[
+        "--scenario",
+        "large",
+        "--subset",
+        "20",
+        "--subset-churn",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let figures = doc["subsets"].as_array().unwrap();
+    assert_eq!(figures.len(), 3);
+    assert_eq!(figures[0]["figures"]["scheme"], "aperture");
+    assert_eq!(figures[0]["figures"]["coverage_min"], 4);
+    assert_eq!(figures[0]["figures"]["coverage_max"], 4);
+    // A scheme without a size, a size of 0, an unknown scheme, HashRing over subsets.
+    for (args, says) in [
+        (
+            &[
+                "--scenario",
+                "uniform",
+                "--subset-scheme",
+                "rounds",
+                "--seeds",
+                "1",
+            ][..],
+            "subset_scheme",
+        ),
+        (&["--scenario", "uniform", "--subset", "0"][..], "--subset"),
+        (
+            &[
+                "--scenario",
+                "uniform",
+                "--subset",
+                "2",
+                "--subset-scheme",
+                "ring",
+            ][..],
+            "unknown subset scheme",
+        ),
+        (
+            &["--scenario", "uniform", "--subset-churn"][..],
+            "no subset size",
+        ),
+        (
+            &[
+                "--scenario",
+                "uniform",
+                "--subset",
+                "2",
+                "--algorithm",
+                "hash_ring",
+                "--seeds",
+                "1",
+                "--measure-s",
+                "0.2",
+            ][..],
+            "subsetting",
+        ),
+    ] {
+        let out = lab(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(says),
+            "{args:?}: {stderr}"
+        );
+    }
+}

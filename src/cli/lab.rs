@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 use rpc_load_balancer::algorithm::{BUILT_IN, EXTRA, SUFFIXES};
 use rpc_load_balancer::routing::BuildContext;
+use rpclb_lab::SubsetScheme;
 
 /// Parses `--seeds`: `A..B` (inclusive, A ≤ B) or one seed `N`.
 fn seed_range(text: &str) -> Result<(u64, u64), String> {
@@ -52,6 +53,23 @@ pub struct LabArgs {
     /// Simulated seconds of warm-up, instead of each scenario's own.
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
     pub warmup_s: Option<f64>,
+    /// Deterministic subsetting: each caller balances over only K members (its subset of the
+    /// members present), instead of each scenario's own `subset` (at least 1).
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
+    pub subset: Option<u64>,
+    /// The subsetting scheme, `aperture` (the library's default), `rounds` or `rendezvous`,
+    /// instead of each scenario's own `subset_scheme`; repeatable (or comma-separated): each
+    /// scenario then runs once per scheme. Needs a subset size (`--subset` or the
+    /// scenario's `subset`).
+    #[arg(long, value_name = "SCHEME", value_delimiter = ',', value_parser = subset_scheme)]
+    pub subset_scheme: Vec<SubsetScheme>,
+    /// Run nothing: print, per scenario (its members, callers and subset size) and scheme
+    /// (those of `--subset-scheme`, else all three), how many subsets hold each member
+    /// (fewest, most, mean) and how many subset entries change when one member leaves or
+    /// joins (mean and most over up to 100 members tried, and the most of one caller). A
+    /// pure computation; needs a subset size.
+    #[arg(long)]
+    pub subset_churn: bool,
     /// Runs at once, on this many threads (each run is single-threaded and deterministic:
     /// the report does not depend on it).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
@@ -65,6 +83,17 @@ pub struct LabArgs {
     /// whose faulty member changes over time, its share over time (the first seed's runs).
     #[arg(long, value_name = "DIR")]
     pub svg: Option<PathBuf>,
+}
+
+/// A subsetting scheme's name.
+fn subset_scheme(name: &str) -> Result<SubsetScheme, String> {
+    SubsetScheme::from_name(name).ok_or_else(|| {
+        let known: Vec<&str> = SubsetScheme::ALL.iter().map(|s| s.name()).collect();
+        format!(
+            "unknown subset scheme {name:?}; known: {}",
+            known.join(", ")
+        )
+    })
 }
 
 /// A built-in algorithm's name (or an extra one, `hash_ring_bounded`), optionally with

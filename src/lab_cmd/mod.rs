@@ -6,8 +6,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rpc_load_balancer::algorithm::{self, BUILT_IN};
+use rpc_load_balancer::routing::Subsetting;
 use rpc_load_balancer::Algorithm;
-use rpclb_lab::{run, LoadPoint, RunReport, RunSpec, Scenario, Summary};
+use rpclb_lab::{run, subsets, LoadPoint, RunReport, RunSpec, Scenario, SubsetScheme, Summary};
 use serde::Serialize;
 
 use crate::cli::LabArgs;
@@ -64,8 +65,23 @@ pub fn run_lab(args: LabArgs) -> CmdResult<i32> {
             if let Some(warmup) = args.warmup_s {
                 scenario.warmup_s = warmup;
             }
+            if let Some(subset) = args.subset {
+                scenario.subset = Some(usize::try_from(subset).unwrap_or(usize::MAX));
+            }
         })?;
-        scenarios.push(scenario);
+        // One copy per scheme asked for, each checked with its scheme.
+        for &scheme in &args.subset_scheme {
+            let mut copy = scenario.clone();
+            copy.subset_scheme = Some(scheme);
+            copy.validate()?;
+            scenarios.push(copy);
+        }
+        if args.subset_scheme.is_empty() {
+            scenarios.push(scenario);
+        }
+    }
+    if args.subset_churn {
+        return subset_churn(&scenarios, &args);
     }
     // A directory the pictures cannot go to is refused before anything runs.
     if let Some(dir) = &args.svg {
@@ -174,6 +190,80 @@ pub fn run_lab(args: LabArgs) -> CmdResult<i32> {
     if let Some(dir) = &args.svg {
         let written = write_pictures(dir, &results)?;
         eprintln!("lab: {written} pictures in {}", dir.display());
+    }
+    Ok(0)
+}
+
+/// `rpclb lab --subset-churn`: each scenario's subsets' figures (coverage and churn), as a
+/// table or, with `--json`, one document `{"subsets":[..]}`; the exit code (0).
+///
+/// Errors: a scenario without a subset size.
+fn subset_churn(scenarios: &[Scenario], args: &LabArgs) -> CmdResult<i32> {
+    let mut all = Vec::new();
+    let mut seen = Vec::new();
+    for scenario in scenarios {
+        let Some(subsetting) = scenario.subsetting() else {
+            return Err(format!(
+                "--subset-churn: scenario {} has no subset size (give --subset K)",
+                scenario.name
+            )
+            .into());
+        };
+        let schemes: Vec<SubsetScheme> = if args.subset_scheme.is_empty() {
+            SubsetScheme::ALL.to_vec()
+        } else {
+            vec![scenario.subset_scheme.unwrap_or_default()]
+        };
+        for scheme in schemes {
+            let key = (scenario.name.clone(), scheme);
+            if seen.contains(&key) {
+                continue;
+            }
+            seen.push(key);
+            let subsetting = Subsetting::with(scheme.library(), subsetting.size());
+            let tries = scenario.members.min(100);
+            let figures = subsets::figures(&subsetting, scenario.members, scenario.callers, tries);
+            all.push((scenario.name.clone(), figures));
+        }
+    }
+    if args.json {
+        let list: Vec<serde_json::Value> = all
+            .iter()
+            .map(|(name, f)| serde_json::json!({ "scenario": name, "figures": f }))
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string(&serde_json::json!({ "subsets": list }))?
+        );
+        return Ok(0);
+    }
+    println!(
+        "| scenario | members | callers | K | scheme | subsets per member (min–max, mean) | entries changed, one leaves (mean, max; most per caller) | one joins (mean, max; most per caller) |"
+    );
+    println!("|---|---:|---:|---:|---|---|---|---|");
+    for (name, f) in &all {
+        println!(
+            "| {name} | {} | {} | {} | {} | {}–{}, {:.2} | {:.1}, {}; {} | {:.1}, {}; {} |",
+            f.members,
+            f.callers,
+            f.size,
+            f.scheme,
+            f.coverage_min,
+            f.coverage_max,
+            f.coverage_mean,
+            f.leave_mean,
+            f.leave_max,
+            f.leave_most_per_caller,
+            f.join_mean,
+            f.join_max,
+            f.join_most_per_caller
+        );
+    }
+    if let Some((_, f)) = all.first() {
+        println!(
+            "\n(entries summed over the callers; {} members tried leaving, and joining next to)",
+            f.tried
+        );
     }
     Ok(0)
 }

@@ -57,11 +57,16 @@ pub fn table(result: &ScenarioResults) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "\n{} — {} ({} members, {} callers; {} s measured after {} s; medians over {} seed{})",
+        "\n{} — {} ({} members, {} callers{}; {} s measured after {} s; medians over {} seed{})",
         s.name,
         s.description,
         s.members,
         s.callers,
+        s.subsetting().map_or(String::new(), |x| format!(
+            ", each balancing over a subset of {} ({})",
+            x.size(),
+            x.scheme().name()
+        )),
         s.measure_s,
         s.warmup_s,
         seeds,

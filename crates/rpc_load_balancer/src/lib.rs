@@ -144,6 +144,7 @@ pub use random_node::{RandomNodeCall, RandomNodeCast};
 pub use retry::{Retry, RetryCount, MIN_RETRY_WAIT};
 pub use routing::{
     Algorithm, Explanation, LoadReport, Locality, MemberView, OutlierEjection, Selector, SlowStart,
+    SubsetScheme, Subsetting,
 };
 // Test hook (hidden): `rpclb node --wire-extra-field`.
 #[cfg(feature = "test-hooks")]

@@ -36,6 +36,11 @@
 //!   flight and learns only its own outcomes. CallDirect's caller *i* runs its calls on the
 //!   *i*-th member present (no network delay), as a caller that is also a member would; as
 //!   the caller itself is not paused with that member, it keeps calling it through a pause.
+//! - **Subsetting** (a scenario's `subset = K`, `subset_scheme`): each caller's selector has
+//!   only its subset of the members present (`rpc_load_balancer::routing::Subsetting`, with
+//!   the caller's index among the callers and the caller count), recomputed when a member
+//!   joins or leaves; its heartbeat and CPU poller watch only those members. Unset, every
+//!   caller has every member.
 //! - **Members** serve up to `capacity` calls at once; further calls wait in a FIFO queue.
 //!   A service time is drawn when service starts (lognormal or exponential, × the member's
 //!   slow factor, × a straggler factor if drawn) and does not depend on how many calls the
@@ -91,8 +96,9 @@ mod random;
 pub mod report;
 pub mod scenario;
 mod sim;
+pub mod subsets;
 pub mod svg;
 
 pub use report::{holds, median, Latency, Little, RunReport, ShareOverTime, Summary, QUANTILES};
-pub use scenario::{LoadPoint, Scenario, ScenarioError};
+pub use scenario::{LoadPoint, Scenario, ScenarioError, SubsetScheme};
 pub use sim::{run, run_with_call_limit, RunError, RunSpec, MAX_CALLS_HELD};

@@ -29,6 +29,10 @@
 //! the list ([`Derived`], read in a pick with [`Request::derived_as`]); a [`PerList`] is the
 //! selector-held alternative (one lock-free load per pick); [`Rng`] and [`Clock`] are what it should draw and read time from.
 //!
+//! [`Subsetting`] is apart from selection: which members of the full list one caller dials
+//! (deterministic subsetting for large clusters), a pure function of the list, the caller's
+//! index and the caller count.
+//!
 //! This module names nothing above it (no balancer, node or actor type): only the crate's
 //! [`Error`](crate::Error) and the plain load data a view carries.
 
@@ -42,6 +46,7 @@ mod per_list;
 mod rng;
 mod selector;
 mod slow_start;
+mod subset;
 mod view;
 mod wrapped;
 
@@ -57,6 +62,7 @@ pub use rng::Rng;
 pub use selector::{Change, Derived, Explanation, Request, Selector};
 pub(crate) use slow_start::Ramping;
 pub use slow_start::SlowStart;
+pub use subset::{SubsetScheme, Subsetting};
 pub use view::MemberView;
 
 #[cfg(test)]

@@ -65,12 +65,66 @@ pub struct Scenario {
     /// each caller's polls are at a random phase of `poll_interval`.
     #[serde(default)]
     pub cold_start: bool,
+    /// Deterministic subsetting: each caller balances over only this many members (`K`,
+    /// at least 1), its subset of the members present, recomputed whenever one joins or
+    /// leaves (caller index: its index among the callers; caller count: `callers`). Absent
+    /// (default): every caller balances over every member. Not for HashRing nor CallDirect
+    /// (the run fails).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subset: Option<usize>,
+    /// How the subsets are chosen (needs `subset`): `"aperture"` (default), `"rounds"` or
+    /// `"rendezvous"` (`rpc_load_balancer::routing::SubsetScheme`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subset_scheme: Option<SubsetScheme>,
     /// Members that differ from the others.
     #[serde(default)]
     pub member: Vec<MemberSpec>,
     /// Faults and joins, in simulated time.
     #[serde(default)]
     pub event: Vec<Event>,
+}
+
+/// A subsetting scheme, by its name in a scenario file (see
+/// `rpc_load_balancer::routing::SubsetScheme` for each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SubsetScheme {
+    /// Finagle's deterministic aperture (ring coordinates): the library's default.
+    #[default]
+    Aperture,
+    /// The Google SRE book's rounds of callers over per-round shuffles.
+    Rounds,
+    /// gRFC A68's rendezvous ranking.
+    Rendezvous,
+}
+
+impl SubsetScheme {
+    /// Every scheme, the default first.
+    pub const ALL: [SubsetScheme; 3] = [
+        SubsetScheme::Aperture,
+        SubsetScheme::Rounds,
+        SubsetScheme::Rendezvous,
+    ];
+
+    /// The library's scheme.
+    pub fn library(self) -> rpc_load_balancer::routing::SubsetScheme {
+        use rpc_load_balancer::routing::SubsetScheme as S;
+        match self {
+            SubsetScheme::Aperture => S::Aperture,
+            SubsetScheme::Rounds => S::Rounds,
+            SubsetScheme::Rendezvous => S::Rendezvous,
+        }
+    }
+
+    /// Its name: `aperture`, `rounds` or `rendezvous`.
+    pub fn name(self) -> &'static str {
+        self.library().name()
+    }
+
+    /// The scheme of that [name](Self::name), or `None`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.name() == name)
+    }
 }
 
 /// A service-time distribution (`kind = "lognormal"` or `"exponential"`).

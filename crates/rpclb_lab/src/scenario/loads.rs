@@ -30,6 +30,17 @@ impl Scenario {
         !self.event.is_empty()
     }
 
+    /// Its deterministic subsetting (`subset`, `subset_scheme`), or `None`: every caller
+    /// balances over every member.
+    pub fn subsetting(&self) -> Option<rpc_load_balancer::routing::Subsetting> {
+        self.subset.map(|size| {
+            rpc_load_balancer::routing::Subsetting::with(
+                self.subset_scheme.unwrap_or_default().library(),
+                size,
+            )
+        })
+    }
+
     /// The loads to run, in order: each open-loop fraction, then the closed loop.
     pub fn loads(&self) -> Vec<LoadPoint> {
         let mut loads: Vec<LoadPoint> = self

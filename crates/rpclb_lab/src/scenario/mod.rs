@@ -17,7 +17,9 @@ mod validate;
 
 pub use budget::{MAX_RUN_CALLS, MAX_SLOTS};
 pub use built_in::BUILT_IN;
-pub use format::{Action, Event, Heartbeat, Keys, Load, MemberSpec, Scenario, Service, Stragglers};
+pub use format::{
+    Action, Event, Heartbeat, Keys, Load, MemberSpec, Scenario, Service, Stragglers, SubsetScheme,
+};
 pub use loads::LoadPoint;
 
 /// A scenario that cannot be read or is invalid.

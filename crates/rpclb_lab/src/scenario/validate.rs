@@ -72,6 +72,12 @@ impl Scenario {
                 ),
             );
         }
+        if self.subset == Some(0) {
+            return invalid("subset", "must be at least 1".into());
+        }
+        if self.subset_scheme.is_some() && self.subset.is_none() {
+            return invalid("subset_scheme", "needs `subset` (the subset size K)".into());
+        }
         if self.capacity == 0 {
             return invalid("capacity", "must be at least 1".into());
         }

@@ -46,6 +46,10 @@ impl Sim<'_> {
             }
             return;
         };
+        debug_assert!(
+            self.local || self.dials(caller, member),
+            "caller {caller} picked member {member}, outside its subset"
+        );
         self.count_pick(member, caller);
         if in_window {
             if let (Some(key), Some(home)) = (&key, &self.home) {

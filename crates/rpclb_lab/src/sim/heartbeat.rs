@@ -26,7 +26,8 @@ impl Sim<'_> {
         for i in 0..self.watched.len() {
             let m = self.watched[i];
             let member = &self.members[m as usize];
-            if !member.present || member.paused_since.is_none() {
+            // With subsetting, the caller has sessions to its subset's members only.
+            if !member.present || member.paused_since.is_none() || !self.dials(caller, m) {
                 continue;
             }
             let c = &mut self.callers[caller as usize];
@@ -54,12 +55,16 @@ impl Sim<'_> {
             return;
         };
         c.pinging.swap_remove(i);
-        let m = &self.members[member as usize];
-        if !m.present || c.removed.contains(&member) {
+        // Gone, already removed, or out of the caller's subset since the ping: no session
+        // to stop.
+        if !self.members[member as usize].present
+            || c.removed.contains(&member)
+            || !self.dials(caller, member)
+        {
             return;
         }
-        c.removed.push(member);
-        let node = m.node.clone();
+        self.callers[caller as usize].removed.push(member);
+        let node = self.members[member as usize].node.clone();
         self.sync_clock(caller);
         if let Some(kit) = &mut self.callers[caller as usize].kit {
             kit.leave([node]);
@@ -94,7 +99,7 @@ impl Sim<'_> {
                 continue;
             };
             c.removed.swap_remove(i);
-            if present {
+            if present && self.dials(caller, member) {
                 let node = self.members[member as usize].node.clone();
                 self.sync_clock(caller);
                 if let Some(kit) = &mut self.callers[caller as usize].kit {

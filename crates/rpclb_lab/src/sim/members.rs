@@ -45,11 +45,15 @@ impl Sim<'_> {
                 if !self.members[mi].present {
                     self.members[mi].present = true;
                     self.present_changed();
-                    for c in 0..self.callers.len() {
-                        self.sync_clock(c as u32);
-                        let node = self.members[mi].node.clone();
-                        if let Some(kit) = &mut self.callers[c].kit {
-                            kit.join([node]);
+                    if self.subsetting.is_some() {
+                        self.resubset();
+                    } else {
+                        for c in 0..self.callers.len() {
+                            self.sync_clock(c as u32);
+                            let node = self.members[mi].node.clone();
+                            if let Some(kit) = &mut self.callers[c].kit {
+                                kit.join([node]);
+                            }
                         }
                     }
                     if let Some(home) = &mut self.home {
@@ -62,16 +66,71 @@ impl Sim<'_> {
                 if self.members[mi].present {
                     self.members[mi].present = false;
                     self.present_changed();
-                    for c in 0..self.callers.len() {
-                        self.sync_clock(c as u32);
-                        let node = self.members[mi].node.clone();
-                        if let Some(kit) = &mut self.callers[c].kit {
-                            kit.leave([node]);
+                    if self.subsetting.is_some() {
+                        self.resubset();
+                    } else {
+                        for c in 0..self.callers.len() {
+                            self.sync_clock(c as u32);
+                            let node = self.members[mi].node.clone();
+                            if let Some(kit) = &mut self.callers[c].kit {
+                                kit.leave([node]);
+                            }
                         }
                     }
                     if let Some(home) = &mut self.home {
                         home.leave([self.members[mi].node.as_str()]);
                     }
+                }
+            }
+        }
+    }
+
+    /// With subsetting, after the members present changed: every caller's subset of them
+    /// anew, and its selector's members brought in line (members out of the subset leave,
+    /// members new to it join, except those its heartbeat removed: they join when they
+    /// answer again).
+    fn resubset(&mut self) {
+        let Some(subsetting) = self.subsetting else {
+            return;
+        };
+        let callers = self.callers.len();
+        for c in 0..callers {
+            let new: Vec<u32> = {
+                let names: Vec<&str> = self
+                    .present
+                    .iter()
+                    .map(|&m| self.members[m as usize].node.as_str())
+                    .collect();
+                subsetting
+                    .subset(&names, c, callers)
+                    .into_iter()
+                    .map(|j| self.present[j])
+                    .collect()
+            };
+            let old = std::mem::replace(&mut self.callers[c].subset, new);
+            let caller = &self.callers[c];
+            let node = |m: &u32| self.members[*m as usize].node.clone();
+            let leaving: Vec<String> = old
+                .iter()
+                .filter(|m| caller.subset.binary_search(m).is_err())
+                .map(node)
+                .collect();
+            let joining: Vec<String> = caller
+                .subset
+                .iter()
+                .filter(|m| old.binary_search(m).is_err() && !caller.removed.contains(m))
+                .map(node)
+                .collect();
+            if leaving.is_empty() && joining.is_empty() {
+                continue;
+            }
+            self.sync_clock(c as u32);
+            if let Some(kit) = &mut self.callers[c].kit {
+                if !leaving.is_empty() {
+                    kit.leave(leaving);
+                }
+                if !joining.is_empty() {
+                    kit.join(joining);
                 }
             }
         }
@@ -115,9 +174,14 @@ impl Sim<'_> {
         self.sync_clock(caller);
         let now = self.now;
         let c = &mut self.callers[caller as usize];
+        let subsetting = self.subsetting.is_some();
         if let Some(kit) = &mut c.kit {
-            for member in &self.members {
+            for (m, member) in self.members.iter().enumerate() {
                 if !member.present || member.paused_since.is_some() {
+                    continue;
+                }
+                // A poller polls its balancer's members: with subsetting, its subset's.
+                if subsetting && c.subset.binary_search(&(m as u32)).is_err() {
                     continue;
                 }
                 if let Some((utilization, at)) = member.sample {

@@ -17,7 +17,7 @@
 use std::collections::VecDeque;
 
 use hdrhistogram::Histogram;
-use rpc_load_balancer::routing::Algorithm;
+use rpc_load_balancer::routing::{Algorithm, Subsetting};
 use rpc_load_balancer::testkit::{Picked, SelectorKit};
 
 use crate::queue::EventQueue;
@@ -188,6 +188,9 @@ struct Member {
 
 struct Caller {
     kit: Option<SelectorKit>,
+    /// With subsetting: the members of its subset (indices, ascending), the only ones its
+    /// selector may have and its heartbeat and poller watch. Empty without.
+    subset: Vec<u32>,
     kit_time: u64,
     /// Members this caller removed after heartbeat silence.
     removed: Vec<u32>,
@@ -252,6 +255,9 @@ struct Sim<'a> {
     /// The members present, by index (CallDirect's callers call the `i`-th).
     present: Vec<u32>,
     callers: Vec<Caller>,
+    /// Deterministic subsetting (the scenario's `subset`): each caller balances over its
+    /// subset of the members present only.
+    subsetting: Option<Subsetting>,
     calls: Vec<Call>,
     free: Vec<u32>,
     arrivals: Stream,
@@ -301,6 +307,17 @@ struct Sim<'a> {
     run_area: u128,
     run_latency_ns: u128,
     simulated_calls: u64,
+}
+
+impl Sim<'_> {
+    /// Whether `caller` dials `member`: every member without subsetting, else its subset's.
+    fn dials(&self, caller: u32, member: u32) -> bool {
+        self.subsetting.is_none()
+            || self.callers[caller as usize]
+                .subset
+                .binary_search(&member)
+                .is_ok()
+    }
 }
 
 fn ns(seconds: f64) -> u64 {

@@ -63,10 +63,26 @@ impl<'a> Sim<'a> {
             .filter(|m| m.present)
             .map(|m| m.node.as_str())
             .collect();
+        let subsetting = s.subsetting();
+        if let Some(subsetting) = &subsetting {
+            subsetting
+                .check(spec.algorithm)
+                .map_err(|source| RunError::Algorithm {
+                    algorithm: spec.algorithm.name().to_string(),
+                    source,
+                })?;
+        }
+        let present: Vec<u32> = (0..members.len() as u32)
+            .filter(|&m| members[m as usize].present)
+            .collect();
         let mut callers = Vec::with_capacity(s.callers);
         let heartbeat_interval = ns(s.heartbeat.interval_ms / 1e3);
         let timeout_ns = libm::round(s.timeout_ms * NS_PER_MS).max(1.0) as u64;
         for c in 0..s.callers {
+            // Its subset of the members present (indices into `initial` and `present`).
+            let chosen = subsetting
+                .as_ref()
+                .map(|subsetting| subsetting.subset(&initial, c, s.callers));
             let kit = if local {
                 None
             } else {
@@ -78,13 +94,20 @@ impl<'a> Sim<'a> {
                             source,
                         }
                     })?;
-                kit.join(initial.iter().copied());
+                match &chosen {
+                    Some(chosen) => kit.join(chosen.iter().map(|&j| initial[j])),
+                    None => kit.join(initial.iter().copied()),
+                }
                 // Outcomes carry the call's timeout, as a balancer's do.
                 kit.set_call_timeout(Some(Duration::from_nanos(timeout_ns)));
                 Some(kit)
             };
+            let subset = chosen.map_or_else(Vec::new, |chosen| {
+                chosen.into_iter().map(|j| present[j]).collect()
+            });
             callers.push(Caller {
                 kit,
+                subset,
                 kit_time: 0,
                 removed: Vec::new(),
                 pinging: Vec::new(),
@@ -149,11 +172,10 @@ impl<'a> Sim<'a> {
             open_oldest: super::NIL,
             open_newest: super::NIL,
             timeline,
-            present: (0..members.len() as u32)
-                .filter(|&m| members[m as usize].present)
-                .collect(),
+            present,
             members,
             callers,
+            subsetting,
             calls: Vec::new(),
             free: Vec::new(),
             arrivals: Stream::new(seed, StreamId::Arrivals),
