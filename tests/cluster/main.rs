@@ -48,6 +48,7 @@ mod random_node;
 mod reconnect;
 mod restart;
 mod retry;
+mod retry_budget;
 mod stop_signal;
 #[cfg(feature = "telemetry")]
 #[path = "../support/telemetry.rs"]
