@@ -64,6 +64,9 @@ pub fn run_lab(args: LabArgs) -> CmdResult<i32> {
             if let Some(warmup) = args.warmup_s {
                 scenario.warmup_s = warmup;
             }
+            if args.retries && scenario.retries.is_none() {
+                scenario.retries = Some(rpclb_lab::scenario::Retries::default());
+            }
         })?;
         scenarios.push(scenario);
     }

@@ -93,6 +93,8 @@ pub mod scenario;
 mod sim;
 pub mod svg;
 
-pub use report::{holds, median, Latency, Little, RunReport, ShareOverTime, Summary, QUANTILES};
+pub use report::{
+    holds, median, Latency, Little, RetryCounts, RunReport, ShareOverTime, Summary, QUANTILES,
+};
 pub use scenario::{LoadPoint, Scenario, ScenarioError};
 pub use sim::{run, run_with_call_limit, RunError, RunSpec, MAX_CALLS_HELD};

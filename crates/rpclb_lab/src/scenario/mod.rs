@@ -13,12 +13,14 @@ mod defaults;
 mod format;
 mod load;
 mod loads;
+mod retries;
 mod validate;
 
 pub use budget::{MAX_RUN_CALLS, MAX_SLOTS};
 pub use built_in::BUILT_IN;
 pub use format::{Action, Event, Heartbeat, Keys, Load, MemberSpec, Scenario, Service, Stragglers};
 pub use loads::LoadPoint;
+pub use retries::Retries;
 
 /// A scenario that cannot be read or is invalid.
 #[derive(Debug, thiserror::Error)]
