@@ -361,7 +361,8 @@ mod tests {
     }
 
     #[test]
-    fn the_originals_six_series_plus_in_flight_the_pollers_ejection_slow_start_and_pushback() {
+    fn the_originals_six_series_plus_in_flight_the_pollers_ejection_slow_start_pushback_and_retries(
+    ) {
         let names: Vec<&str> = describe().iter().map(|s| s.name).collect();
         assert_eq!(
             names,
@@ -383,6 +384,8 @@ mod tests {
                 MEMBERS_WEIGHT_UNKNOWN,
                 PUSHBACK_SENT,
                 PUSHBACK,
+                RETRY,
+                RETRY_BUDGET_EXHAUSTED,
             ]
         );
         // Names as the original wrote them.

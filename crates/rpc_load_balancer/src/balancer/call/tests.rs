@@ -271,8 +271,8 @@ impl RemoteFunction for IdempotentEcho {
 
 #[test]
 fn only_an_idempotent_call_the_algorithm_routes_may_use_the_retry_budget() {
-    assert!(!Echo::IDEMPOTENT, "not idempotent unless declared");
-    assert!(IdempotentEcho::IDEMPOTENT);
+    const { assert!(!Echo::IDEMPOTENT, "not idempotent unless declared") };
+    const { assert!(IdempotentEcho::IDEMPOTENT) };
     let node = node(config());
     let routed = Target::Balancer(balancer(&node, BalancerConfig::new("b")));
     let off = Target::Balancer(balancer(
