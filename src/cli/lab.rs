@@ -70,6 +70,13 @@ pub struct LabArgs {
     /// pure computation; needs a subset size.
     #[arg(long)]
     pub subset_churn: bool,
+    /// Calls are idempotent and retried under each caller's retry budget, the library's
+    /// default (`RetryBudget::default()`: 20 % of calls plus 10 per second over 10 s, at most
+    /// 3 retries a call), and `fail` events' failures are of the retryable kind (connection
+    /// lost, unreachable, pushback): as a scenario with `[retries]` at its defaults. A
+    /// scenario's own `[retries]` is kept. Issue 22.
+    #[arg(long)]
+    pub retries: bool,
     /// Runs at once, on this many threads (each run is single-threaded and deterministic:
     /// the report does not depend on it).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]

@@ -68,6 +68,9 @@ pub fn run_lab(args: LabArgs) -> CmdResult<i32> {
             if let Some(subset) = args.subset {
                 scenario.subset = Some(usize::try_from(subset).unwrap_or(usize::MAX));
             }
+            if args.retries && scenario.retries.is_none() {
+                scenario.retries = Some(rpclb_lab::scenario::Retries::default());
+            }
         })?;
         // One copy per scheme asked for, each checked with its scheme.
         for &scheme in &args.subset_scheme {

@@ -197,6 +197,7 @@ mod tests {
             last_faulty_pick_ms: None,
             member_in_flight: Vec::new(),
             calls_moved_from_home: None,
+            retries: None,
             little: Little::default(),
             simulated_calls: 10,
             overloaded_at_s,

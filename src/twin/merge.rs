@@ -104,6 +104,7 @@ pub fn run_report(
         last_faulty_pick_ms: fault.last_pick_ms,
         member_in_flight: Vec::new(),
         calls_moved_from_home: None,
+        retries: None,
         little: Little::default(),
         simulated_calls: callers.iter().map(|c| c.totals.iter().sum::<u64>()).sum(),
         overloaded_at_s: None,

@@ -48,6 +48,7 @@ mod random_node;
 mod reconnect;
 mod restart;
 mod retry;
+mod retry_budget;
 mod stop_signal;
 #[cfg(feature = "telemetry")]
 #[path = "../support/telemetry.rs"]
@@ -76,13 +77,14 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_rpclb");
 pub const MESH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Whether the series `name` is emitted only with an option a plain balancer has not: a
-/// LeastCpu Poller's, outlier ejection's, slow start's, pushback's.
+/// LeastCpu Poller's, outlier ejection's, slow start's, pushback's, retries' (issue 22).
 pub fn optional(name: &str) -> bool {
     [
         "rpc_load_balancer.least_cpu.",
         "rpc_load_balancer.member.",
         "rpc_load_balancer.members.",
         "rpc_load_balancer.pushback.",
+        "rpc_load_balancer.retry.",
     ]
     .iter()
     .any(|prefix| name.starts_with(prefix))

@@ -97,6 +97,35 @@ pub(crate) use registry::Registry;
 pub trait RemoteFunction: Send + Sync + 'static {
     /// The function's name on the wire, e.g. `"reports.generate"`.
     const NAME: &'static str;
+    /// Whether running a call of it twice has the effect of running it once (a read, a put
+    /// of a whole value, a write keyed by a request id). Default `false`: **not idempotent**.
+    ///
+    /// Nothing in the library ever sends a call of a function that is not idempotent twice:
+    /// once it may have run (the connection was lost while it was in flight, a timeout), its
+    /// caller gets the error. A call of an idempotent function may be sent again, to another
+    /// member of its balancer, after a failure of the retryable kind (the connection was
+    /// lost, the member was unreachable, it refused the call at a concurrency cap), as the
+    /// balancer's [`RetryBudget`](crate::RetryBudget) allows and within the call's deadline
+    /// (docs/how-to/retries.md). Only the caller's declaration counts (the serving node's is
+    /// not asked); a call may override it with
+    /// [`BalancedCall::idempotent`](crate::BalancedCall::idempotent).
+    ///
+    /// ```
+    /// use rpc_load_balancer::{FunctionError, RemoteFunction};
+    ///
+    /// /// Reads a balance: safe to run twice.
+    /// struct Balance;
+    /// impl RemoteFunction for Balance {
+    ///     const NAME: &'static str = "ledger.balance";
+    ///     const IDEMPOTENT: bool = true;
+    ///     type Args = u64;
+    ///     type Reply = i64;
+    ///     async fn call(&self, _account: u64) -> Result<i64, FunctionError> {
+    ///         Ok(0)
+    ///     }
+    /// }
+    /// ```
+    const IDEMPOTENT: bool = false;
     /// The arguments, sent by the caller.
     type Args: Serialize + DeserializeOwned + Send + 'static;
     /// The reply, sent back to the caller.

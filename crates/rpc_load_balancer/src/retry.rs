@@ -6,12 +6,20 @@
 //! a call that was sent is never sent again, whatever became of it (its side effects could
 //! run twice). Waiting is asynchronous, jittered ±20 %, ends early when the members change,
 //! and is bounded by the call's own timeout: a call never outlives its deadline.
+//!
+//! Calls of idempotent functions are also sent again after a failure of the retryable kind
+//! ([`budget_retryable`]), as their balancer's [`RetryBudget`] allows (issue 22).
 
 use std::time::Duration;
 
 use rand::Rng as _;
 
-use crate::Error;
+use crate::{Error, Unavailable};
+
+mod budget;
+
+pub(crate) use budget::Budget;
+pub use budget::{RetryBudget, MAX_RETRY_RATIO, MAX_RETRY_WINDOW, MIN_RETRY_WINDOW};
 
 /// The shortest wait between attempts (1 ms), whatever [`Retry::sleep`] says: a retry with
 /// no pause would re-select in a busy loop until the call's timeout.
@@ -92,6 +100,27 @@ pub(crate) fn retryable(error: &Error) -> bool {
     matches!(
         error,
         Error::NoMembers { .. } | Error::NoEligibleMembers { .. }
+    )
+}
+
+/// Whether a call of an idempotent function that failed with `error` may be sent again, to
+/// another member, as its balancer's [`RetryBudget`] allows: the connection was lost while
+/// it was in flight ([`Unavailable::ConnectionLost`]), the member could not be reached
+/// ([`Unavailable::Disconnected`], [`Unavailable::UnknownNode`],
+/// [`Unavailable::NoEndpoint`]), or it refused the call at a concurrency cap
+/// ([`Unavailable::Overloaded`], pushback), all as [`Error::ServiceUnavailable`]. Nothing
+/// else: a timeout has no time left, and a reply (even an error) says the function ran.
+pub(crate) fn budget_retryable(error: &Error) -> bool {
+    matches!(
+        error,
+        Error::ServiceUnavailable {
+            reason: Unavailable::ConnectionLost
+                | Unavailable::Disconnected
+                | Unavailable::UnknownNode
+                | Unavailable::NoEndpoint
+                | Unavailable::Overloaded,
+            ..
+        }
     )
 }
 

@@ -53,7 +53,11 @@
 //! - **Timeouts**: a call without a reply within the timeout is a timeout error for its
 //!   caller (its pick is released with that outcome), and the caller cancels it, as the
 //!   library does: the cancel takes the network delay, and the member then drops the call
-//!   from its queue or stops serving it. There are no retries.
+//!   from its queue or stops serving it. There are no retries, unless the scenario has
+//!   `[retries]` ([`scenario::Retries`], issue 22): then every call is idempotent, and one
+//!   failed by a `fail` event (a failure of the retryable kind) goes to a member it has not
+//!   tried, within its first deadline, as its caller's retry budget — the library's account,
+//!   `rpc_load_balancer::testkit::RetryBudgetKit` — allows (picked without its key).
 //! - **Faults**: a paused member serves nothing (calls in service stand still, arrivals
 //!   queue) and answers no heartbeat and no CPU poll; a failing member answers a share of its
 //!   calls at once with an error (`ServiceUnavailable`), using no capacity; a slow member's
@@ -99,6 +103,8 @@ mod sim;
 pub mod subsets;
 pub mod svg;
 
-pub use report::{holds, median, Latency, Little, RunReport, ShareOverTime, Summary, QUANTILES};
+pub use report::{
+    holds, median, Latency, Little, RetryCounts, RunReport, ShareOverTime, Summary, QUANTILES,
+};
 pub use scenario::{LoadPoint, Scenario, ScenarioError, SubsetScheme};
 pub use sim::{run, run_with_call_limit, RunError, RunSpec, MAX_CALLS_HELD};

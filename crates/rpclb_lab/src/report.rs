@@ -76,6 +76,9 @@ pub struct RunReport {
     /// measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calls_moved_from_home: Option<f64>,
+    /// Retries (scenarios with `[retries]`, issue 22); `None` (absent from JSON) without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<RetryCounts>,
     /// Little's law over the window.
     pub little: Little,
     /// Calls simulated in the whole run (warm-up and drain included).
@@ -87,6 +90,20 @@ pub struct RunReport {
     /// tail. `None` (absent from JSON): the run ran to its end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overloaded_at_s: Option<f64>,
+}
+
+/// What the retries of a run's window did: the extra calls they sent and the failures the
+/// budget let through.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RetryCounts {
+    /// Extra calls: retries of the window's calls (each sent to another member).
+    pub retries: u64,
+    /// `retries ÷ calls` (0 when there were no calls): the extra load, as a share of the
+    /// calls (the budget's `ratio` bounds it, plus `min_per_second`).
+    pub extra_share: f64,
+    /// Failures of the retryable kind of the window's calls not retried because the caller's
+    /// budget was spent.
+    pub refused_by_budget: u64,
 }
 
 impl RunReport {
@@ -364,6 +381,7 @@ mod tests {
             last_faulty_pick_ms: None,
             member_in_flight: vec![],
             calls_moved_from_home: None,
+            retries: None,
             little: Little::default(),
             simulated_calls: 0,
             overloaded_at_s: None,

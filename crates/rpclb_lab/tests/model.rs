@@ -524,3 +524,93 @@ fn a_pause_costs_random_goodput_and_calls_but_not_a_balancer_that_sheds_it() {
         (None, None)
     );
 }
+
+#[test]
+fn retries_under_a_budget_turn_a_failing_members_failures_into_extra_calls_within_it() {
+    // failing-member from its fault on (1 of 4 fails half its calls), short, at 50 %.
+    let mut scenario = short("failing-member", 1.0, 5.0);
+    for event in &mut scenario.event {
+        event.at_s = 1.0;
+    }
+    let algorithm = Random::new();
+    let spec = RunSpec {
+        scenario: &scenario,
+        load: scenario.loads()[0],
+        algorithm: &algorithm,
+        seed: 1,
+    };
+    let without = run(&spec).unwrap();
+    assert!(without.retries.is_none(), "no [retries]: nothing counted");
+    assert!(without.errors > 1_000, "{}", without.errors);
+
+    let mut retrying = scenario.clone();
+    retrying.retries = Some(rpclb_lab::scenario::Retries::default());
+    let with = run(&RunSpec {
+        scenario: &retrying,
+        ..spec
+    })
+    .unwrap();
+    let counts = with.retries.expect("counted");
+    assert_eq!(with.calls, without.calls, "the same traffic");
+    assert!(
+        with.errors * 10 <= without.errors,
+        "{} vs {}",
+        with.errors,
+        without.errors
+    );
+    // A quarter of the calls meet the failing member, half of those fail: about 1/8 retried.
+    assert!(
+        counts.retries > 0 && counts.extra_share <= 0.2,
+        "{counts:?}"
+    );
+    assert!((counts.extra_share - 0.125).abs() < 0.03, "{counts:?}");
+    assert_eq!(with.ok + with.errors, with.calls);
+
+    // A budget without share or reserve retries nothing, and counts every refusal.
+    let mut spent = scenario.clone();
+    spent.retries = Some(rpclb_lab::scenario::Retries {
+        ratio: 0.0,
+        min_per_second: 0,
+        ..Default::default()
+    });
+    let none = run(&RunSpec {
+        scenario: &spent,
+        ..spec
+    })
+    .unwrap();
+    let counts = none.retries.expect("counted");
+    assert_eq!(counts.retries, 0);
+    // (The refused retries' picks draw from the selector's random numbers: other picks.)
+    assert!(none.errors.abs_diff(without.errors) * 20 < without.errors);
+    assert_eq!(
+        counts.refused_by_budget, none.errors,
+        "every failure, refused"
+    );
+
+    // Failures that are error replies of the function are not retried.
+    let mut replies = scenario.clone();
+    replies.retries = Some(rpclb_lab::scenario::Retries {
+        fail_retryable: false,
+        ..Default::default()
+    });
+    let replied = run(&RunSpec {
+        scenario: &replies,
+        ..spec
+    })
+    .unwrap();
+    assert_eq!(replied.errors, without.errors);
+    assert_eq!(replied.retries.map(|r| r.retries), Some(0));
+
+    // Out-of-range budgets are refused naming the field.
+    let mut bad = scenario;
+    bad.retries = Some(rpclb_lab::scenario::Retries {
+        window_s: 0,
+        ..Default::default()
+    });
+    match bad.validate() {
+        Err(rpclb_lab::ScenarioError::Invalid { field, .. }) => {
+            assert_eq!(field, "retries.window_s")
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -46,6 +46,7 @@ pub struct BalancerConfig {
     pub(crate) outlier_ejection: Option<crate::OutlierEjection>,
     pub(crate) slow_start: Option<crate::SlowStart>,
     pub(crate) locality: Option<crate::Locality>,
+    pub(crate) retry_budget: crate::RetryBudget,
 }
 
 /// Default [`BalancerConfig::leave_grace`]: 500 ms.
@@ -67,6 +68,7 @@ impl std::fmt::Debug for BalancerConfig {
             .field("outlier_ejection", &self.outlier_ejection)
             .field("slow_start", &self.slow_start)
             .field("locality", &self.locality)
+            .field("retry_budget", &self.retry_budget)
             .field("children", &self.children)
             .finish()
     }
@@ -89,6 +91,7 @@ impl BalancerConfig {
             outlier_ejection: None,
             slow_start: None,
             locality: None,
+            retry_budget: crate::RetryBudget::default(),
         }
     }
 
@@ -142,6 +145,18 @@ impl BalancerConfig {
     /// the node's [`NodeConfig::retry`](crate::NodeConfig::retry)); a call may set its own.
     pub fn retry(mut self, retry: crate::Retry) -> Self {
         self.retry = Some(retry);
+        self
+    }
+
+    /// How many calls of idempotent functions this balancer sends again, to another member,
+    /// after the connection was lost, the member was unreachable or it pushed back (default:
+    /// [`RetryBudget::default`](crate::RetryBudget::default), on: 20 % of calls plus 10 per
+    /// second over 10 s, at most 3 retries a call; [`RetryBudget::none`](crate::RetryBudget::none)
+    /// turns it off). Calls of functions that are not idempotent are never sent twice. Checked
+    /// when the balancer starts ([`Error::InvalidConfig`] naming `retry_budget.ratio` or
+    /// `retry_budget.window`). See docs/how-to/retries.md.
+    pub fn retry_budget(mut self, budget: crate::RetryBudget) -> Self {
+        self.retry_budget = budget;
         self
     }
 
@@ -337,7 +352,7 @@ impl BalancerConfig {
         if self.call_timeout.is_some_and(|t| t.is_zero()) {
             return invalid("call_timeout", "must be greater than 0".into());
         }
-        Ok(())
+        self.retry_budget.validate()
     }
 }
 
@@ -418,6 +433,22 @@ mod tests {
             (
                 BalancerConfig::new("b").call_timeout(Duration::ZERO),
                 "call_timeout",
+            ),
+            (
+                BalancerConfig::new("b").retry_budget(crate::RetryBudget::new(
+                    1.5e3,
+                    10,
+                    Duration::from_secs(10),
+                )),
+                "retry_budget.ratio",
+            ),
+            (
+                BalancerConfig::new("b").retry_budget(crate::RetryBudget::new(
+                    0.2,
+                    10,
+                    Duration::ZERO,
+                )),
+                "retry_budget.window",
             ),
         ] {
             match config.validate() {

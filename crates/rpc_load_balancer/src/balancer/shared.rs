@@ -103,6 +103,10 @@ pub(crate) struct BalancerShared {
     refreshing: std::sync::Mutex<()>,
     /// Set once that task is started.
     labels_watched: AtomicBool,
+    /// The account of the balancer's retry budget (calls of idempotent functions).
+    pub(crate) retry_budget: crate::retry::Budget,
+    /// Time 0 of the retry budget's clock.
+    budget_epoch: tokio::time::Instant,
 }
 
 /// A `cpu_cache_ttl` registered with the node's CPU cache while it lives (its eviction keeps
@@ -240,6 +244,7 @@ impl BalancerShared {
         let cpu_ttl = needs
             .cpu
             .map(|cpu| CpuTtl::register(cpu.cpu_cache_ttl.as_millis() as u64));
+        let retry_budget = crate::retry::Budget::new(&config.retry_budget);
         Ok(Self {
             selector,
             ejection,
@@ -269,7 +274,15 @@ impl BalancerShared {
             successor: ArcSwapOption::empty(),
             refreshing: std::sync::Mutex::new(()),
             labels_watched: AtomicBool::new(false),
+            retry_budget,
+            budget_epoch: tokio::time::Instant::now(),
         })
+    }
+
+    /// Now on the retry budget's clock, ns since the balancer's state was made.
+    pub(crate) fn budget_now(&self) -> u64 {
+        let elapsed = tokio::time::Instant::now().saturating_duration_since(self.budget_epoch);
+        u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX)
     }
 
     /// `Err(UnknownBalancer)` once the balancer is stopped: its handles no longer route.

@@ -15,6 +15,8 @@
 //! | event `cpu reading failed` | WARN | `load_balancer`, `node`, `kind` (`timeout`, `unreachable`, `remote_error`, `bad_reply`), `error` |
 //! | event `call refused: at the concurrency cap` (target `rpc_load_balancer::pushback`) | DEBUG | `function`, `cap` (`node`, `function`), `limit` |
 //! | event `call refused by an overloaded member` (target `rpc_load_balancer::pushback`) | DEBUG | `load_balancer`, `node` |
+//! | event `retrying an idempotent call on another member` (target `rpc_load_balancer::retry`) | DEBUG | `load_balancer`, `node` (the member that failed it), `reason` |
+//! | event `not retried: the retry budget is spent` (target `rpc_load_balancer::retry`) | DEBUG | `load_balancer`, `reason` |
 //!
 //! The explaining event costs nothing unless DEBUG is enabled for
 //! `rpc_load_balancer::selection`: only then is
@@ -39,6 +41,7 @@
 mod handles;
 mod poll;
 mod pushback;
+mod retry;
 mod rpc;
 mod trace;
 
@@ -48,6 +51,7 @@ pub(crate) const ENABLED: bool = cfg!(feature = "telemetry");
 
 pub(crate) use poll::PollMetrics;
 pub(crate) use pushback::{pushback_seen, pushback_sent};
+pub(crate) use retry::{retried, retry_refused};
 pub(crate) use rpc::{serve_span, RpcTelemetry};
 pub(crate) use trace::{extract as extract_trace, inject as inject_trace};
 pub use trace::{set_trace_propagator, TraceContext, TracePropagator, MAX_TRACE_CONTEXT_LEN};
@@ -93,6 +97,15 @@ pub const PUSHBACK_SENT: &str = "rpc_load_balancer.pushback.sent.count";
 /// seen by this node's calls, by `load_balancer` (empty for a direct call) and `node` (the
 /// member that refused).
 pub const PUSHBACK: &str = "rpc_load_balancer.pushback.count";
+/// `rpc_load_balancer.retry.count`: calls of idempotent functions sent again to another
+/// member after a failure of the retryable kind, by `load_balancer` and `reason` (the
+/// failure's [`Unavailable::as_str`](crate::Unavailable::as_str): `connection_lost`,
+/// `disconnected`, `unknown_node`, `no_endpoint`, `overloaded`).
+pub const RETRY: &str = "rpc_load_balancer.retry.count";
+/// `rpc_load_balancer.retry.budget_exhausted.count`: failures of the retryable kind of
+/// idempotent calls that were not retried because the balancer's retry budget was spent, by
+/// `load_balancer` and `reason`.
+pub const RETRY_BUDGET_EXHAUSTED: &str = "rpc_load_balancer.retry.budget_exhausted.count";
 
 /// `rpc_load_balancer.least_cpu.poll.duration.milliseconds`: how long a LeastCpu Poller's
 /// cycle took.
@@ -291,6 +304,22 @@ pub fn describe() -> Vec<SeriesDescription> {
             description: "Refusals at a serving node's concurrency cap seen by this node's calls, by balancer (empty for a direct call) and refusing node.",
             buckets: None,
         },
+        SeriesDescription {
+            name: RETRY,
+            kind: SeriesKind::Counter,
+            labels: &["load_balancer", "reason"],
+            unit: Unit::Count,
+            description: "Calls of idempotent functions sent again to another member after a failure of the retryable kind, by balancer and reason (connection_lost, disconnected, unknown_node, no_endpoint, overloaded).",
+            buckets: None,
+        },
+        SeriesDescription {
+            name: RETRY_BUDGET_EXHAUSTED,
+            kind: SeriesKind::Counter,
+            labels: &["load_balancer", "reason"],
+            unit: Unit::Count,
+            description: "Failures of the retryable kind of idempotent calls not retried because the balancer's retry budget was spent, by balancer and reason.",
+            buckets: None,
+        },
     ]
 }
 
@@ -332,7 +361,8 @@ mod tests {
     }
 
     #[test]
-    fn the_originals_six_series_plus_in_flight_the_pollers_ejection_slow_start_and_pushback() {
+    fn the_originals_six_series_plus_in_flight_the_pollers_ejection_slow_start_pushback_and_retries(
+    ) {
         let names: Vec<&str> = describe().iter().map(|s| s.name).collect();
         assert_eq!(
             names,
@@ -354,6 +384,8 @@ mod tests {
                 MEMBERS_WEIGHT_UNKNOWN,
                 PUSHBACK_SENT,
                 PUSHBACK,
+                RETRY,
+                RETRY_BUDGET_EXHAUSTED,
             ]
         );
         // Names as the original wrote them.

@@ -35,6 +35,7 @@
 //! # Ok::<(), rpc_load_balancer::Error>(())
 //! ```
 
+mod budget;
 #[cfg(all(unix, feature = "testkit"))]
 #[cfg_attr(docsrs, doc(cfg(unix)))]
 pub mod cluster;
@@ -54,6 +55,7 @@ use crate::routing::{
 };
 use crate::Error;
 
+pub use budget::RetryBudgetKit;
 pub use picked::Picked;
 
 /// The balancer name the kit's requests and changes carry.

@@ -82,6 +82,10 @@ pub struct Scenario {
     /// Faults and joins, in simulated time.
     #[serde(default)]
     pub event: Vec<Event>,
+    /// Retries of idempotent calls under a budget (issue 22); absent (default): no call is
+    /// sent twice. Left out of a report's scenario when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<super::Retries>,
 }
 
 /// A subsetting scheme, by its name in a scenario file (see

@@ -13,6 +13,7 @@ mod defaults;
 mod format;
 mod load;
 mod loads;
+mod retries;
 mod validate;
 
 pub use budget::{MAX_RUN_CALLS, MAX_SLOTS};
@@ -21,6 +22,7 @@ pub use format::{
     Action, Event, Heartbeat, Keys, Load, MemberSpec, Scenario, Service, Stragglers, SubsetScheme,
 };
 pub use loads::LoadPoint;
+pub use retries::Retries;
 
 /// A scenario that cannot be read or is invalid.
 #[derive(Debug, thiserror::Error)]

@@ -349,6 +349,13 @@ impl Scenario {
                 Action::Pause => {}
             }
         }
+        if let Some(Err((field, reason))) = self.retries.as_ref().map(|r| r.kit()) {
+            return Err(ScenarioError::Invalid {
+                scenario: self.name.clone(),
+                field,
+                reason,
+            });
+        }
         Ok(())
     }
 }

@@ -12,6 +12,7 @@ use crate::scenario::Service;
 impl Sim<'_> {
     pub(super) fn issue(&mut self, caller: u32, task: u32) {
         self.simulated_calls += 1;
+        self.deposit(caller);
         let key = self
             .zipf
             .as_ref()
@@ -190,6 +191,10 @@ impl Sim<'_> {
     }
 
     pub(super) fn reply(&mut self, call: u32) {
+        let c = &self.calls[call as usize];
+        if !c.caller_done && c.failed && self.retry(call) {
+            return;
+        }
         let c = &mut self.calls[call as usize];
         c.stage = Stage::Done;
         if !c.caller_done {
@@ -260,6 +265,9 @@ impl Sim<'_> {
                 .push_in_order(now + self.delay_ns, Ev::Cancel(call));
         }
         self.close(call);
+        if !self.tried.is_empty() {
+            self.tried.remove(&call);
+        }
         self.account_in_flight();
         self.in_flight -= 1;
         self.run_latency_ns += u128::from(latency);

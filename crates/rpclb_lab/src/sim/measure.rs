@@ -2,7 +2,7 @@
 //! its [`RunReport`] at the end.
 
 use super::{RunSpec, Sim, BUCKET_NS, NS_PER_MS, NS_PER_S, SHED_WINDOW_NS};
-use crate::report::{Latency, Little, RunReport, ShareOverTime, QUANTILES};
+use crate::report::{Latency, Little, RetryCounts, RunReport, ShareOverTime, QUANTILES};
 
 impl Sim<'_> {
     pub(super) fn account_in_flight(&mut self) {
@@ -178,6 +178,11 @@ impl Sim<'_> {
             member_in_flight,
             calls_moved_from_home: (self.home.is_some() && self.keyed_calls > 0)
                 .then(|| share(self.moved_from_home, self.keyed_calls)),
+            retries: (!self.budgets.is_empty()).then(|| RetryCounts {
+                retries: self.retries_in_window,
+                extra_share: share(self.retries_in_window, self.calls_in_window),
+                refused_by_budget: self.refused_in_window,
+            }),
             little: Little {
                 mean_in_flight,
                 arrival_rate_per_s: arrival_rate,

@@ -32,6 +32,7 @@ mod load;
 mod measure;
 mod members;
 mod open;
+mod retry;
 mod schedule;
 mod setup;
 
@@ -307,6 +308,14 @@ struct Sim<'a> {
     run_area: u128,
     run_latency_ns: u128,
     simulated_calls: u64,
+    /// Retries (`[retries]`): each caller's budget (empty: no retries), whether `fail`
+    /// failures are of the retryable kind, the members each retried call has tried, and
+    /// the window's retries and failures the budget refused.
+    budgets: Vec<rpc_load_balancer::testkit::RetryBudgetKit>,
+    fail_retryable: bool,
+    tried: std::collections::HashMap<u32, Vec<u32>>,
+    retries_in_window: u64,
+    refused_in_window: u64,
 }
 
 impl Sim<'_> {

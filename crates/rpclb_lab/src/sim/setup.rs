@@ -220,6 +220,16 @@ impl<'a> Sim<'a> {
             run_area: 0,
             run_latency_ns: 0,
             simulated_calls: 0,
+            budgets: match &s.retries {
+                Some(retries) => (0..s.callers)
+                    .map(|_| retries.kit().expect("a checked scenario"))
+                    .collect(),
+                None => Vec::new(),
+            },
+            fail_retryable: s.retries.is_some_and(|r| r.fail_retryable),
+            tried: std::collections::HashMap::new(),
+            retries_in_window: 0,
+            refused_in_window: 0,
         };
         // The first events.
         match spec.load {

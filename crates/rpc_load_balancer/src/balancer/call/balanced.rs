@@ -56,8 +56,12 @@ macro_rules! routed_setters {
 ///
 /// The algorithm picks a member; a member on this node runs the call in-process. A call that
 /// could not be handed over (the member went away, or is leaving and refused it unrun) goes to
-/// another member, at most 3 times; a call that was sent is never sent again. While the pool is
-/// empty the call waits as its [`Retry`] allows, within its timeout.
+/// another member, at most 3 times. A call that was sent is never sent again — unless its
+/// function is idempotent ([`RemoteFunction::IDEMPOTENT`], [`idempotent`](Self::idempotent)):
+/// then a failure of the retryable kind (connection lost, member unreachable, pushback) is
+/// retried on another member as the balancer's [`RetryBudget`](crate::RetryBudget) allows,
+/// within the call's timeout. While the pool is empty the call waits as its [`Retry`] allows,
+/// within its timeout.
 ///
 /// Errors: [`Error::InvalidConfig`] (`timeout`) for a zero timeout; [`Error::UnknownBalancer`]
 /// once the balancer is stopped; [`Error::NoMembers`] (or the algorithm's
@@ -80,6 +84,17 @@ impl<F: RemoteFunction> BalancedCall<F> {
         "call";
         /// How long to wait for the reply (default: the balancer's, else the node's
         /// `call_timeout`). Zero is refused with [`Error::InvalidConfig`] (`timeout`).
+    }
+
+    option_setters! {
+        routed;
+        /// Whether this call may run twice (default: its function's
+        /// [`RemoteFunction::IDEMPOTENT`], itself `false` by default). `true` lets the call
+        /// be sent again, to a member it has not tried, after the connection was lost, the
+        /// member was unreachable or it pushed back, as the balancer's
+        /// [`RetryBudget`](crate::RetryBudget) allows and within the call's timeout; `false`
+        /// never sends it twice once it may have run. See docs/how-to/retries.md.
+        fn idempotent(idempotent: bool) => idempotent = idempotent;
     }
 
     /// Runs the call and also returns the node that served it.

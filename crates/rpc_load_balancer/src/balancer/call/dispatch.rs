@@ -4,7 +4,10 @@
 //! is nobody to send to), run or send it, and — only for a routed call that could not be
 //! handed over (the member had just gone, is leaving, is at a concurrency cap, or speaks
 //! another wire version) — choose again, at most [`MAX_RESELECTIONS`] times. A call that was
-//! sent is never sent again; one refused unrun is not (it did not run). A refusal at a cap
+//! sent is never sent again, unless it is idempotent: then a failure of the retryable kind
+//! ([`budget_retryable`](crate::retry::budget_retryable)) is retried on a member it has not
+//! tried, as its balancer's retry budget allows, within its deadline (issue 22). One refused
+//! unrun is chosen again whatever its function (it did not run). A refusal at a cap
 //! (pushback) is never reported to the selector as a failure.
 
 use std::sync::Arc;
@@ -90,15 +93,29 @@ async fn route_call<F: RemoteFunction>(
     // A random-node call's span starts once it has its node.
     let late_span = !telemetry.is_started();
     let mut args = Args::<F>::new(args);
-    // Nodes that turned out unable to take the call without running it, or at the in-flight
-    // cap.
+    // Nodes that turned out unable to take the call without running it, at the in-flight
+    // cap, or that failed it in a way a retry of an idempotent call may follow.
     let mut exclude: Vec<Arc<str>> = Vec::new();
     let mut reselections = 0;
+    // The balancer whose retry budget this call may use: an idempotent routed call's (it
+    // deposits its share now).
+    let budget = route.retry_budget(options.idempotent.unwrap_or(F::IDEMPOTENT));
+    if let Some(shared) = budget {
+        shared.retry_budget.deposit(shared.budget_now());
+    }
+    let mut retries = 0u32;
+    // The failure the last retry followed: what the call returns if the retry finds nobody.
+    let mut retried: Option<Error> = None;
     loop {
-        let again = reselections > 0;
-        let mut attempt = route
+        let again = reselections > 0 || retries > 0;
+        let chosen = route
             .choose::<F>(Kind::Call, &mut exclude, again, &mut reserved, telemetry)
-            .await?;
+            .await;
+        let mut attempt = match (chosen, retried.take()) {
+            (Ok(attempt), _) => attempt,
+            (Err(_), Some(failure)) => return Err(failure),
+            (Err(error), None) => return Err(error),
+        };
         let span = if late_span {
             telemetry.span()
         } else {
@@ -114,16 +131,20 @@ async fn route_call<F: RemoteFunction>(
             .instrument(span)
             .await?;
         let may_reselect = route.reselects() && reselections < MAX_RESELECTIONS;
-        match sent {
+        let failure = match sent {
             Sent::Replied(result) => {
                 attempt.report(&result);
-                return result.map(|reply| (reply, attempt.node));
+                match result {
+                    Ok(reply) => return Ok((reply, attempt.node)),
+                    Err(error) => error,
+                }
             }
             Sent::Unsent((bytes, _id)) if may_reselect => {
                 // The member went away before the call left: pick another.
                 reselections += 1;
                 exclude.push(attempt.node);
                 args.encoded = Some(bytes);
+                continue;
             }
             Sent::Refused(error, handed_back)
                 if may_reselect && (handed_back.is_some() || args.args.is_some()) =>
@@ -139,19 +160,46 @@ async fn route_call<F: RemoteFunction>(
                     return Err(error);
                 }
                 args.encoded = handed_back;
+                continue;
             }
             // The call may have run (the node went away, or the member actor stopped while
-            // serving it): never sent again.
-            Sent::Dropped => {
-                return attempt.fail(unavailable(&attempt, Unavailable::ConnectionLost))
-            }
-            Sent::Unsent(_) => {
-                return attempt.fail(unavailable(&attempt, Unavailable::Disconnected))
+            // serving it): sent again only if it is idempotent (below).
+            Sent::Dropped => attempt.fail(unavailable(&attempt, Unavailable::ConnectionLost)),
+            Sent::Unsent((bytes, _id)) => {
+                args.encoded = Some(bytes);
+                attempt.fail(unavailable(&attempt, Unavailable::Disconnected))
             }
             // At a concurrency cap: a load signal, not a failure of the member.
-            Sent::Refused(error, _) if pushback(&error, &attempt) => return Err(error),
-            Sent::Refused(error, _) => return attempt.fail(error),
+            Sent::Refused(error, handed_back) if pushback(&error, &attempt) => {
+                args.encoded = handed_back;
+                error
+            }
+            Sent::Refused(error, handed_back) => {
+                args.encoded = handed_back;
+                attempt.fail(error)
+            }
+        };
+        // Issue 22: an idempotent call goes to another member, as the budget allows.
+        let Some(shared) = budget else {
+            return Err(failure);
+        };
+        if !crate::retry::budget_retryable(&failure)
+            || retries >= shared.retry_budget.max_per_call
+            || (args.args.is_none() && args.encoded.is_none())
+        {
+            return Err(failure);
         }
+        exclude.push(Arc::clone(&attempt.node));
+        if route.nobody_else(&exclude) || route.time_left(&attempt.node).is_err() {
+            return Err(failure);
+        }
+        if !shared.retry_budget.withdraw(shared.budget_now()) {
+            crate::telemetry::retry_refused(&shared.name, &failure);
+            return Err(failure);
+        }
+        retries += 1;
+        crate::telemetry::retried(&shared.name, &attempt.node, &failure);
+        retried = Some(failure);
     }
 }
 

@@ -27,6 +27,9 @@ pub(crate) struct CallOptions {
     pub(crate) key: Option<Vec<u8>>,
     /// The balancer that counts a random-node call in its in-flight total.
     pub(crate) load_balancer: Option<String>,
+    /// Whether the call may run twice; default: its function's
+    /// [`RemoteFunction::IDEMPOTENT`](crate::RemoteFunction::IDEMPOTENT) (routed calls only).
+    pub(crate) idempotent: Option<bool>,
 }
 
 /// The options of one call resolved for its target.

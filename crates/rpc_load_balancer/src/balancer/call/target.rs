@@ -126,10 +126,13 @@ impl<F> Attempt<'_, F> {
     }
 
     /// Reports `error` as the attempt's outcome (see [`Self::report`]) and returns it.
-    pub(crate) fn fail<T>(&mut self, error: Error) -> Result<T, Error> {
-        let failed = Err(error);
+    pub(crate) fn fail(&mut self, error: Error) -> Error {
+        let failed: Result<(), Error> = Err(error);
         self.report(&failed);
-        failed
+        match failed {
+            Err(error) => error,
+            Ok(()) => unreachable!(),
+        }
     }
 
     /// Reports the attempt's outcome to a selector that learns (routed attempts only).
@@ -199,6 +202,20 @@ impl<'r> Route<'r> {
     /// call, selected by the algorithm.
     pub(crate) fn reselects(&self) -> bool {
         matches!(self.target, Target::Balancer(_)) && !self.here_by_choice()
+    }
+
+    /// The routing balancer, if this call may be retried after a failure of the retryable
+    /// kind: an `idempotent` call it selects for, with a retry budget that is not
+    /// [`none`](crate::RetryBudget::none).
+    pub(crate) fn retry_budget(&self, idempotent: bool) -> Option<&'r Arc<BalancerShared>> {
+        match self.target {
+            Target::Balancer(shared)
+                if idempotent && self.reselects() && !shared.retry_budget.is_off() =>
+            {
+                Some(shared)
+            }
+            _ => None,
+        }
     }
 
     /// Whether no member is left to take the call: every member of the routing balancer is

@@ -256,3 +256,161 @@ async fn a_routed_call_run_here_is_counted_until_its_run_ends_and_aborted_when_d
         .await
         .expect("the aborted run released its counts");
 }
+
+/// `Echo`, declared idempotent.
+struct IdempotentEcho;
+impl RemoteFunction for IdempotentEcho {
+    const NAME: &'static str = "pipeline.idempotent_echo";
+    const IDEMPOTENT: bool = true;
+    type Args = String;
+    type Reply = String;
+    async fn call(&self, args: String) -> Result<String, FunctionError> {
+        Ok(args)
+    }
+}
+
+#[test]
+fn only_an_idempotent_call_the_algorithm_routes_may_use_the_retry_budget() {
+    const { assert!(!Echo::IDEMPOTENT, "not idempotent unless declared") };
+    const { assert!(IdempotentEcho::IDEMPOTENT) };
+    let node = node(config());
+    let routed = Target::Balancer(balancer(&node, BalancerConfig::new("b")));
+    let off = Target::Balancer(balancer(
+        &node,
+        BalancerConfig::new("off").retry_budget(crate::RetryBudget::none()),
+    ));
+    let direct = Target::Node(Arc::from("other@127.0.0.1"));
+    let random = Target::RandomNode("".into());
+    let none = CallOptions::default();
+    let directly = CallOptions {
+        call_directly: Some(true),
+        ..CallOptions::default()
+    };
+    let may_retry = |target: &Target, options: &CallOptions, idempotent: bool| {
+        Route::new(&node, target, options)
+            .unwrap()
+            .retry_budget(idempotent)
+            .is_some()
+    };
+    assert!(may_retry(&routed, &none, true));
+    assert!(
+        !may_retry(&routed, &none, false),
+        "never a call that may not run twice"
+    );
+    assert!(!may_retry(&off, &none, true), "RetryBudget::none() is off");
+    assert!(
+        !may_retry(&routed, &directly, true),
+        "run here: no other member"
+    );
+    assert!(
+        !may_retry(&direct, &none, true),
+        "a direct call has one node"
+    );
+    assert!(
+        !may_retry(&random, &none, true),
+        "random-node calls are not retried"
+    );
+}
+
+#[test]
+fn only_failures_of_the_retryable_kind_are_retried() {
+    let unavailable = |reason| Error::ServiceUnavailable {
+        node: "n@h".into(),
+        reason,
+    };
+    for reason in [
+        Unavailable::ConnectionLost,
+        Unavailable::Disconnected,
+        Unavailable::UnknownNode,
+        Unavailable::NoEndpoint,
+        Unavailable::Overloaded,
+    ] {
+        assert!(
+            crate::retry::budget_retryable(&unavailable(reason.clone())),
+            "{reason:?}"
+        );
+    }
+    for error in [
+        unavailable(Unavailable::NodeStopped),
+        unavailable(Unavailable::Leaving),
+        Error::RequestTimeout {
+            node: "n@h".into(),
+            timeout: Duration::from_secs(1),
+        },
+        Error::Remote {
+            node: "n@h".into(),
+            function: "f".into(),
+            failure: crate::RemoteFailure::Failed,
+            message: "no".into(),
+        },
+        Error::BadRequest {
+            node: "n@h".into(),
+            message: "no".into(),
+        },
+        Error::Overloaded {
+            balancer: "b".into(),
+            node: "n@h".into(),
+            limit: 1,
+        },
+        Error::NoMembers {
+            balancer: "b".into(),
+        },
+    ] {
+        assert!(!crate::retry::budget_retryable(&error), "{error:?}");
+    }
+}
+
+#[tokio::test]
+async fn an_idempotent_call_deposits_into_its_balancers_budget_and_others_do_not() {
+    // No reserve, one retry per call: the balance counts the idempotent calls made.
+    let node = node(config());
+    node.transport.registry.register(IdempotentEcho).unwrap();
+    let shared = balancer(
+        &node,
+        BalancerConfig::new("b").retry_budget(crate::RetryBudget::new(
+            1.0,
+            0,
+            Duration::from_secs(60),
+        )),
+    );
+    let target = Target::Balancer(Arc::clone(&shared));
+    let directly = CallOptions {
+        call_directly: Some(true),
+        ..CallOptions::default()
+    };
+    // Run here (call_directly): no other member, nothing deposited.
+    dispatch::call::<IdempotentEcho>(&node, &target, &directly, "a".into())
+        .await
+        .unwrap();
+    assert_eq!(shared.retry_budget.balance(shared.budget_now()), 0);
+    // An empty pool: the routed calls fail (no retry wait), the idempotent ones deposit.
+    let routed = CallOptions {
+        retry: Some(Retry::never()),
+        ..CallOptions::default()
+    };
+    for _ in 0..3 {
+        let outcome = dispatch::call::<IdempotentEcho>(&node, &target, &routed, "b".into()).await;
+        assert!(
+            matches!(outcome, Err(Error::NoMembers { .. })),
+            "{outcome:?}"
+        );
+        let outcome = dispatch::call::<Echo>(&node, &target, &routed, "c".into()).await;
+        assert!(
+            matches!(outcome, Err(Error::NoMembers { .. })),
+            "{outcome:?}"
+        );
+    }
+    assert_eq!(shared.retry_budget.balance(shared.budget_now()), 3);
+    // Per call: `Echo` made idempotent deposits, `IdempotentEcho` made not does not.
+    let echo_idempotent = CallOptions {
+        idempotent: Some(true),
+        ..routed.clone()
+    };
+    let not_idempotent = CallOptions {
+        idempotent: Some(false),
+        ..routed
+    };
+    let _ = dispatch::call::<Echo>(&node, &target, &echo_idempotent, "d".into()).await;
+    let _ = dispatch::call::<IdempotentEcho>(&node, &target, &not_idempotent, "e".into()).await;
+    assert_eq!(shared.retry_budget.balance(shared.budget_now()), 4);
+}
