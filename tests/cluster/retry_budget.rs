@@ -222,7 +222,11 @@ async fn a_retry_keeps_the_calls_first_deadline() {
     for outcome in &run.outcomes {
         match outcome {
             Ok(node) => assert_eq!(node, &run.survivor),
-            Err(Error::RequestTimeout { .. }) => timed_out += 1,
+            // The error names the call's own timeout, not what the retry had left of it.
+            Err(Error::RequestTimeout { timeout, .. }) => {
+                assert_eq!(*timeout, Duration::from_secs(2));
+                timed_out += 1;
+            }
             other => panic!("{other:?}"),
         }
     }

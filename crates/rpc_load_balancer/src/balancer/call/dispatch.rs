@@ -106,101 +106,107 @@ async fn route_call<F: RemoteFunction>(
     let mut retries = 0u32;
     // The failure the last retry followed: what the call returns if the retry finds nobody.
     let mut retried: Option<Error> = None;
-    loop {
-        let again = reselections > 0 || retries > 0;
-        let chosen = route
-            .choose::<F>(Kind::Call, &mut exclude, again, &mut reserved, telemetry)
-            .await;
-        let mut attempt = match (chosen, retried.take()) {
-            (Ok(attempt), _) => attempt,
-            (Err(_), Some(failure)) => return Err(failure),
-            (Err(error), None) => return Err(error),
-        };
-        let span = if late_span {
-            telemetry.span()
-        } else {
-            Span::none()
-        };
-        // A call run here is not encoded: no trace context to make.
-        let trace = match attempt.destination {
-            Destination::Here(_) => None,
-            _ => telemetry.trace(),
-        };
-        let keep = route.reselects();
-        let sent = run_or_send(&node.transport, &mut attempt, &mut args, keep, trace)
-            .instrument(span)
-            .await?;
-        let may_reselect = route.reselects() && reselections < MAX_RESELECTIONS;
-        let failure = match sent {
-            Sent::Replied(result) => {
-                attempt.report(&result);
-                match result {
-                    Ok(reply) => return Ok((reply, attempt.node)),
-                    Err(error) => error,
+    // A timeout says the call's own timeout: an attempt re-sent after a failure had only
+    // what was left of it.
+    let outcome: Result<(F::Reply, Arc<str>), Error> = async {
+        loop {
+            let again = reselections > 0 || retries > 0;
+            let chosen = route
+                .choose::<F>(Kind::Call, &mut exclude, again, &mut reserved, telemetry)
+                .await;
+            let mut attempt = match (chosen, retried.take()) {
+                (Ok(attempt), _) => attempt,
+                (Err(_), Some(failure)) => return Err(failure),
+                (Err(error), None) => return Err(error),
+            };
+            let span = if late_span {
+                telemetry.span()
+            } else {
+                Span::none()
+            };
+            // A call run here is not encoded: no trace context to make.
+            let trace = match attempt.destination {
+                Destination::Here(_) => None,
+                _ => telemetry.trace(),
+            };
+            let keep = route.reselects();
+            let sent = run_or_send(&node.transport, &mut attempt, &mut args, keep, trace)
+                .instrument(span)
+                .await?;
+            let may_reselect = route.reselects() && reselections < MAX_RESELECTIONS;
+            let failure = match sent {
+                Sent::Replied(result) => {
+                    attempt.report(&result);
+                    match result {
+                        Ok(reply) => return Ok((reply, attempt.node)),
+                        Err(error) => error,
+                    }
                 }
-            }
-            Sent::Unsent((bytes, _id)) if may_reselect => {
-                // The member went away before the call left: pick another.
-                reselections += 1;
-                exclude.push(attempt.node);
-                args.encoded = Some(bytes);
-                continue;
-            }
-            Sent::Refused(error, handed_back)
-                if may_reselect && (handed_back.is_some() || args.args.is_some()) =>
+                Sent::Unsent((bytes, _id)) if may_reselect => {
+                    // The member went away before the call left: pick another.
+                    reselections += 1;
+                    exclude.push(attempt.node);
+                    args.encoded = Some(bytes);
+                    continue;
+                }
+                Sent::Refused(error, handed_back)
+                    if may_reselect && (handed_back.is_some() || args.args.is_some()) =>
+                {
+                    // The member is leaving (draining), at a concurrency cap, or of another wire
+                    // version, and did not run it: pick another. (The attempt's selection ends
+                    // as cancelled: a refusal is not the member's failure.)
+                    reselections += 1;
+                    let overloaded = pushback(&error, &attempt);
+                    exclude.push(attempt.node);
+                    if overloaded && route.nobody_else(&exclude) {
+                        // Every member is at its cap: say so now, not at the deadline.
+                        return Err(error);
+                    }
+                    args.encoded = handed_back;
+                    continue;
+                }
+                // The call may have run (the node went away, or the member actor stopped while
+                // serving it): sent again only if it is idempotent (below).
+                Sent::Dropped => attempt.fail(unavailable(&attempt, Unavailable::ConnectionLost)),
+                Sent::Unsent((bytes, _id)) => {
+                    args.encoded = Some(bytes);
+                    attempt.fail(unavailable(&attempt, Unavailable::Disconnected))
+                }
+                // At a concurrency cap: a load signal, not a failure of the member.
+                Sent::Refused(error, handed_back) if pushback(&error, &attempt) => {
+                    args.encoded = handed_back;
+                    error
+                }
+                Sent::Refused(error, handed_back) => {
+                    args.encoded = handed_back;
+                    attempt.fail(error)
+                }
+            };
+            // Issue 22: an idempotent call goes to another member, as the budget allows.
+            let Some(shared) = budget else {
+                return Err(failure);
+            };
+            if !crate::retry::budget_retryable(&failure)
+                || retries >= shared.retry_budget.max_per_call
+                || (args.args.is_none() && args.encoded.is_none())
             {
-                // The member is leaving (draining), at a concurrency cap, or of another wire
-                // version, and did not run it: pick another. (The attempt's selection ends
-                // as cancelled: a refusal is not the member's failure.)
-                reselections += 1;
-                let overloaded = pushback(&error, &attempt);
-                exclude.push(attempt.node);
-                if overloaded && route.nobody_else(&exclude) {
-                    // Every member is at its cap: say so now, not at the deadline.
-                    return Err(error);
-                }
-                args.encoded = handed_back;
-                continue;
+                return Err(failure);
             }
-            // The call may have run (the node went away, or the member actor stopped while
-            // serving it): sent again only if it is idempotent (below).
-            Sent::Dropped => attempt.fail(unavailable(&attempt, Unavailable::ConnectionLost)),
-            Sent::Unsent((bytes, _id)) => {
-                args.encoded = Some(bytes);
-                attempt.fail(unavailable(&attempt, Unavailable::Disconnected))
+            exclude.push(Arc::clone(&attempt.node));
+            if route.nobody_else(&exclude) || route.time_left(&attempt.node).is_err() {
+                return Err(failure);
             }
-            // At a concurrency cap: a load signal, not a failure of the member.
-            Sent::Refused(error, handed_back) if pushback(&error, &attempt) => {
-                args.encoded = handed_back;
-                error
+            if !shared.retry_budget.withdraw(shared.budget_now()) {
+                crate::telemetry::retry_refused(&shared.name, &failure);
+                return Err(failure);
             }
-            Sent::Refused(error, handed_back) => {
-                args.encoded = handed_back;
-                attempt.fail(error)
-            }
-        };
-        // Issue 22: an idempotent call goes to another member, as the budget allows.
-        let Some(shared) = budget else {
-            return Err(failure);
-        };
-        if !crate::retry::budget_retryable(&failure)
-            || retries >= shared.retry_budget.max_per_call
-            || (args.args.is_none() && args.encoded.is_none())
-        {
-            return Err(failure);
+            retries += 1;
+            crate::telemetry::retried(&shared.name, &attempt.node, &failure);
+            retried = Some(failure);
         }
-        exclude.push(Arc::clone(&attempt.node));
-        if route.nobody_else(&exclude) || route.time_left(&attempt.node).is_err() {
-            return Err(failure);
-        }
-        if !shared.retry_budget.withdraw(shared.budget_now()) {
-            crate::telemetry::retry_refused(&shared.name, &failure);
-            return Err(failure);
-        }
-        retries += 1;
-        crate::telemetry::retried(&shared.name, &attempt.node, &failure);
-        retried = Some(failure);
     }
+    .await;
+    outcome.map_err(|error| route.callers_timeout(error))
 }
 
 /// Whether `error` is a refusal at a serving node's concurrency cap

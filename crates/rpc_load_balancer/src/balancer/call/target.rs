@@ -242,6 +242,18 @@ impl<'r> Route<'r> {
     /// What is left of the call's time, for an attempt that waited or follows another.
     ///
     /// Errors: [`Error::RequestTimeout`] about `node` when nothing is left.
+    /// `error` as the caller sees it: a [`Error::RequestTimeout`] carries the call's own
+    /// timeout, whatever the attempt that timed out had left (a re-sent or retried one).
+    pub(super) fn callers_timeout(&self, error: Error) -> Error {
+        match error {
+            Error::RequestTimeout { node, .. } => Error::RequestTimeout {
+                node,
+                timeout: self.options.timeout,
+            },
+            other => other,
+        }
+    }
+
     pub(super) fn time_left(&self, node: &str) -> Result<Duration, Error> {
         let left = self.deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
