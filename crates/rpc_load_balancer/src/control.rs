@@ -123,6 +123,12 @@ pub enum ControlRequest {
     /// admin-gated. A node older than labels answers
     /// [`Error::BadRequest`](crate::Error::BadRequest): it has none.
     Labels,
+    /// A heartbeat from the sender (this full node name), answered with
+    /// [`ControlReply::Pong`]: the target takes it as word that the sender is alive and does
+    /// not ping it itself while these keep coming (one heartbeat per pair of nodes per
+    /// interval, not two). A node older than it answers
+    /// [`Error::BadRequest`](crate::Error::BadRequest), which is an answer all the same.
+    Heartbeat(String),
 }
 
 /// The answer to a [`ControlRequest`]. (Only `PartialEq`: CPU readings carry an `f64`.)
@@ -277,6 +283,7 @@ mod tests {
                 },
             ),
             (21, ControlRequest::Labels),
+            (22, ControlRequest::Heartbeat(name())),
         ];
         for (index, request) in requests {
             let bytes = postcard::to_allocvec(&request).unwrap();

@@ -5,10 +5,11 @@
 //! mentions it: a node joining a 3-node cluster dialled the same peer twice, one session was
 //! closed as a duplicate, and calls in flight on it failed. Here one dial per address is in
 //! flight at a time
-//! ([`PeerTable::begin_dial`](super::peer_table::PeerTable::begin_dial)), and of two nodes
-//! that learn of each other at once, the one whose name sorts higher waits
-//! [`CROSS_DIAL_DELAY`] first, so the other's dial usually wins and no session has to be
-//! dropped.
+//! ([`PeerTable::begin_dial`](super::peer_table::PeerTable::begin_dial)), one task per peer
+//! learnt of however many peers list it, a node has at most `max_dials_in_flight` dials in
+//! their handshake, and of two nodes that learn of each other, the one whose name sorts
+//! lower dials (its dials spread over [`DIAL_SPREAD`]) while the other waits
+//! [`MESH_FALLBACK`] first, so that no session has to be dropped ([`schedule_dial`]).
 //!
 //! A peer's answer lists only the peers ready at its end when it answers, so two nodes joining
 //! through the same peer at once can each miss the other (each asked before the other was
@@ -38,8 +39,18 @@ use super::shared::NodeShared;
 use crate::call;
 use crate::control::{ControlReply, ControlRequest};
 
-/// How long the higher-named of two nodes waits before dialling the other.
+/// How long the higher-named of two nodes waits before redialling the other after their
+/// session was lost (`reconnect.rs`).
 pub(crate) const CROSS_DIAL_DELAY: Duration = Duration::from_millis(100);
+
+/// How long the higher-named of two nodes that learnt of each other through the mesh waits
+/// for the other's dial before dialling itself (±20 %): longer than a handshake takes while
+/// every node of a forming mesh of ~100 is busy with its own (see [`schedule_dial`]).
+const MESH_FALLBACK: Duration = Duration::from_secs(3);
+
+/// The lower-named of two nodes dials the other after a pause drawn from `0..DIAL_SPREAD`:
+/// a node that learns of many peers at once spreads its dials.
+const DIAL_SPREAD: Duration = Duration::from_millis(200);
 
 /// After the first question, how long to wait before each further one (cumulative delays:
 /// 0.3 s, 1.3 s, 4.3 s after the peer came up), before settling to [`MESH_REFRESH`].
@@ -109,22 +120,67 @@ async fn learn_from(
         {
             continue;
         }
-        let (shared, server) = (Arc::clone(shared), server.clone());
-        tokio::spawn(async move {
-            if shared.name > name {
-                tokio::time::sleep(CROSS_DIAL_DELAY).await;
-                if shared.peers.is_connected(&name) {
-                    return;
-                }
+        schedule_dial(shared, server, name, addr);
+    }
+    true
+}
+
+/// Dials `name`, learnt through the mesh at `addr`, on a task of its own unless one is
+/// already on it (however many peers list it). Of two nodes that learn of each other, the
+/// lower-named dials, after a pause drawn from `0..`[`DIAL_SPREAD`]; the higher-named
+/// dials only if it is still not connected after [`MESH_FALLBACK`] (±20 %), nor has a
+/// session of the other on its way up — so that a forming mesh makes one session per pair,
+/// not two of which ractor_cluster closes one (which may be the one already in use: a flap).
+/// The dial itself waits for one of the node's dial slots (`max_dials_in_flight`).
+fn schedule_dial(
+    shared: &Arc<NodeShared>,
+    server: &ActorRef<NodeServerMessage>,
+    name: String,
+    addr: String,
+) {
+    if !shared.peers.begin_mesh_dial(&name) {
+        return;
+    }
+    let (shared, server) = (Arc::clone(shared), server.clone());
+    tokio::spawn(async move {
+        let _slot = MeshDialSlot {
+            shared: &shared,
+            name: &name,
+        };
+        let waits = if shared.name > name {
+            // Waiting again while a session of the peer is on its way up, a few times.
+            vec![MESH_FALLBACK.mul_f64(0.8 + rand::random::<f64>() * 0.4); 3]
+        } else {
+            vec![DIAL_SPREAD.mul_f64(rand::random::<f64>())]
+        };
+        for wait in waits {
+            tokio::time::sleep(wait).await;
+            if shared.peers.is_connected(&name) || shared.transport.is_stopped() {
+                return;
+            }
+            if shared.peers.is_authenticating(&name) {
+                continue;
             }
             if let Err(error) =
                 connect::connect(&shared, &server, &addr, shared.config.connect_timeout).await
             {
                 tracing::debug!(peer = %name, %addr, %error, "mesh dial failed");
             }
-        });
+            return;
+        }
+    });
+}
+
+/// Frees a name's mesh dial slot however its task ends.
+struct MeshDialSlot<'a> {
+    shared: &'a NodeShared,
+    name: &'a str,
+}
+
+impl Drop for MeshDialSlot<'_> {
+    fn drop(&mut self) {
+        self.shared.peers.end_mesh_dial(self.name);
     }
-    true
 }
 
 /// Sends this node's join notice to `peer` unless one was already handed to a peer: once per

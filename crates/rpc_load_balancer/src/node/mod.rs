@@ -38,7 +38,9 @@ use ractor_cluster::NodeServerMessage;
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
-pub use config::{NodeConfig, DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_CAP_BYTES};
+pub use config::{
+    NodeConfig, DEFAULT_MAX_DIALS_IN_FLIGHT, DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_CAP_BYTES,
+};
 pub use event::NodeEvent;
 pub use forward::{ForwardedEvent, Forwarding, ForwardingEnd};
 pub use labels::{Labels, MAX_LABELS, MAX_LABEL_KEY_BYTES, MAX_LABEL_VALUE_BYTES};

@@ -29,6 +29,13 @@ impl Serving for NodeShared {
             }
             ControlRequest::Peers => ControlReply::Peers(self.peers.addresses()),
             ControlRequest::Labels => ControlReply::Labels(self.config.labels.to_pairs()),
+            ControlRequest::Heartbeat(node) => {
+                self.peers.heard_from(&node);
+                ControlReply::Pong {
+                    node: self.name.clone(),
+                    wire_version: crate::wire::local_version(),
+                }
+            }
             ControlRequest::Joined { node, addr } => {
                 super::on_joined(&self, node, addr);
                 ControlReply::Done

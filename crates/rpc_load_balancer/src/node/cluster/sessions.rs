@@ -86,11 +86,19 @@ impl ClusterState {
             "node session event"
         );
         match (event.stage, &event.name) {
-            (SessionStage::Authenticated | SessionStage::Ready, Some(name)) => {
+            (SessionStage::Authenticated, Some(name)) => {
                 self.shared.peers.note_session_node(event.node_id, name);
+                self.shared
+                    .peers
+                    .session_authenticated(event.session_id, name);
+            }
+            (SessionStage::Ready, Some(name)) => {
+                self.shared.peers.note_session_node(event.node_id, name);
+                self.shared.peers.session_settled(&event.session_id);
             }
             (SessionStage::Disconnected, _) => {
                 self.shared.peers.forget_session_node(event.node_id);
+                self.shared.peers.session_settled(&event.session_id);
             }
             _ => {}
         }
