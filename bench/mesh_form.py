@@ -8,6 +8,8 @@ hub given `--peer <hub>` (a star), and reads each node's stdout events (`node_up
 * `mesh_secs`: from spawning the nodes (with `--hub`: from spawning the rest, once the hub
   was ready) until every node's peer table (the peers it reported up and not down since)
   holds all N-1 others; `None` if not within `--timeout`;
+* `secs_to_50_90_99_pct`: when the peer tables together first held 50 %, 90 % and 99 % of
+  all N·(N-1) entries;
 * `flaps`: `node_down` lines seen before the mesh was complete (a peer lost while forming);
 * `name_taken`: log lines of nodes that concluded their name was taken (`this node's name is
   taken`), and `duplicate_rejections` (`rejecting a second node with the same name`);
@@ -29,6 +31,7 @@ Usage (a release build: `cargo build --release -p rpclb`):
 import argparse
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -40,15 +43,28 @@ import time
 
 
 def free_ports(n):
-    """n distinct free TCP ports on 127.0.0.1 (bound together, then released)."""
-    socks, ports = [], []
-    for _ in range(n):
+    """n distinct free TCP ports on 127.0.0.1, below the kernel's ephemeral range (so that no
+    node's outgoing connection takes one before its node listens on it)."""
+    low = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except OSError:
+        pass
+    rng = random.Random()
+    ports = []
+    while len(ports) < n:
+        port = rng.randrange(max(1024, low - 12000), low)
+        if port in ports:
+            continue
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
+        try:
+            s.bind(("127.0.0.1", port))
+            ports.append(port)
+        except OSError:
+            pass
+        finally:
+            s.close()
     return ports
 
 
@@ -89,6 +105,8 @@ class Mesh:
         self.downs = []  # (time, reporter, node)
         self.ups = 0
         self.meshed_at = None
+        self.edges = 0  # sum of the peer tables' sizes
+        self.crossed = {}  # fraction of the full mesh -> first time reached
 
     def event(self, reporter, line):
         try:
@@ -109,6 +127,11 @@ class Mesh:
                 self.downs.append((now, reporter, ev["node"]))
             elif kind == "events_lagged":
                 self.peers[reporter] = set(ev.get("peers", []))
+            self.edges = sum(len(p) for p in self.peers.values())
+            full = len(self.names) * (len(self.names) - 1)
+            for frac in (0.5, 0.9, 0.99):
+                if frac not in self.crossed and self.edges >= frac * full:
+                    self.crossed[frac] = now
             if self.meshed_at is None and self.complete():
                 self.meshed_at = now
             self.changed.notify_all()
@@ -195,6 +218,10 @@ def main():
             meshed_at = mesh.meshed_at
             flaps = len(mesh.downs)
         result["mesh_secs"] = None if meshed_at is None else round(meshed_at - start, 3)
+        with mesh.lock:
+            result["secs_to_50_90_99_pct"] = [
+                round(mesh.crossed[f] - start, 3) if f in mesh.crossed else None
+                for f in (0.5, 0.9, 0.99)]
         result["flaps"] = flaps
         counts = mesh.counts()
         result["peers_min_max"] = [counts[0], counts[-1]]

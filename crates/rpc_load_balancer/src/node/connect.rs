@@ -146,6 +146,9 @@ async fn name_taken_by(shared: &NodeShared, reason: &str) -> Option<String> {
 /// How the reason starts when a peer said it has another node of this node's name.
 const DUPLICATE_NAME: &str = "duplicate node name: ";
 
+/// How the reason of a dial that never got one of the node's dial slots starts.
+pub(super) const NO_DIAL_SLOT: &str = "no dial slot came free";
+
 /// What a node whose name is taken reports.
 const NAME_TAKEN: &str = "this node's name is taken in the cluster (duplicate node name)";
 
@@ -184,8 +187,8 @@ async fn connect_once(
         Ok(Err(_closed)) => return Err(failed("the local node stopped".into())),
         Err(_elapsed) => {
             return Err(failed(format!(
-                "no dial slot came free within {} ms (max_dials_in_flight {} dials of this \
-                 node in their handshake)",
+                "{NO_DIAL_SLOT} within {} ms (max_dials_in_flight {} dials of this node in \
+                 their handshake)",
                 bound.as_millis(),
                 shared.config.max_dials_in_flight
             )))
@@ -401,6 +404,8 @@ async fn confirm_name(
                     reason: "refused".into(),
                 }))
             }
+            // A peer busy with a forming mesh may answer late: the session is up, ask again.
+            Err(Error::RequestTimeout { .. }) if shared.peers.is_connected(&peer) => {}
             Err(error) => {
                 return Err(failed(format!(
                     "the session closed right after the handshake ({error}); \

@@ -12,18 +12,21 @@
 //! one stops sending its own: one round trip per pair of nodes per interval, not two. A peer
 //! older than this request answers it with an error, which is an answer all the same.
 //!
-//! **One task for all peers**, not a timer per peer: it keeps each peer's last time heard and
-//! next heartbeat, sleeps until the earliest deadline (deadlines less than [`BATCH`] apart are
-//! handled in one wake) and has the heartbeats in flight as futures of its own. Each peer's
-//! first heartbeat is put at a random point of the interval, so a node's heartbeats are spread
-//! over the interval rather than sent in one burst. A peer is stopped within
-//! `heartbeat_timeout` (+ [`BATCH`]) of when it was last heard from.
+//! **One task for all peers**, not a timer per peer: it keeps each peer's last time heard,
+//! sends the heartbeats due together once per interval (one wake of the node for all of them,
+//! not one per peer; the first tick at a random point of the first interval, so nodes do not
+//! tick together), sleeps in between until the next tick or the earliest silence deadline
+//! (deadlines less than [`BATCH`] apart are handled in one wake) and has the heartbeats in
+//! flight as futures of its own. A peer is stopped within `heartbeat_timeout` (+ [`BATCH`])
+//! of when it was last heard from.
 //!
 //! **A starved node blames no peer.** While a mesh of many nodes forms on few cores, a node's
 //! own process may not run for a while: its timer fires late, and the answers waiting for it
 //! are not read. Heartbeats from then are not the peers' fault. So this node measures how late
 //! its own timer fires: lateness beyond [`STALL_SLACK`] is added to every peer's allowed
 //! silence. A peer that is really gone is still stopped once this node runs normally again.
+//! And while the mesh around the node forms — many sessions coming up at once, every node
+//! busy with handshakes — a peer gets twice `heartbeat_timeout` ([`Forming`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -52,8 +55,6 @@ struct Beat {
     heard: Instant,
     /// The node's own stalled time ([`Stall::total`]) when `heard` was set.
     stalled_then: Duration,
-    /// When the next heartbeat is due.
-    next: Instant,
     /// A heartbeat to it is in flight.
     in_flight: bool,
 }
@@ -65,10 +66,57 @@ impl Beat {
     }
 }
 
+/// Whether the mesh around this node is forming: at least [`FORMING_SESSIONS`] sessions came
+/// up within one `heartbeat_timeout`. Every node of a forming mesh of many is busy with
+/// handshakes, and a peer may not answer in time only because its process did not get to run:
+/// while forming (and for one `heartbeat_timeout` after), a peer may be silent for twice
+/// `heartbeat_timeout`.
+#[derive(Default)]
+struct Forming {
+    /// When the recent sessions came up (those within one timeout of the latest).
+    ups: std::collections::VecDeque<Instant>,
+    /// Lenient until then.
+    until: Option<Instant>,
+}
+
+impl Forming {
+    /// Notes that a session came up `now`.
+    fn up(&mut self, now: Instant, timeout: Duration) {
+        self.ups.push_back(now);
+        while self
+            .ups
+            .front()
+            .is_some_and(|at| now.saturating_duration_since(*at) > timeout)
+        {
+            self.ups.pop_front();
+        }
+        if self.ups.len() >= FORMING_SESSIONS {
+            self.until = Some(now + timeout);
+        }
+    }
+
+    /// The silence allowed on top of `timeout` at `now`.
+    fn extra(&self, now: Instant, timeout: Duration) -> Duration {
+        match self.until {
+            Some(until) if now < until => timeout,
+            _ => Duration::ZERO,
+        }
+    }
+}
+
+/// How many sessions coming up within one `heartbeat_timeout` make a forming mesh (see
+/// [`Forming`]).
+const FORMING_SESSIONS: usize = 8;
+
 /// When the silence of a peer last heard from at `heard`, when this node had stalled for
 /// `stalled_then` in all, reaches `timeout` — this node's stalls since counted as time the
 /// peer was not silent.
-fn silence_ends(heard: Instant, stalled_then: Duration, timeout: Duration, stall: &Stall) -> Instant {
+fn silence_ends(
+    heard: Instant,
+    stalled_then: Duration,
+    timeout: Duration,
+    stall: &Stall,
+) -> Instant {
     heard + timeout + stall.total.saturating_sub(stalled_then)
 }
 
@@ -95,9 +143,13 @@ pub(crate) async fn run(shared: Arc<NodeShared>, interval: Duration, timeout: Du
     let mut beats: HashMap<String, Beat> = HashMap::new();
     let mut in_flight = FuturesUnordered::new();
     let mut stall = Stall::default();
+    let mut forming = Forming::default();
     // The peer table the beats were last matched with (compared by address).
     let mut seen: Option<Arc<super::peer_table::PeerMap>> = None;
-    let mut wake = Instant::now();
+    // This node's heartbeat ticks: at a random point of the first interval, then every
+    // interval.
+    let mut next_tick = Instant::now() + interval.mul_f64(rand::random::<f64>());
+    let mut wake = next_tick;
     loop {
         tokio::select! {
             Some((name, session_id, answered)) = in_flight.next(), if !in_flight.is_empty() => {
@@ -120,46 +172,44 @@ pub(crate) async fn run(shared: Arc<NodeShared>, interval: Duration, timeout: Du
         }
         let peers = shared.peers.load_full();
         if !seen.as_ref().is_some_and(|s| Arc::ptr_eq(s, &peers)) {
-            match_peers(&mut beats, &peers, now, interval, &stall);
+            for _ in 0..match_peers(&mut beats, &peers, now, &stall) {
+                forming.up(now, timeout);
+            }
             seen = Some(peers);
         }
-        let mut next_wake = now + interval;
+        // A tick: heartbeats go out together, so that the node wakes once for all of them.
+        let tick = now >= next_tick;
+        if tick {
+            next_tick = (next_tick + interval).max(now + BATCH);
+        }
+        let mut next_wake = next_tick;
         let mut closed = Vec::new();
         for (name, beat) in beats.iter_mut() {
-            if let Some(at) = shared.peers.heard_at(name).map(Instant::from_std) {
-                if at > beat.heard {
-                    beat.heard = at;
-                    beat.stalled_then = stall.total;
-                }
+            let theirs = shared.peers.heard_at(name).map(Instant::from_std);
+            if let Some(at) = theirs.filter(|at| *at > beat.heard) {
+                beat.heard = at;
+                beat.stalled_then = stall.total;
             }
-            let deadline = beat.deadline(timeout, &stall);
+            let deadline = beat.deadline(timeout, &stall) + forming.extra(now, timeout);
             if deadline <= now {
                 closed.push(name.clone());
                 continue;
             }
             next_wake = next_wake.min(deadline);
-            if beat.in_flight {
-                continue;
+            // The peer heartbeats us (within half an interval of slack for its timer): no
+            // need to ask it.
+            let heartbeats_us = theirs
+                .is_some_and(|at| now.saturating_duration_since(at) < interval + interval / 2);
+            if tick && !beat.in_flight && !heartbeats_us {
+                beat.in_flight = true;
+                in_flight.push(heartbeat(
+                    Arc::clone(&shared),
+                    name.clone(),
+                    beat.session_id,
+                    request.clone(),
+                    timeout,
+                ));
             }
-            if beat.next <= now {
-                beat.next = now + interval;
-                // The peer heartbeats us: no need to ask it.
-                let heartbeats_us = shared
-                    .peers
-                    .heard_at(name)
-                    .is_some_and(|at| now.saturating_duration_since(at.into()) < interval);
-                if !heartbeats_us {
-                    beat.in_flight = true;
-                    in_flight.push(heartbeat(
-                        Arc::clone(&shared),
-                        name.clone(),
-                        beat.session_id,
-                        request.clone(),
-                        timeout,
-                    ));
-                }
-            }
-            next_wake = next_wake.min(beat.next);
         }
         for name in closed {
             let Some(beat) = beats.remove(&name) else {
@@ -186,15 +236,15 @@ pub(crate) async fn run(shared: Arc<NodeShared>, interval: Duration, timeout: Du
     }
 }
 
-/// Adds a beat for each peer serving rpc that has none or a new session (heard from now, its
-/// first heartbeat at a random point of the interval) and drops those of peers gone.
+/// Adds a beat for each peer serving rpc that has none or a new session (heard from now) and
+/// drops those of peers gone; returns how many were added.
 fn match_peers(
     beats: &mut HashMap<String, Beat>,
     peers: &super::peer_table::PeerMap,
     now: Instant,
-    interval: Duration,
     stall: &Stall,
-) {
+) -> usize {
+    let mut added = 0;
     beats.retain(|name, beat| {
         peers
             .get(name)
@@ -209,11 +259,12 @@ fn match_peers(
             session: peer.session.clone(),
             heard: now,
             stalled_then: stall.total,
-            next: now + interval.mul_f64(rand::random::<f64>()),
             in_flight: false,
         };
         beats.insert(name.clone(), beat);
+        added += 1;
     }
+    added
 }
 
 /// Sends one heartbeat to `name` and reports whether it answered (any answer: an error from
@@ -249,6 +300,29 @@ mod tests {
         assert_eq!(stall.total, Duration::from_millis(700));
         stall.fired(due + Duration::from_secs(1), due);
         assert_eq!(stall.total, Duration::from_millis(700), "early is not late");
+    }
+
+    #[test]
+    fn many_sessions_coming_up_at_once_make_a_forming_mesh_for_one_timeout() {
+        let timeout = Duration::from_secs(3);
+        let start = Instant::now();
+        let mut forming = Forming::default();
+        // Sessions one per second: never 8 within 3 s.
+        for i in 0..20 {
+            forming.up(start + Duration::from_secs(i), timeout);
+        }
+        assert_eq!(
+            forming.extra(start + Duration::from_secs(20), timeout),
+            Duration::ZERO
+        );
+        // 8 within 3 s: lenient until 3 s after the 8th.
+        let burst = start + Duration::from_secs(30);
+        for i in 0..8 {
+            forming.up(burst + Duration::from_millis(100 * i), timeout);
+        }
+        let eighth = burst + Duration::from_millis(700);
+        assert_eq!(forming.extra(eighth, timeout), timeout);
+        assert_eq!(forming.extra(eighth + timeout, timeout), Duration::ZERO);
     }
 
     #[test]

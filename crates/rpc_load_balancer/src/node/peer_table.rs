@@ -523,7 +523,10 @@ mod tests {
         assert!(peers.is_authenticating("a@h"));
         assert!(!peers.is_authenticating("b@h"));
         peers.session_settled(&one);
-        assert!(peers.is_authenticating("a@h"), "the other is still on its way");
+        assert!(
+            peers.is_authenticating("a@h"),
+            "the other is still on its way"
+        );
         peers.session_settled(&two);
         assert!(!peers.is_authenticating("a@h"));
     }
