@@ -109,7 +109,10 @@ async fn thirty_two_nodes_dialling_one_hub_at_once_form_a_full_mesh_without_fals
         let log = node.process.stderr();
         for (what, line) in [
             ("decided its name was taken", "this node's name is taken"),
-            ("rejected a duplicate name", "rejecting a second node with the same name"),
+            (
+                "rejected a duplicate name",
+                "rejecting a second node with the same name",
+            ),
             (
                 "closed a session for missed heartbeats",
                 "did not answer heartbeats",

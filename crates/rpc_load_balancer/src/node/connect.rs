@@ -444,6 +444,28 @@ mod tests {
         ));
     }
 
+    #[tokio::test]
+    async fn a_name_is_taken_only_when_a_peer_answers_for_another_node() {
+        let config = crate::NodeConfig::new("me", "127.0.0.1:0");
+        let node = NodeShared::new(
+            "me@127.0.0.1".into(),
+            "127.0.0.1:4100".into(),
+            Some("127.0.0.1:4100".into()),
+            &config,
+        );
+        // The peer dialled said it records this name at another address.
+        let said = format!("{DUPLICATE_NAME}a@h already has a node named me@127.0.0.1 at h:1");
+        assert_eq!(name_taken_by(&node, &said).await.as_deref(), Some("h:1"));
+        // It only closed the session after authenticating it (as it closes the losing session
+        // of a simultaneous connect), and no connected peer answers for another node: not
+        // taken.
+        let closed = "no session became ready after 10 ms: the peer closed the session after \
+                      authenticating it: a node with the same name may be connected to it \
+                      (duplicate node name)";
+        assert!(may_be_duplicate_name(closed));
+        assert_eq!(name_taken_by(&node, closed).await, None);
+    }
+
     #[test]
     fn advertised_names_match_by_string_or_address() {
         let resolved = vec!["127.0.0.1:4100".parse().unwrap()];
