@@ -5,12 +5,16 @@
 //! fail with [`Error::ServiceUnavailable`](crate::Error::ServiceUnavailable). If it comes
 //! back, it reconnects as any peer that lost its session does.
 //!
-//! **Heard from** means: its session came up, it answered one of our heartbeats, or one of
-//! its heartbeats reached us. Every `heartbeat_interval` this node sends a heartbeat
-//! ([`ControlRequest::Heartbeat`], answered like a ping) to each peer whose own heartbeat has
-//! not reached it within the interval — so of two nodes, once one heartbeats the other, that
-//! one stops sending its own: one round trip per pair of nodes per interval, not two. A peer
-//! older than this request answers it with an error, which is an answer all the same.
+//! **Heard from** means: its session came up, it answered one of our heartbeats, one of its
+//! heartbeats reached us, or the session read anything from it (whatever the peer sends — a
+//! reply, a call, ractor_cluster's own session ping — shows it is alive; `stream.rs` notes
+//! when, for the sessions on the node's own streams). Every `heartbeat_interval` this node
+//! sends a heartbeat ([`ControlRequest::Heartbeat`], answered like a ping) to each peer whose
+//! own heartbeat has not reached it within the interval, and from which nothing was read
+//! within it — so of two nodes, once one heartbeats the other, that one stops sending its
+//! own: at most one round trip per pair of nodes per interval, none while other traffic
+//! flows. A peer older than this request answers it with an error, which is an answer all
+//! the same.
 //!
 //! **One task for all peers**, not a timer per peer: it keeps each peer's last time heard,
 //! sends the heartbeats due together once per interval (one wake of the node for all of them,
@@ -55,6 +59,8 @@ struct Beat {
     heard: Instant,
     /// The node's own stalled time ([`Stall::total`]) when `heard` was set.
     stalled_then: Duration,
+    /// When the session last read bytes from the peer, if the node's own stream carries it.
+    activity: Option<Arc<super::stream::Activity>>,
     /// A heartbeat to it is in flight.
     in_flight: bool,
 }
@@ -186,7 +192,12 @@ pub(crate) async fn run(shared: Arc<NodeShared>, interval: Duration, timeout: Du
         let mut closed = Vec::new();
         for (name, beat) in beats.iter_mut() {
             let theirs = shared.peers.heard_at(name).map(Instant::from_std);
-            if let Some(at) = theirs.filter(|at| *at > beat.heard) {
+            let read = beat
+                .activity
+                .as_ref()
+                .and_then(|a| a.last())
+                .map(Instant::from_std);
+            if let Some(at) = theirs.max(read).filter(|at| *at > beat.heard) {
                 beat.heard = at;
                 beat.stalled_then = stall.total;
             }
@@ -196,10 +207,11 @@ pub(crate) async fn run(shared: Arc<NodeShared>, interval: Duration, timeout: Du
                 continue;
             }
             next_wake = next_wake.min(deadline);
-            // The peer heartbeats us (within half an interval of slack for its timer): no
-            // need to ask it.
+            // The peer heartbeats us (within half an interval of slack for its timer), or
+            // sent anything within the interval: no need to ask it.
             let heartbeats_us = theirs
-                .is_some_and(|at| now.saturating_duration_since(at) < interval + interval / 2);
+                .is_some_and(|at| now.saturating_duration_since(at) < interval + interval / 2)
+                || read.is_some_and(|at| now.saturating_duration_since(at) < interval);
             if tick && !beat.in_flight && !heartbeats_us {
                 beat.in_flight = true;
                 in_flight.push(heartbeat(
@@ -259,6 +271,7 @@ fn match_peers(
             session: peer.session.clone(),
             heard: now,
             stalled_then: stall.total,
+            activity: super::stream::activity_of(&peer.peer_addr),
             in_flight: false,
         };
         beats.insert(name.clone(), beat);

@@ -26,6 +26,9 @@ pub(crate) struct Peer {
     pub(crate) session: ractor::ActorCell,
     /// The `host:port` the peer advertises.
     pub(crate) connection_string: String,
+    /// The session's peer address (`ip:port` of the other end of its connection), which its
+    /// read activity is found by (`stream::activity_of`).
+    pub(crate) peer_addr: String,
     /// The peer's rpc endpoint, once its pg membership is known.
     pub(crate) endpoint: Option<ActorRef<RpcMessage>>,
 }

@@ -108,6 +108,7 @@ impl ClusterState {
                     session_id: event.session_id,
                     session: event.session.get_cell(),
                     connection_string: event.connection_string.clone().unwrap_or_default(),
+                    peer_addr: event.peer_addr.clone(),
                     endpoint: None,
                 };
                 let sessions = self.ready.entry(name.clone()).or_default();
