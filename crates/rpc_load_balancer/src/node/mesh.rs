@@ -159,7 +159,8 @@ async fn learn_from(
 
 /// Dials `name`, learnt through the mesh at `addr`, on a task of its own unless one is
 /// already on it (however many peers list it). Of two nodes that learn of each other, one
-/// ([`dials_first`]) dials, after a pause drawn from `0..`[`DIAL_SPREAD`]; the other
+/// ([`dials_first`]; a client node, always: no node dials it) dials, after a pause drawn from
+/// `0..`[`DIAL_SPREAD`]; the other
 /// dials only if it is still not connected after [`MESH_FALLBACK`] (±20 %), nor has a
 /// session of the other on its way up — so that a forming mesh makes one session per pair,
 /// not two of which ractor_cluster closes one (which may be the one already in use: a flap).
@@ -179,7 +180,8 @@ fn schedule_dial(
             shared: &shared,
             name: &name,
         };
-        let waits = if !dials_first(&shared.name, &name) {
+        // A client node dials every node it learns of at once: no node dials a client.
+        let waits = if !shared.config.client && !dials_first(&shared.name, &name) {
             // Waiting again while a session of the peer is on its way up, a few times.
             vec![MESH_FALLBACK.mul_f64(0.8 + rand::random::<f64>() * 0.4); 3]
         } else {
