@@ -125,6 +125,13 @@ mod tests {
             "a node that is not a peer is not recorded as leaving"
         );
         assert!(events.try_recv().is_err(), "and no event is sent");
+        // A heartbeat is answered like a ping; one from a stranger is not recorded.
+        let heartbeat = ControlRequest::Heartbeat("stranger@127.0.0.1".into());
+        assert!(matches!(
+            control_of(&shared, &heartbeat).await,
+            Ok(ControlReply::Pong { node, .. }) if node == "peers@127.0.0.1"
+        ));
+        assert_eq!(shared.peers.heard_at("stranger@127.0.0.1"), None);
     }
 
     #[tokio::test]
