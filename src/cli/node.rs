@@ -166,6 +166,11 @@ pub struct NodeArgs {
         default_value_t = 60_000
     )]
     pub reconnect_give_up_ms: u64,
+    /// Most dials of this node in their handshake at once (TCP connect to ready): further
+    /// dials wait for a slot, so a node joining a large cluster does not dial every member at
+    /// once. From 1 to 1024 (refused at start otherwise).
+    #[arg(long, value_name = "N", default_value_t = rpc_load_balancer::DEFAULT_MAX_DIALS_IN_FLIGHT)]
+    pub max_dials_in_flight: usize,
     /// Test hook: speak this wire version instead of the library's (compatibility tests).
     #[arg(long, value_name = "N", hide = true)]
     pub wire_version: Option<u16>,

@@ -63,7 +63,8 @@ pub async fn run(args: NodeArgs) -> CmdResult {
         .heartbeat_interval(Duration::from_millis(args.heartbeat_interval_ms))
         .heartbeat_timeout(Duration::from_millis(args.heartbeat_timeout_ms))
         .dial_backoff_max(Duration::from_millis(args.dial_backoff_max_ms))
-        .reconnect_give_up(Duration::from_millis(args.reconnect_give_up_ms));
+        .reconnect_give_up(Duration::from_millis(args.reconnect_give_up_ms))
+        .max_dials_in_flight(args.max_dials_in_flight);
     if let Some(cap) = args.concurrency.max_concurrent_calls {
         config = config.max_concurrent_calls(cap);
     }

@@ -34,6 +34,7 @@ mod lifecycle;
 mod load_reports;
 mod local;
 mod mesh;
+mod mesh_load;
 mod node_death;
 mod outlier;
 mod overload;

@@ -131,6 +131,12 @@ pub enum ControlRequest {
     /// since its actors' replies carry none. Not admin-gated. A node older than this request
     /// answers [`Error::BadRequest`](crate::Error::BadRequest).
     LoadReport,
+    /// A heartbeat from the sender (this full node name), answered with
+    /// [`ControlReply::Pong`]: the target takes it as word that the sender is alive and does
+    /// not ping it itself while these keep coming (one heartbeat per pair of nodes per
+    /// interval, not two). A node older than it answers
+    /// [`Error::BadRequest`](crate::Error::BadRequest), which is an answer all the same.
+    Heartbeat(String),
 }
 
 /// The answer to a [`ControlRequest`]. (Only `PartialEq`: CPU readings carry an `f64`.)
@@ -290,6 +296,7 @@ mod tests {
             ),
             (21, ControlRequest::Labels),
             (22, ControlRequest::LoadReport),
+            (23, ControlRequest::Heartbeat(name())),
         ];
         for (index, request) in requests {
             let bytes = postcard::to_allocvec(&request).unwrap();

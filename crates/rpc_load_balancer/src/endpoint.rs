@@ -433,6 +433,7 @@ async fn admin<S: Serving + ?Sized>(
         }
         request @ (ControlRequest::Nodes
         | ControlRequest::Labels
+        | ControlRequest::Heartbeat(_)
         | ControlRequest::ConnectionOf(_)
         | ControlRequest::Peers
         | ControlRequest::Joined { .. }

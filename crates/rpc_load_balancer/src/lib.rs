@@ -136,8 +136,9 @@ pub use function::{CallContext, FunctionError, RemoteFunction};
 pub use named::NamedBalancer;
 pub use node::{
     ForwardedEvent, Forwarding, ForwardingEnd, Labels, Node, NodeConfig, NodeEvent, TlsConfig,
-    DEFAULT_HANDSHAKE_FRAME_LIMIT, DEFAULT_MAX_HANDSHAKES, DEFAULT_MAX_PAYLOAD_BYTES, MAX_LABELS,
-    MAX_LABEL_KEY_BYTES, MAX_LABEL_VALUE_BYTES, MAX_PAYLOAD_CAP_BYTES,
+    DEFAULT_HANDSHAKE_FRAME_LIMIT, DEFAULT_MAX_DIALS_IN_FLIGHT, DEFAULT_MAX_HANDSHAKES,
+    DEFAULT_MAX_PAYLOAD_BYTES, MAX_LABELS, MAX_LABEL_KEY_BYTES, MAX_LABEL_VALUE_BYTES,
+    MAX_PAYLOAD_CAP_BYTES,
 };
 pub use payload::{Payload, PAYLOAD_TAIL_ROOM};
 pub use random_node::{RandomNodeCall, RandomNodeCast};

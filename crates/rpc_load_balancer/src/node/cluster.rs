@@ -5,7 +5,9 @@
 //! subscription only forwards them here. A peer is **up** when one of its sessions reaches the
 //! ready state (its pg memberships are synced by then) and **down** when its last ready session
 //! closes: the losing session of a simultaneous connect closes too, and must not take the
-//! winner's entry with it, so ready sessions are tracked per name.
+//! winner's entry with it, so ready sessions are tracked per name. And when the session in use
+//! is the one closed, while the other is on its way up, the peer is neither reported down nor
+//! up again: a handover, not a flap (`ClusterState::handovers`).
 //!
 //! **Duplicate names.** ractor_cluster 0.16.5 elects between two authenticated sessions of the
 //! same name by a random nonce, so a second process reusing a live node's name may win and
@@ -43,7 +45,15 @@ pub(crate) enum ClusterMsg {
     /// `connect_timeout` has passed since this session opened: close it if it has not
     /// authenticated (see `listener.rs`).
     HandshakeDeadline(ActorId),
+    /// [`HANDOVER_GRACE`] has passed since the peer's session in use closed while other
+    /// sessions were in their handshake: report it down unless one of its sessions is ready
+    /// again.
+    HandoverEnd(String),
 }
+
+/// How long after a peer's session in use closed, while other sessions of this node were in
+/// their handshake, the peer may come back over one of them without being reported down.
+pub(crate) const HANDOVER_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Owns the node table. One per node.
 pub(crate) struct ClusterManager;
@@ -70,6 +80,14 @@ pub(crate) struct ClusterState {
     server: ActorRef<NodeServerMessage>,
     /// Names whose newcomer was rejected as a duplicate: the original's address, and when.
     duplicates: HashMap<String, (String, Instant)>,
+    /// Peers whose last ready session closed while another session of theirs was on its way
+    /// up (authenticated, not ready), or other sessions were in their handshake: the peer is
+    /// not reported down unless that one closes too (or [`HANDOVER_GRACE`] passes), nor up
+    /// again when it is ready. ractor_cluster keeps one session of two to the same peer (a
+    /// dial each way at once) and may close the one in use: a handover, not a flap.
+    handovers: std::collections::HashSet<String>,
+    /// The address each peer in handover was last ready at, and when its handover began.
+    handover_addr: HashMap<String, (String, Instant)>,
     /// Ready sessions per peer name, oldest first; the last one carries traffic.
     ready: HashMap<String, Vec<Peer>>,
     /// Remote endpoints seen in pg, by node name.
@@ -104,6 +122,8 @@ impl Actor for ClusterManager {
             stalled: Default::default(),
             server: args.server,
             duplicates: HashMap::new(),
+            handovers: Default::default(),
+            handover_addr: HashMap::new(),
             ready: HashMap::new(),
             endpoints,
         })
@@ -118,6 +138,7 @@ impl Actor for ClusterManager {
         match message {
             ClusterMsg::Session(event) => state.on_session(event),
             ClusterMsg::HandshakeDeadline(id) => state.on_handshake_deadline(id),
+            ClusterMsg::HandoverEnd(name) => state.on_handover_end(name),
         }
         Ok(())
     }

@@ -29,6 +29,10 @@ pub(crate) use validate::ValidConfig;
 /// Default cap on one encoded call or reply: 8 MiB.
 pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 8 << 20;
 
+/// Default of [`NodeConfig::max_dials_in_flight`]: 4 dials of this node in their handshake at
+/// once.
+pub const DEFAULT_MAX_DIALS_IN_FLIGHT: usize = 4;
+
 /// Largest allowed payload cap: ractor_cluster's 16 MiB inbound frame limit less 64 KiB of room
 /// for the frame's own envelope. A frame over the receiver's limit tears down the whole session.
 pub const MAX_PAYLOAD_CAP_BYTES: usize = (16 << 20) - (64 << 10);
@@ -73,6 +77,7 @@ pub struct NodeConfig {
     pub(crate) wire_version: u16,
     pub(crate) tls: Option<super::TlsConfig>,
     pub(crate) max_handshakes: usize,
+    pub(crate) max_dials_in_flight: usize,
     pub(crate) handshake_frame_limit: usize,
     pub(crate) max_concurrent_calls: Option<usize>,
     pub(crate) function_max_concurrent_calls: Vec<(String, usize)>,
@@ -91,7 +96,8 @@ impl NodeConfig {
     /// `cpu_sample_interval` 1,000 ms, no `excluded_node_patterns`,
     /// no `tls` (plain TCP), not a `client`, `max_handshakes` 1,024
     /// ([`DEFAULT_MAX_HANDSHAKES`](crate::DEFAULT_MAX_HANDSHAKES)), `handshake_frame_limit`
-    /// 16 KiB ([`DEFAULT_HANDSHAKE_FRAME_LIMIT`](crate::DEFAULT_HANDSHAKE_FRAME_LIMIT)), no
+    /// 16 KiB ([`DEFAULT_HANDSHAKE_FRAME_LIMIT`](crate::DEFAULT_HANDSHAKE_FRAME_LIMIT)),
+    /// `max_dials_in_flight` 4 ([`DEFAULT_MAX_DIALS_IN_FLIGHT`]), no
     /// `max_concurrent_calls` nor `function_max_concurrent_calls` cap.
     pub fn new(name: impl Into<String>, listen: impl Into<String>) -> Self {
         Self {
@@ -119,6 +125,7 @@ impl NodeConfig {
             wire_version: crate::wire::WIRE_VERSION,
             tls: None,
             max_handshakes: super::preauth::DEFAULT_MAX_HANDSHAKES,
+            max_dials_in_flight: DEFAULT_MAX_DIALS_IN_FLIGHT,
             handshake_frame_limit: super::preauth::DEFAULT_HANDSHAKE_FRAME_LIMIT,
             max_concurrent_calls: None,
             function_max_concurrent_calls: Vec::new(),

@@ -102,14 +102,52 @@ pub(crate) async fn connect(
     let outcome = connect_once(shared, server, addr, bound).await;
     match &outcome {
         Ok(_) => shared.peers.name_free(),
-        Err(Error::ConnectFailed { reason, .. }) if is_duplicate_name(reason) => {
-            let wait = shared.peers.note_name_taken();
-            tracing::error!(%addr, %reason, retry_in_ms = wait.as_millis() as u64, "{NAME_TAKEN}");
+        Err(Error::ConnectFailed { reason, .. }) if may_be_duplicate_name(reason) => {
+            match name_taken_by(shared, reason).await {
+                Some(holder) => {
+                    let wait = shared.peers.note_name_taken();
+                    tracing::error!(%addr, %reason, %holder, retry_in_ms = wait.as_millis() as u64, "{NAME_TAKEN}");
+                }
+                None => {
+                    tracing::debug!(%addr, %reason, "a peer closed this node's session, but no live node of this name answers for it");
+                }
+            }
         }
         Err(_) => {}
     }
     outcome
 }
+
+/// The address of the other node holding this node's name, when one is known to be live
+/// after a dial failed for `reason` (which [`may_be_duplicate_name`]): a peer answered that
+/// it records this node's name at another address — the peer dialled
+/// ([`confirm_name`]), or, when the peer only closed the session (as it closes the losing
+/// session of a simultaneous connect too), one of the connected peers asked now. `None`
+/// when no peer answers so: the name is not taken as far as anyone can tell.
+async fn name_taken_by(shared: &NodeShared, reason: &str) -> Option<String> {
+    if let Some(holder) = reason.strip_prefix(DUPLICATE_NAME) {
+        return Some(holder.rsplit(" at ").next().unwrap_or_default().to_string());
+    }
+    let own = shared.connection_string.as_deref()?;
+    let request = ControlRequest::ConnectionOf(shared.name.clone());
+    // A few peers are enough: each would have had to accept the other node's session, and a
+    // live one answers its heartbeats.
+    for peer in shared.peers.names().into_iter().take(3) {
+        let answer = call::control(&shared.transport, &peer, &request, Duration::from_secs(1));
+        if let Ok(ControlReply::ConnectionOf(Some(recorded))) = answer.await {
+            if recorded != own {
+                return Some(recorded);
+            }
+        }
+    }
+    None
+}
+
+/// How the reason starts when a peer said it has another node of this node's name.
+const DUPLICATE_NAME: &str = "duplicate node name: ";
+
+/// How the reason of a dial that never got one of the node's dial slots starts.
+pub(super) const NO_DIAL_SLOT: &str = "no dial slot came free";
 
 /// What a node whose name is taken reports.
 const NAME_TAKEN: &str = "this node's name is taken in the cluster (duplicate node name)";
@@ -141,6 +179,25 @@ async fn connect_once(
     }
     // This task holds the address's dial slot now.
     let _dialing = DialGuard { shared, addr };
+    // And one of the node's dials in flight, from the TCP connect to the ready state
+    // (`NodeConfig::max_dials_in_flight`): waited for within the bound.
+    let permit_by = Instant::now() + bound;
+    let permit = match tokio::time::timeout_at(permit_by, shared.dial_permits.acquire()).await {
+        Ok(Ok(permit)) => permit,
+        Ok(Err(_closed)) => return Err(failed("the local node stopped".into())),
+        Err(_elapsed) => {
+            return Err(failed(format!(
+                "{NO_DIAL_SLOT} within {} ms (max_dials_in_flight {} dials of this node in \
+                 their handshake)",
+                bound.as_millis(),
+                shared.config.max_dials_in_flight
+            )))
+        }
+    };
+    // Connected while this dial waited for its slot (the peer dialled us)?
+    if let Some(name) = shared.peers.peer_at(|c| names(c, addr, &resolved)) {
+        return Ok(name);
+    }
     super::tls::dial(shared, server, addr, bound)
         .await
         .map_err(failed)?;
@@ -155,6 +212,8 @@ async fn connect_once(
     let mut outgoing: HashMap<ActorId, ActorRef<NodeSessionMessage>> = HashMap::new();
     let mut unnamed_incoming: HashSet<ActorId> = HashSet::new();
     let (mut authenticated, mut closed_at) = (false, None::<Instant>);
+    // The peer's name, once a session to `addr` told it.
+    let mut peer_name: Option<String> = None;
     loop {
         let settled = pending.is_empty() && unnamed_incoming.is_empty();
         let wait_until = match closed_at {
@@ -162,7 +221,21 @@ async fn connect_once(
             _ => deadline,
         };
         let event = match tokio::time::timeout_at(wait_until, sessions.recv()).await {
-            Err(_elapsed) => break,
+            Err(_elapsed) => {
+                // Another session of that peer (one we did not see open: it opened before
+                // this dial) authenticated and is on its way up: wait for it, within the bound.
+                let other_coming = peer_name
+                    .as_deref()
+                    .is_some_and(|name| shared.peers.is_authenticating(name));
+                if wait_until < deadline && other_coming {
+                    closed_at = Some(Instant::now());
+                    continue;
+                }
+                if let Some(name) = shared.peers.peer_at(|c| names(c, addr, &resolved)) {
+                    return Ok(name);
+                }
+                break;
+            }
             Ok(Err(RecvError::Lagged(_))) => {
                 if let Some(name) = shared.peers.peer_at(|c| names(c, addr, &resolved)) {
                     return Ok(name);
@@ -183,9 +256,13 @@ async fn connect_once(
         if !event.is_server && event.stage == SessionStage::Opened {
             outgoing.insert(event.session_id, event.session.clone());
         }
+        if peer_name.is_none() {
+            peer_name.clone_from(&event.name);
+        }
         match (event.stage, event.name) {
             (SessionStage::Ready, Some(name)) => {
-                return confirm_name(shared, addr, name, &event.session).await
+                drop(permit);
+                return confirm_name(shared, addr, name, &event.session).await;
             }
             (SessionStage::Opened, _) => {
                 pending.insert(event.session_id);
@@ -219,8 +296,8 @@ async fn connect_once(
     }
     let seen = match (authenticated, closed_at.is_some()) {
         (true, true) => {
-            "the peer closed the session after authenticating it: a node with the same name is \
-             already connected to it (duplicate node name)"
+            "the peer closed the session after authenticating it: a node with the same name may \
+             be connected to it (duplicate node name)"
         }
         (true, false) => "a session authenticated but never became ready",
         (false, true) if shared.tls.is_some() => {
@@ -311,7 +388,7 @@ async fn confirm_name(
             Ok(ControlReply::ConnectionOf(Some(recorded))) if recorded != *own => {
                 session.stop(Some("duplicate node name".to_string()));
                 return Err(failed(format!(
-                    "duplicate node name: {peer} already has a node named {} at {recorded}",
+                    "{DUPLICATE_NAME}{peer} already has a node named {} at {recorded}",
                     shared.name
                 )));
             }
@@ -327,6 +404,8 @@ async fn confirm_name(
                     reason: "refused".into(),
                 }))
             }
+            // A peer busy with a forming mesh may answer late: the session is up, ask again.
+            Err(Error::RequestTimeout { .. }) if shared.peers.is_connected(&peer) => {}
             Err(error) => {
                 return Err(failed(format!(
                     "the session closed right after the handshake ({error}); \
@@ -338,10 +417,11 @@ async fn confirm_name(
     Ok(peer)
 }
 
-/// Whether a connect failure's `reason` says for sure that the peer already has a node of
-/// this node's name (not merely that it might, as a closed handshake does).
-fn is_duplicate_name(reason: &str) -> bool {
-    reason.starts_with("duplicate node name:") || reason.ends_with("(duplicate node name)")
+/// Whether a connect failure's `reason` says that the peer has, or may well have, a node of
+/// this node's name: it said so, or it closed the session after authenticating it (not
+/// merely a closed handshake, which a wrong cookie gives too).
+fn may_be_duplicate_name(reason: &str) -> bool {
+    reason.starts_with(DUPLICATE_NAME) || reason.ends_with("(duplicate node name)")
 }
 
 #[cfg(test)]
@@ -350,18 +430,40 @@ mod tests {
 
     #[test]
     fn only_sure_duplicate_name_reasons_count() {
-        assert!(is_duplicate_name(
+        assert!(may_be_duplicate_name(
             "duplicate node name: a@h already has a node named b@h at h:1"
         ));
-        assert!(is_duplicate_name(
+        assert!(may_be_duplicate_name(
             "no session became ready after 10 ms: the peer closed the session after \
-             authenticating it: a node with the same name is already connected to it \
+             authenticating it: a node with the same name may be connected to it \
              (duplicate node name)"
         ));
-        assert!(!is_duplicate_name(
+        assert!(!may_be_duplicate_name(
             "no session became ready after 10 ms: the peer closed the session during the \
              handshake: wrong cookie, a duplicate node name, or not an rpc_load_balancer node"
         ));
+    }
+
+    #[tokio::test]
+    async fn a_name_is_taken_only_when_a_peer_answers_for_another_node() {
+        let config = crate::NodeConfig::new("me", "127.0.0.1:0");
+        let node = NodeShared::new(
+            "me@127.0.0.1".into(),
+            "127.0.0.1:4100".into(),
+            Some("127.0.0.1:4100".into()),
+            &config,
+        );
+        // The peer dialled said it records this name at another address.
+        let said = format!("{DUPLICATE_NAME}a@h already has a node named me@127.0.0.1 at h:1");
+        assert_eq!(name_taken_by(&node, &said).await.as_deref(), Some("h:1"));
+        // It only closed the session after authenticating it (as it closes the losing session
+        // of a simultaneous connect), and no connected peer answers for another node: not
+        // taken.
+        let closed = "no session became ready after 10 ms: the peer closed the session after \
+                      authenticating it: a node with the same name may be connected to it \
+                      (duplicate node name)";
+        assert!(may_be_duplicate_name(closed));
+        assert_eq!(name_taken_by(&node, closed).await, None);
     }
 
     #[test]

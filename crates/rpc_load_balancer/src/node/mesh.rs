@@ -5,16 +5,20 @@
 //! mentions it: a node joining a 3-node cluster dialled the same peer twice, one session was
 //! closed as a duplicate, and calls in flight on it failed. Here one dial per address is in
 //! flight at a time
-//! ([`PeerTable::begin_dial`](super::peer_table::PeerTable::begin_dial)), and of two nodes
-//! that learn of each other at once, the one whose name sorts higher waits
-//! [`CROSS_DIAL_DELAY`] first, so the other's dial usually wins and no session has to be
-//! dropped.
+//! ([`PeerTable::begin_dial`](super::peer_table::PeerTable::begin_dial)), one task per peer
+//! learnt of however many peers list it, a node has at most `max_dials_in_flight` dials in
+//! their handshake, and of two nodes that learn of each other, one dials (its dials spread
+//! over [`DIAL_SPREAD`]) while the other waits [`MESH_FALLBACK`] first, so that no session
+//! has to be dropped ([`schedule_dial`]).
 //!
 //! A peer's answer lists only the peers ready at its end when it answers, so two nodes joining
 //! through the same peer at once can each miss the other (each asked before the other was
 //! ready there). So each peer is asked again a few times in the first seconds
-//! ([`ASK_AGAIN`]), then every [`MESH_REFRESH`] while it stays connected: one small control
-//! call per peer per 10 s.
+//! ([`ASK_AGAIN`]; not when the node has more than [`REFRESH_FANOUT`] peers already, whose
+//! first answers together list every node), then every [`MESH_REFRESH`] while it stays
+//! connected — less often with
+//! more than [`REFRESH_FANOUT`] peers, so that a node asks about `REFRESH_FANOUT` peers per
+//! 10 s in all, however large the cluster ([`refresh_pause`]).
 //!
 //! **Client nodes** (`NodeConfig::client`) are listed by no peer, so asking would find a node
 //! that joins (or restarts) after them only at their next refresh, up to 10 s later — and a
@@ -37,9 +41,20 @@ use super::connect;
 use super::shared::NodeShared;
 use crate::call;
 use crate::control::{ControlReply, ControlRequest};
+use crate::Error;
 
-/// How long the higher-named of two nodes waits before dialling the other.
+/// How long the higher-named of two nodes waits before redialling the other after their
+/// session was lost (`reconnect.rs`).
 pub(crate) const CROSS_DIAL_DELAY: Duration = Duration::from_millis(100);
+
+/// How long the one of two nodes that learnt of each other through the mesh that does not
+/// dial first ([`dials_first`]) waits for the other's dial before dialling itself (±20 %): longer than a handshake takes while
+/// every node of a forming mesh of ~100 is busy with its own (see [`schedule_dial`]).
+const MESH_FALLBACK: Duration = Duration::from_millis(1_500);
+
+/// The node that dials first dials the other after a pause drawn from `0..DIAL_SPREAD`:
+/// a node that learns of many peers at once spreads its dials.
+const DIAL_SPREAD: Duration = Duration::from_millis(200);
 
 /// After the first question, how long to wait before each further one (cumulative delays:
 /// 0.3 s, 1.3 s, 4.3 s after the peer came up), before settling to [`MESH_REFRESH`].
@@ -53,8 +68,13 @@ const ASK_AGAIN: [Duration; 3] = [
 /// taken as stale; later, the peer has seen it come back (restarted under the same name).
 const LEFT_LISTING: Duration = Duration::from_secs(5);
 
-/// How often a connected peer is asked for its peers once the first questions are done.
+/// How often a connected peer is asked for its peers once the first questions are done (with
+/// up to [`REFRESH_FANOUT`] peers; see [`refresh_pause`]).
 pub(crate) const MESH_REFRESH: Duration = Duration::from_secs(10);
+
+/// How many peers a node asks for their peers per [`MESH_REFRESH`], at most (once the first
+/// questions to each are done).
+const REFRESH_FANOUT: usize = 8;
 
 /// Asks `peer` for its peers and dials those this node is not connected to; asks again after
 /// each of [`ASK_AGAIN`], then every [`MESH_REFRESH`], while `peer` stays connected over the
@@ -72,12 +92,35 @@ pub(crate) async fn introduce(
         return;
     }
     announce(&shared, &peer).await;
-    for delay in ASK_AGAIN.into_iter().chain(std::iter::repeat(MESH_REFRESH)) {
+    // With many peers, their first answers together already list every node: no need to ask
+    // each again so soon (each answer lists every peer of the one asked).
+    let again: &[Duration] = if shared.peers.load().len() > REFRESH_FANOUT {
+        &[]
+    } else {
+        &ASK_AGAIN
+    };
+    for delay in again
+        .iter()
+        .copied()
+        .map(Some)
+        .chain(std::iter::repeat(None))
+    {
+        let delay = delay.unwrap_or_else(|| refresh_pause(shared.peers.load().len()));
         tokio::time::sleep(delay).await;
         if session(&shared) != Some(first) || !learn_from(&shared, &server, &peer).await {
             return;
         }
     }
+}
+
+/// How long a peer's round of mesh questions waits before its next question once the first
+/// ones are done, with `peers` connected: [`MESH_REFRESH`], longer with more than
+/// [`REFRESH_FANOUT`] peers so that the node asks about `REFRESH_FANOUT` peers per
+/// `MESH_REFRESH` in all (each answer lists every peer of the one asked: asking all of ~100
+/// peers every 10 s costs a node more than its heartbeats), jittered ±20 %.
+fn refresh_pause(peers: usize) -> Duration {
+    let rounds = (peers as f64 / REFRESH_FANOUT as f64).max(1.0);
+    MESH_REFRESH.mul_f64(rounds * (0.8 + rand::random::<f64>() * 0.4))
 }
 
 /// Asks `peer` for its peers once and dials those this node is not connected to (nor dialling:
@@ -109,22 +152,97 @@ async fn learn_from(
         {
             continue;
         }
-        let (shared, server) = (Arc::clone(shared), server.clone());
-        tokio::spawn(async move {
-            if shared.name > name {
-                tokio::time::sleep(CROSS_DIAL_DELAY).await;
-                if shared.peers.is_connected(&name) {
-                    return;
-                }
-            }
-            if let Err(error) =
-                connect::connect(&shared, &server, &addr, shared.config.connect_timeout).await
-            {
-                tracing::debug!(peer = %name, %addr, %error, "mesh dial failed");
-            }
-        });
+        schedule_dial(shared, server, name, addr);
     }
     true
+}
+
+/// Dials `name`, learnt through the mesh at `addr`, on a task of its own unless one is
+/// already on it (however many peers list it). Of two nodes that learn of each other, one
+/// ([`dials_first`]; a client node, always: no node dials it) dials, after a pause drawn from
+/// `0..`[`DIAL_SPREAD`]; the other
+/// dials only if it is still not connected after [`MESH_FALLBACK`] (±20 %), nor has a
+/// session of the other on its way up — so that a forming mesh makes one session per pair,
+/// not two of which ractor_cluster closes one (which may be the one already in use: a flap).
+/// The dial itself waits for one of the node's dial slots (`max_dials_in_flight`).
+fn schedule_dial(
+    shared: &Arc<NodeShared>,
+    server: &ActorRef<NodeServerMessage>,
+    name: String,
+    addr: String,
+) {
+    if !shared.peers.begin_mesh_dial(&name) {
+        return;
+    }
+    let (shared, server) = (Arc::clone(shared), server.clone());
+    tokio::spawn(async move {
+        let _slot = MeshDialSlot {
+            shared: &shared,
+            name: &name,
+        };
+        // A client node dials every node it learns of at once: no node dials a client.
+        let waits = if !shared.config.client && !dials_first(&shared.name, &name) {
+            // Waiting again while a session of the peer is on its way up, a few times.
+            vec![MESH_FALLBACK.mul_f64(0.8 + rand::random::<f64>() * 0.4); 3]
+        } else {
+            vec![DIAL_SPREAD.mul_f64(rand::random::<f64>())]
+        };
+        for wait in waits {
+            tokio::time::sleep(wait).await;
+            if shared.peers.is_connected(&name) || shared.transport.is_stopped() {
+                return;
+            }
+            if shared.peers.is_authenticating(&name) {
+                continue;
+            }
+            loop {
+                let bound = shared.config.connect_timeout;
+                match connect::connect(&shared, &server, &addr, bound).await {
+                    // The node's other dials held every slot: still wanted, wait on.
+                    Err(Error::ConnectFailed { reason, .. })
+                        if reason.starts_with(connect::NO_DIAL_SLOT)
+                            && !shared.peers.is_connected(&name)
+                            && !shared.transport.is_stopped() => {}
+                    Err(error) => {
+                        tracing::debug!(peer = %name, %addr, %error, "mesh dial failed");
+                        return;
+                    }
+                    Ok(_) => return,
+                }
+            }
+        }
+    });
+}
+
+/// Whether `own` is the one of two nodes named `own` and `other` that dials the other when
+/// they learn of each other through the mesh: decided by a hash of the two names (the same on
+/// both, in every process and build: FNV-1a), so that each node dials about half of its
+/// peers — by name order, the lowest-named node of a cluster would dial every other.
+fn dials_first(own: &str, other: &str) -> bool {
+    let (low, high) = if own < other {
+        (own, other)
+    } else {
+        (other, own)
+    };
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in low.bytes().chain([0]).chain(high.bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    let low_dials = hash & 1 == 0;
+    low_dials == (own == low)
+}
+
+/// Frees a name's mesh dial slot however its task ends.
+struct MeshDialSlot<'a> {
+    shared: &'a NodeShared,
+    name: &'a str,
+}
+
+impl Drop for MeshDialSlot<'_> {
+    fn drop(&mut self) {
+        self.shared.peers.end_mesh_dial(self.name);
+    }
 }
 
 /// Sends this node's join notice to `peer` unless one was already handed to a peer: once per
@@ -232,6 +350,33 @@ mod tests {
             Some("127.0.0.1:4100".into()),
             &config,
         ))
+    }
+
+    #[test]
+    fn the_refresh_asks_a_bounded_number_of_peers_per_round() {
+        for _ in 0..20 {
+            let few = refresh_pause(3);
+            assert!(few >= MESH_REFRESH.mul_f64(0.8) && few <= MESH_REFRESH.mul_f64(1.2));
+            // 96 peers: each asked every ~120 s, so 8 questions per 10 s in all.
+            let many = refresh_pause(96);
+            assert!(many >= MESH_REFRESH.mul_f64(12.0 * 0.8));
+            assert!(many <= MESH_REFRESH.mul_f64(12.0 * 1.2));
+        }
+    }
+
+    #[test]
+    fn of_two_nodes_exactly_one_dials_first_and_each_dials_about_half() {
+        let names: Vec<String> = (0..64).map(|i| format!("m{i}@127.0.0.1")).collect();
+        for a in &names {
+            let first = names
+                .iter()
+                .filter(|b| *b != a && dials_first(a, b))
+                .count();
+            assert!((12..=51).contains(&first), "{a} dials {first} of 63 first");
+            for b in names.iter().filter(|b| *b != a) {
+                assert_ne!(dials_first(a, b), dials_first(b, a), "{a} and {b}");
+            }
+        }
     }
 
     #[tokio::test]

@@ -38,7 +38,9 @@ use ractor_cluster::NodeServerMessage;
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
-pub use config::{NodeConfig, DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_CAP_BYTES};
+pub use config::{
+    NodeConfig, DEFAULT_MAX_DIALS_IN_FLIGHT, DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_CAP_BYTES,
+};
 pub use event::NodeEvent;
 pub use forward::{ForwardedEvent, Forwarding, ForwardingEnd};
 pub use labels::{Labels, MAX_LABELS, MAX_LABEL_KEY_BYTES, MAX_LABEL_VALUE_BYTES};
@@ -267,13 +269,14 @@ impl Node {
     }
 
     /// Dials `addr` (`host:port`) now and waits until a session to it is ready, at most
-    /// `NodeConfig::connect_timeout` (5 s). Returns the peer's full name; at once if it is
-    /// already connected.
+    /// `NodeConfig::connect_timeout` (5 s) — and before that, while the node has
+    /// `NodeConfig::max_dials_in_flight` dials in their handshake, at most as long again for
+    /// a free dial slot. Returns the peer's full name; at once if it is already connected.
     ///
     /// Errors: [`Error::ConnectFailed`] with what was seen (TCP refused, TLS handshake failed,
     /// handshake rejected because of a wrong cookie, a duplicate node name or TLS on one side
-    /// only, no answer); [`Error::WireVersion`] when the peer speaks another wire version (it is
-    /// refused, see docs/reference/wire-compatibility.md).
+    /// only, no answer, no dial slot came free); [`Error::WireVersion`] when the peer speaks
+    /// another wire version (it is refused, see docs/reference/wire-compatibility.md).
     pub async fn connect(&self, addr: &str) -> Result<String, Error> {
         let shared = &self.inner.shared;
         connect::connect(

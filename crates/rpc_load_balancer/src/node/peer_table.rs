@@ -26,6 +26,9 @@ pub(crate) struct Peer {
     pub(crate) session: ractor::ActorCell,
     /// The `host:port` the peer advertises.
     pub(crate) connection_string: String,
+    /// The session's peer address (`ip:port` of the other end of its connection), which its
+    /// read activity is found by (`stream::activity_of`).
+    pub(crate) peer_addr: String,
     /// The peer's rpc endpoint, once its pg membership is known.
     pub(crate) endpoint: Option<ActorRef<RpcMessage>>,
 }
@@ -53,6 +56,12 @@ pub(crate) struct PeerTable {
     dialing: Mutex<HashSet<String>>,
     /// Peers lost uncleanly that a reconnect task is redialling (`reconnect.rs`).
     redialing: Mutex<HashSet<String>>,
+    /// Peers learnt through the mesh that a mesh dial task waits to dial or dials
+    /// (`mesh.rs`: one task per name, however many peers list it).
+    mesh_dials: Mutex<HashSet<String>>,
+    /// The peer's name for each session that authenticated and is not ready yet (nor
+    /// closed): a session on its way up, which a dial to the same peer would only duplicate.
+    authenticating: Mutex<HashMap<ActorId, String>>,
     /// Set while this node's name is known to be taken by another process (see
     /// `connect.rs`): (no dial before, current backoff).
     name_taken: Mutex<(Option<Instant>, Duration)>,
@@ -61,6 +70,9 @@ pub(crate) struct PeerTable {
     /// session carries, `ActorId::Remote`); written by the ClusterManager, read lock-free when
     /// an actor group resolves its members' nodes.
     session_nodes: ArcSwap<HashMap<u64, Arc<str>>>,
+    /// When each connected peer's last heartbeat arrived (`ControlRequest::Heartbeat`, see
+    /// `heartbeat.rs`); forgotten when it goes down.
+    heard: Mutex<HashMap<String, Instant>>,
     /// The labels of connected peers, once learnt (`labels.rs`); forgotten when they go down.
     labels: Mutex<HashMap<String, crate::node::Labels>>,
     /// Bumped whenever an entry of `labels` is set or removed.
@@ -84,8 +96,11 @@ impl Default for PeerTable {
             refused: Default::default(),
             dialing: Default::default(),
             redialing: Default::default(),
+            mesh_dials: Default::default(),
+            authenticating: Default::default(),
             name_taken: Mutex::new((None, Duration::ZERO)),
             session_nodes: ArcSwap::default(),
+            heard: Default::default(),
             labels: Default::default(),
             labels_version: watch::channel(0).0,
         }
@@ -126,6 +141,12 @@ impl PeerTable {
     /// The connected peers by full name, as last published (lock-free).
     pub(crate) fn load(&self) -> arc_swap::Guard<Arc<PeerMap>> {
         self.connected.load()
+    }
+
+    /// The connected peers by full name, as last published, as an `Arc` of its own (compared
+    /// by address to tell whether the table changed).
+    pub(crate) fn load_full(&self) -> Arc<PeerMap> {
+        self.connected.load_full()
     }
 
     /// Whether `name` is a connected peer.
@@ -213,6 +234,21 @@ impl PeerTable {
             .map(|peer| peer.connection_string.clone())
     }
 
+    // --- Heartbeats ---
+
+    /// Records that a heartbeat of the connected peer `name` arrived now (a name that is not
+    /// a connected peer is not recorded, so the map stays bounded by the peers).
+    pub(crate) fn heard_from(&self, name: &str) {
+        if self.is_connected(name) {
+            lock(&self.heard).insert(name.to_string(), Instant::now());
+        }
+    }
+
+    /// When the last heartbeat of the peer `name` arrived, if it sent one since it came up.
+    pub(crate) fn heard_at(&self, name: &str) -> Option<Instant> {
+        lock(&self.heard).get(name).copied()
+    }
+
     // --- Labels ---
 
     /// Records the labels of the connected peer `name` (a peer that went down meanwhile is
@@ -282,11 +318,13 @@ impl PeerTable {
         lock(&self.left).remove(name);
     }
 
-    /// Records that the last session to `name` closed: a client node is forgotten (a new one
+    /// Records that the last session to `name` closed: its last heartbeat is forgotten, a
+    /// client node is forgotten (a new one
     /// has a new name, so these sets don't grow with every `rpclb call` made against this
     /// node), and a peer that announced it was leaving gets its down time (see
     /// [`just_left`](Self::just_left)).
     pub(crate) fn note_down(&self, name: &str) {
+        lock(&self.heard).remove(name);
         if lock(&self.clients).remove(name) {
             lock(&self.left).remove(name);
         }
@@ -359,6 +397,32 @@ impl PeerTable {
     /// Frees the redial slot taken with [`begin_redial`](Self::begin_redial).
     pub(crate) fn end_redial(&self, name: &str) {
         lock(&self.redialing).remove(name);
+    }
+
+    /// Takes the mesh dial slot of `name`; `false` if a mesh dial task already has it.
+    pub(crate) fn begin_mesh_dial(&self, name: &str) -> bool {
+        lock(&self.mesh_dials).insert(name.to_string())
+    }
+
+    /// Frees the slot taken with [`begin_mesh_dial`](Self::begin_mesh_dial).
+    pub(crate) fn end_mesh_dial(&self, name: &str) {
+        lock(&self.mesh_dials).remove(name);
+    }
+
+    /// Records that `session` (of peer `name`) authenticated; it is on its way up until
+    /// [`session_settled`](Self::session_settled).
+    pub(crate) fn session_authenticated(&self, session: ActorId, name: &str) {
+        lock(&self.authenticating).insert(session, name.to_string());
+    }
+
+    /// `session` became ready or closed: no longer on its way up.
+    pub(crate) fn session_settled(&self, session: &ActorId) {
+        lock(&self.authenticating).remove(session);
+    }
+
+    /// Whether a session of peer `name` has authenticated and is not ready yet.
+    pub(crate) fn is_authenticating(&self, name: &str) -> bool {
+        lock(&self.authenticating).values().any(|n| n == name)
     }
 
     /// How much longer no dial is made because this node's name is taken, if it is.
@@ -446,6 +510,28 @@ mod tests {
         assert!(!peers.begin_redial("a@h"), "one redial task per name");
         peers.end_redial("a@h");
         assert!(peers.begin_redial("a@h"));
+        assert!(peers.begin_mesh_dial("a@h"));
+        assert!(!peers.begin_mesh_dial("a@h"), "one mesh dial task per name");
+        peers.end_mesh_dial("a@h");
+        assert!(peers.begin_mesh_dial("a@h"));
+    }
+
+    #[test]
+    fn a_session_is_on_its_way_up_from_authenticated_until_ready_or_closed() {
+        let peers = PeerTable::default();
+        let (one, two) = (ActorId::Local(1), ActorId::Local(2));
+        assert!(!peers.is_authenticating("a@h"));
+        peers.session_authenticated(one, "a@h");
+        peers.session_authenticated(two, "a@h");
+        assert!(peers.is_authenticating("a@h"));
+        assert!(!peers.is_authenticating("b@h"));
+        peers.session_settled(&one);
+        assert!(
+            peers.is_authenticating("a@h"),
+            "the other is still on its way"
+        );
+        peers.session_settled(&two);
+        assert!(!peers.is_authenticating("a@h"));
     }
 
     #[test]

@@ -29,6 +29,13 @@ impl Serving for NodeShared {
             }
             ControlRequest::Peers => ControlReply::Peers(self.peers.addresses()),
             ControlRequest::Labels => ControlReply::Labels(self.config.labels.to_pairs()),
+            ControlRequest::Heartbeat(node) => {
+                self.peers.heard_from(&node);
+                ControlReply::Pong {
+                    node: self.name.clone(),
+                    wire_version: crate::wire::local_version(),
+                }
+            }
             ControlRequest::Joined { node, addr } => {
                 super::on_joined(&self, node, addr);
                 ControlReply::Done
@@ -118,6 +125,13 @@ mod tests {
             "a node that is not a peer is not recorded as leaving"
         );
         assert!(events.try_recv().is_err(), "and no event is sent");
+        // A heartbeat is answered like a ping; one from a stranger is not recorded.
+        let heartbeat = ControlRequest::Heartbeat("stranger@127.0.0.1".into());
+        assert!(matches!(
+            control_of(&shared, &heartbeat).await,
+            Ok(ControlReply::Pong { node, .. }) if node == "peers@127.0.0.1"
+        ));
+        assert_eq!(shared.peers.heard_at("stranger@127.0.0.1"), None);
     }
 
     #[tokio::test]

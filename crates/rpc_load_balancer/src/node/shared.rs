@@ -71,6 +71,9 @@ pub(crate) struct NodeShared {
     pub(crate) tls: Option<Arc<super::tls::TlsSetup>>,
     /// The node's own listener's connections not authenticated yet (`None` when attached).
     pub(crate) handshakes: Option<Arc<super::preauth::Handshakes>>,
+    /// One permit per dial in its handshake (`NodeConfig::max_dials_in_flight`; see
+    /// `connect.rs`).
+    pub(crate) dial_permits: tokio::sync::Semaphore,
 }
 
 impl NodeShared {
@@ -110,6 +113,7 @@ impl NodeShared {
             balancer_admin: super::balancer_registry::no_balancer_admin,
             tls: None,
             handshakes: None,
+            dial_permits: tokio::sync::Semaphore::new(config.max_dials_in_flight),
         }
     }
 

@@ -10,11 +10,22 @@
 //!
 //! A connection the node accepted is read through a [`GatedRead`] until its session
 //! authenticates (see `preauth.rs`); the read buffer is allocated only then.
+//!
+//! Every such session notes when it last read bytes from its peer ([`Activity`], found by the
+//! session's peer address with [`activity_of`]): whatever the peer sent — a reply, a call,
+//! ractor_cluster's own session ping — shows it is alive, so the heartbeats (`heartbeat.rs`)
+//! need not ask a peer that was heard from that way within the interval.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use ractor_cluster::{BoxRead, BoxWrite, ClusterBidiStream};
-use tokio::io::BufReader;
+use tokio::io::{AsyncRead, BufReader, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 
@@ -22,6 +33,79 @@ use super::preauth::{GatedRead, Ticket};
 
 /// Read buffer per session, bytes: a 64 KiB payload's frame arrives in one or two reads.
 const READ_BUFFER: usize = 64 * 1024;
+
+/// When a session last read bytes from its peer.
+#[derive(Default)]
+pub(crate) struct Activity {
+    /// Milliseconds since [`epoch`] at the last read with bytes, plus one (0: none yet).
+    last: AtomicU64,
+}
+
+impl Activity {
+    /// When bytes were last read, if ever.
+    pub(crate) fn last(&self) -> Option<Instant> {
+        match self.last.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(epoch() + Duration::from_millis(ms - 1)),
+        }
+    }
+
+    fn note(&self) {
+        let ms = epoch().elapsed().as_millis() as u64 + 1;
+        self.last.store(ms, Ordering::Relaxed);
+    }
+}
+
+/// The process's reference point for [`Activity`] times.
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// The sessions' activity records by the session's peer address (`ip:port`, the session's
+/// `peer_addr`); process-wide, as a process runs one node. Entries of closed sessions are
+/// dropped as new ones come.
+fn activities() -> &'static Mutex<HashMap<String, Weak<Activity>>> {
+    static ACTIVITIES: OnceLock<Mutex<HashMap<String, Weak<Activity>>>> = OnceLock::new();
+    ACTIVITIES.get_or_init(Default::default)
+}
+
+/// A new activity record for the session with peer address `peer`.
+fn track(peer: SocketAddr) -> Arc<Activity> {
+    let activity = Arc::new(Activity::default());
+    let mut all = activities().lock().unwrap_or_else(|p| p.into_inner());
+    all.retain(|_, a| a.strong_count() > 0);
+    all.insert(peer.to_string(), Arc::downgrade(&activity));
+    activity
+}
+
+/// The activity record of the open session whose peer address is `peer_addr`, if the node's
+/// own stream carries it (not a TLS session this node dialled, nor one of an attached node).
+pub(crate) fn activity_of(peer_addr: &str) -> Option<Arc<Activity>> {
+    let all = activities().lock().unwrap_or_else(|p| p.into_inner());
+    all.get(peer_addr).and_then(Weak::upgrade)
+}
+
+/// A read half that notes in its [`Activity`] when it reads bytes.
+struct Tracked<R> {
+    inner: R,
+    activity: Arc<Activity>,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Tracked<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.activity.note();
+        }
+        polled
+    }
+}
 
 /// A connected plain TCP session (Nagle off), labelled with its addresses for ractor_cluster's
 /// session information (`peer_addr` is the peer's `ip:port`).
@@ -63,9 +147,16 @@ impl BufferedTcp {
 impl ClusterBidiStream for BufferedTcp {
     fn split(self: Box<Self>) -> (BoxRead, BoxWrite) {
         let (read, write) = self.stream.into_split();
+        let activity = track(self.peer);
         let read: BoxRead = match self.accepted {
-            Some((ticket, first)) => Box::new(GatedRead::new(read, first, ticket, READ_BUFFER)),
-            None => Box::new(BufReader::with_capacity(READ_BUFFER, read)),
+            Some((ticket, first)) => Box::new(Tracked {
+                inner: GatedRead::new(read, first, ticket, READ_BUFFER),
+                activity,
+            }),
+            None => Box::new(Tracked {
+                inner: BufReader::with_capacity(READ_BUFFER, read),
+                activity,
+            }),
         };
         (read, Box::new(write))
     }
@@ -92,7 +183,10 @@ pub(crate) struct AcceptedTls {
 impl ClusterBidiStream for AcceptedTls {
     fn split(self: Box<Self>) -> (BoxRead, BoxWrite) {
         let (read, write) = tokio::io::split(self.stream);
-        let read = GatedRead::new(read, self.first, self.ticket, 0);
+        let read = Tracked {
+            inner: GatedRead::new(read, self.first, self.ticket, 0),
+            activity: track(self.peer),
+        };
         (Box::new(read), Box::new(write))
     }
 
@@ -118,6 +212,7 @@ mod tests {
         let dialled = tokio::spawn(async move { TcpStream::connect(addr).await.unwrap() });
         let (accepted, _) = listener.accept().await.unwrap();
         let dialled = dialled.await.unwrap();
+        let dialled_addr = dialled.local_addr().unwrap();
         let session = Box::new(BufferedTcp::new(accepted).unwrap());
         assert_eq!(
             session.peer_label(),
@@ -131,6 +226,11 @@ mod tests {
             frames.extend_from_slice(&(len as u64).to_be_bytes());
             frames.extend(std::iter::repeat_n(i as u8, len));
         }
+        let peer = dialled_addr.to_string();
+        assert!(
+            activity_of(&peer).is_some_and(|a| a.last().is_none()),
+            "nothing read yet"
+        );
         send.write_all(&frames).await.unwrap();
         for (i, len) in [0usize, 5, READ_BUFFER + 17, 3].into_iter().enumerate() {
             assert_eq!(read.read_u64().await.unwrap(), len as u64);
@@ -138,5 +238,14 @@ mod tests {
             read.read_exact(&mut payload).await.unwrap();
             assert!(payload.iter().all(|b| *b == i as u8), "frame {i}");
         }
+        assert!(
+            activity_of(&peer).is_some_and(|a| a.last().is_some()),
+            "bytes read"
+        );
+        drop(read);
+        assert!(
+            activity_of(&peer).is_none(),
+            "the session's record goes with it"
+        );
     }
 }

@@ -86,11 +86,19 @@ impl ClusterState {
             "node session event"
         );
         match (event.stage, &event.name) {
-            (SessionStage::Authenticated | SessionStage::Ready, Some(name)) => {
+            (SessionStage::Authenticated, Some(name)) => {
                 self.shared.peers.note_session_node(event.node_id, name);
+                self.shared
+                    .peers
+                    .session_authenticated(event.session_id, name);
+            }
+            (SessionStage::Ready, Some(name)) => {
+                self.shared.peers.note_session_node(event.node_id, name);
+                self.shared.peers.session_settled(&event.session_id);
             }
             (SessionStage::Disconnected, _) => {
                 self.shared.peers.forget_session_node(event.node_id);
+                self.shared.peers.session_settled(&event.session_id);
             }
             _ => {}
         }
@@ -100,6 +108,7 @@ impl ClusterState {
                     session_id: event.session_id,
                     session: event.session.get_cell(),
                     connection_string: event.connection_string.clone().unwrap_or_default(),
+                    peer_addr: event.peer_addr.clone(),
                     endpoint: None,
                 };
                 let sessions = self.ready.entry(name.clone()).or_default();
@@ -117,7 +126,10 @@ impl ClusterState {
                     }
                 }
                 self.publish();
-                if first {
+                if first && self.handovers.remove(name) {
+                    self.handover_addr.remove(name);
+                    tracing::debug!(node = %name, "a peer's session handed over to its other one");
+                } else if first {
                     self.note_client(name);
                     tracing::info!(node = %name, "node up");
                     // Back (e.g. restarted): no longer a node that left.
@@ -139,7 +151,9 @@ impl ClusterState {
                         .send(NodeEvent::Up { node: name.clone() });
                 }
             }
-            (SessionStage::Disconnected, _) => self.on_disconnected(event.session_id),
+            (SessionStage::Disconnected, name) => {
+                self.on_disconnected(event.session_id, name.as_deref())
+            }
             (SessionStage::Authenticated, Some(name))
                 if self
                     .shared
@@ -181,7 +195,15 @@ impl ClusterState {
         event.session.stop(Some("duplicate node name".to_string()));
     }
 
-    fn on_disconnected(&mut self, session_id: ActorId) {
+    fn on_disconnected(&mut self, session_id: ActorId, name: Option<&str>) {
+        // A session that was on its way up to a peer in handover closed: unless another one is
+        // still on its way, the peer is down after all.
+        if let Some(name) = name.filter(|n| self.handovers.contains(*n)) {
+            if !self.shared.peers.is_authenticating(name) && !self.ready.contains_key(name) {
+                self.on_handover_end(name.to_string());
+                return;
+            }
+        }
         let mut gone = None;
         let mut gone_addr = String::new();
         for (name, sessions) in self.ready.iter_mut() {
@@ -218,23 +240,62 @@ impl ClusterState {
         if let Some(name) = gone {
             self.ready.remove(&name);
             self.publish();
-            tracing::info!(node = %name, "node down");
-            if crate::node::reconnect::should_redial(&self.shared, &name, &gone_addr) {
-                let (shared, server) = (Arc::clone(&self.shared), self.server.clone());
-                tokio::spawn(crate::node::reconnect::redial(
-                    shared,
-                    server,
-                    name.clone(),
-                    gone_addr,
-                ));
+            let coming = self.shared.peers.is_authenticating(&name);
+            if coming || !self.opening.is_empty() {
+                tracing::debug!(node = %name, coming, "a peer's session in use closed while others are on their way up");
+                let ended = name.clone();
+                self.myself.send_after(super::HANDOVER_GRACE, move || {
+                    ClusterMsg::HandoverEnd(ended)
+                });
+                self.handover_addr
+                    .insert(name.clone(), (gone_addr, Instant::now()));
+                self.handovers.insert(name);
+                return;
             }
-            // A client is done with once gone (a new one has a new name): forget it, so these
-            // sets don't grow with every `rpclb call` made against this node.
-            self.shared.peers.note_down(&name);
-            self.shared.peers.forget_labels(&name);
-            let _ = self.shared.events.send(NodeEvent::Down { node: name });
+            self.peer_down(name, gone_addr);
         } else {
             self.publish();
         }
+    }
+
+    /// Ends the handover of `name` (see `ClusterState::handovers`) if it is still in one and
+    /// has no session on its way up: it is down.
+    pub(super) fn on_handover_end(&mut self, name: String) {
+        if self.ready.contains_key(&name) || !self.handovers.contains(&name) {
+            return;
+        }
+        let since = self.handover_addr.get(&name).map(|(_, at)| at.elapsed());
+        let within = since.is_some_and(|s| s < self.shared.config.connect_timeout);
+        if within && self.shared.peers.is_authenticating(&name) {
+            // Still on its way up: look again after another grace, within connect_timeout.
+            self.myself
+                .send_after(super::HANDOVER_GRACE, move || ClusterMsg::HandoverEnd(name));
+            return;
+        }
+        if self.handovers.remove(&name) {
+            let addr = self.handover_addr.remove(&name).map(|(addr, _)| addr);
+            let addr = addr.unwrap_or_default();
+            self.peer_down(name, addr);
+        }
+    }
+
+    /// Reports `name`, last ready at `gone_addr`, down: redials it if it should be, forgets
+    /// what is kept only while a peer is up, and sends the `Down` event.
+    fn peer_down(&mut self, name: String, gone_addr: String) {
+        tracing::info!(node = %name, "node down");
+        if crate::node::reconnect::should_redial(&self.shared, &name, &gone_addr) {
+            let (shared, server) = (Arc::clone(&self.shared), self.server.clone());
+            tokio::spawn(crate::node::reconnect::redial(
+                shared,
+                server,
+                name.clone(),
+                gone_addr,
+            ));
+        }
+        // A client is done with once gone (a new one has a new name): forget it, so these
+        // sets don't grow with every `rpclb call` made against this node.
+        self.shared.peers.note_down(&name);
+        self.shared.peers.forget_labels(&name);
+        let _ = self.shared.events.send(NodeEvent::Down { node: name });
     }
 }

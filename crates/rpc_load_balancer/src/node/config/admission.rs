@@ -50,4 +50,20 @@ impl NodeConfig {
         self.handshake_frame_limit = bytes;
         self
     }
+
+    /// Most dials of this node in their handshake at once (TCP connect, TLS, cookie check, up
+    /// to the session's ready state); default 4
+    /// ([`DEFAULT_MAX_DIALS_IN_FLIGHT`](crate::DEFAULT_MAX_DIALS_IN_FLIGHT)), from 1 to 1,024
+    /// (else [`Error::InvalidConfig`] naming `max_dials_in_flight` at start). Further dials —
+    /// of configured peers, of peers learnt through the mesh, redials, [`Node::connect`] —
+    /// wait for a free slot (within their own bound). A node joining a large cluster learns of
+    /// every member at once: dialling them all at once makes a burst of handshakes that,
+    /// with every other node doing the same, starves the machine (slow handshakes time out and
+    /// are dialled again, heartbeats go unanswered); a few at a time, the mesh forms faster.
+    ///
+    /// [`Node::connect`]: crate::Node::connect
+    pub fn max_dials_in_flight(mut self, dials: usize) -> Self {
+        self.max_dials_in_flight = dials;
+        self
+    }
 }

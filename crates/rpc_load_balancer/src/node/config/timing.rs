@@ -18,18 +18,25 @@ impl NodeConfig {
         self
     }
 
-    /// How often this node pings each connected peer (default 1,000 ms; at least 50 ms and at
-    /// most a third of `heartbeat_timeout`, checked at start).
+    /// How often this node sends its heartbeats (default 1,000 ms; at least 50 ms and at most
+    /// a third of `heartbeat_timeout`, checked at start): all at once, to each connected peer
+    /// whose own heartbeat has not reached this node within the interval and from which
+    /// nothing else was read within it either (of two nodes, one heartbeats the other, which
+    /// answers; none while other traffic flows).
     pub fn heartbeat_interval(mut self, interval: Duration) -> Self {
         self.heartbeat_interval = interval;
         self
     }
 
-    /// How long a peer may leave a ping unanswered before its session is stopped, so that a
-    /// hung peer (e.g. a paused process) leaves every balancer's members and the calls in
-    /// flight to it fail instead of waiting out their timeouts (default 3,000 ms; 300 ms to
-    /// 3,600,000 ms = 1 hour, checked at start: shorter, ordinary scheduling delays would drop
-    /// healthy peers).
+    /// How long a peer may go unheard from (no answer to this node's heartbeats, no heartbeat
+    /// of its own, nothing read from its session) before its session is stopped, so that a hung peer (e.g. a paused process)
+    /// leaves every balancer's members and the calls in flight to it fail instead of waiting
+    /// out their timeouts (default 3,000 ms; 300 ms to 3,600,000 ms = 1 hour, checked at
+    /// start: shorter, ordinary scheduling delays would drop healthy peers). Two cases get
+    /// more: time this node itself did not get to run (its heartbeat timer fired late) is not
+    /// counted against the peer, and while the mesh around this node forms (8 sessions up
+    /// within this timeout, every node busy with handshakes) a peer may be silent for twice
+    /// this.
     pub fn heartbeat_timeout(mut self, timeout: Duration) -> Self {
         self.heartbeat_timeout = timeout;
         self

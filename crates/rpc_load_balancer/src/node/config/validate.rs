@@ -10,6 +10,9 @@ use crate::Error;
 /// Range of [`NodeConfig::max_handshakes`].
 const MAX_HANDSHAKES_RANGE: std::ops::RangeInclusive<usize> = 1..=65_536;
 
+/// Range of [`NodeConfig::max_dials_in_flight`].
+const MAX_DIALS_IN_FLIGHT_RANGE: std::ops::RangeInclusive<usize> = 1..=1_024;
+
 /// Range of [`NodeConfig::handshake_frame_limit`], bytes: 1 KiB to 1 MiB.
 const HANDSHAKE_FRAME_LIMIT_RANGE: std::ops::RangeInclusive<usize> = 1_024..=(1 << 20);
 
@@ -155,6 +158,17 @@ impl NodeConfig {
                 ),
             ));
         }
+        if !MAX_DIALS_IN_FLIGHT_RANGE.contains(&self.max_dials_in_flight) {
+            return Err(invalid(
+                "max_dials_in_flight",
+                format!(
+                    "{} must be between {} and {} dials",
+                    self.max_dials_in_flight,
+                    MAX_DIALS_IN_FLIGHT_RANGE.start(),
+                    MAX_DIALS_IN_FLIGHT_RANGE.end()
+                ),
+            ));
+        }
         if !HANDSHAKE_FRAME_LIMIT_RANGE.contains(&self.handshake_frame_limit) {
             return Err(invalid(
                 "handshake_frame_limit",
@@ -281,6 +295,16 @@ mod tests {
             .is_ok());
         assert_eq!(option_of(ok().max_handshakes(65_537)), "max_handshakes");
         assert!(ok().max_handshakes(1).validate(false).is_ok());
+        assert_eq!(
+            option_of(ok().max_dials_in_flight(0)),
+            "max_dials_in_flight"
+        );
+        assert_eq!(
+            option_of(ok().max_dials_in_flight(1_025)),
+            "max_dials_in_flight"
+        );
+        assert!(ok().max_dials_in_flight(1).validate(false).is_ok());
+        assert!(ok().max_dials_in_flight(1_024).validate(false).is_ok());
         assert_eq!(
             option_of(ok().handshake_frame_limit(1_023)),
             "handshake_frame_limit"
