@@ -132,7 +132,8 @@ impl RetryBudget {
     /// Checks the values.
     ///
     /// Errors: [`Error::InvalidConfig`] naming `retry_budget.ratio` (not within
-    /// `0.0..=1000.0`) or `retry_budget.window` (not within 1 s to 60 s).
+    /// `0.0..=1000.0`) or `retry_budget.window` (not within 1 s to 60 s, or not whole
+    /// seconds).
     pub(crate) fn validate(&self) -> Result<(), Error> {
         if !(0.0..=MAX_RETRY_RATIO).contains(&self.ratio) {
             return Err(Error::InvalidConfig {
@@ -144,6 +145,12 @@ impl RetryBudget {
             return Err(Error::InvalidConfig {
                 option: "retry_budget.window",
                 reason: format!("{:?} is not within 1 s to 60 s", self.window),
+            });
+        }
+        if self.window.subsec_nanos() != 0 {
+            return Err(Error::InvalidConfig {
+                option: "retry_budget.window",
+                reason: format!("{:?} is not a whole number of seconds", self.window),
             });
         }
         Ok(())
@@ -383,6 +390,10 @@ mod tests {
             ),
             (
                 RetryBudget::new(0.2, 10, Duration::from_millis(999)),
+                "retry_budget.window",
+            ),
+            (
+                RetryBudget::new(0.2, 10, Duration::from_millis(1_500)),
                 "retry_budget.window",
             ),
             (
