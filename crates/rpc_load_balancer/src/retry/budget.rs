@@ -253,7 +253,8 @@ impl Budget {
         true
     }
 
-    /// Retries it would allow at `now_ns`, in whole tokens.
+    /// Retries it would allow at `now_ns`, in whole tokens (the test kit's and tests' view).
+    #[cfg(any(test, feature = "testkit"))]
     pub(crate) fn balance(&self, now_ns: u64) -> i64 {
         if self.off {
             return 0;
