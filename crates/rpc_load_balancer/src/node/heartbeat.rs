@@ -10,10 +10,12 @@
 //! reply, a call, ractor_cluster's own session ping — shows it is alive; `stream.rs` notes
 //! when, for the sessions on the node's own streams). Every `heartbeat_interval` this node
 //! sends a heartbeat ([`ControlRequest::Heartbeat`], answered like a ping) to each peer whose
-//! own heartbeat has not reached it within the interval, and from which nothing was read
-//! within it — so of two nodes, once one heartbeats the other, that one stops sending its
-//! own: at most one round trip per pair of nodes per interval, none while other traffic
-//! flows. A peer older than this request answers it with an error, which is an answer all
+//! own heartbeat has not reached it within the interval (and a half, for its timer's slack),
+//! and from which nothing was read within half an interval (half: the reply to this node's
+//! own last heartbeat is read too, and must not stop the next) — so of two nodes, once one
+//! heartbeats the other, that one stops sending its own: at most one round trip per pair of
+//! nodes per interval, none while other traffic flows. A silent peer's own stalls are
+//! excused up to one more `heartbeat_timeout`. A peer older than this request answers it with an error, which is an answer all
 //! the same.
 //!
 //! **One task for all peers**, not a timer per peer: it keeps each peer's last time heard,
@@ -116,14 +118,31 @@ const FORMING_SESSIONS: usize = 8;
 
 /// When the silence of a peer last heard from at `heard`, when this node had stalled for
 /// `stalled_then` in all, reaches `timeout` — this node's stalls since counted as time the
-/// peer was not silent.
+/// peer was not silent, up to one more `timeout` (a node whose own timer is always late still
+/// drops a dead peer within twice the timeout).
 fn silence_ends(
     heard: Instant,
     stalled_then: Duration,
     timeout: Duration,
     stall: &Stall,
 ) -> Instant {
-    heard + timeout + stall.total.saturating_sub(stalled_then)
+    heard + timeout + stall.total.saturating_sub(stalled_then).min(timeout)
+}
+
+/// Whether a peer needs no heartbeat from this node at `now`: it heartbeats this node (its
+/// latest at `theirs`, within an interval and a half: half an interval of slack for its
+/// timer), or something else was read from its session within half an interval (`read`).
+/// Half, not a whole interval: the reply to this node's own heartbeat is read too, and it
+/// must not stop the next one, or a pair of idle peers would go two intervals without a word
+/// and a peer pausing for little more than `timeout − 2 × interval` would be dropped.
+fn heard_enough(
+    now: Instant,
+    theirs: Option<Instant>,
+    read: Option<Instant>,
+    interval: Duration,
+) -> bool {
+    theirs.is_some_and(|at| now.saturating_duration_since(at) < interval + interval / 2)
+        || read.is_some_and(|at| now.saturating_duration_since(at) < interval / 2)
 }
 
 /// How long this node's own heartbeat task was held up beyond [`STALL_SLACK`], in all.
@@ -207,11 +226,8 @@ pub(crate) async fn run(shared: Arc<NodeShared>, interval: Duration, timeout: Du
                 continue;
             }
             next_wake = next_wake.min(deadline);
-            // The peer heartbeats us (within half an interval of slack for its timer), or
-            // sent anything within the interval: no need to ask it.
-            let heartbeats_us = theirs
-                .is_some_and(|at| now.saturating_duration_since(at) < interval + interval / 2)
-                || read.is_some_and(|at| now.saturating_duration_since(at) < interval);
+            // The peer heartbeats us, or sent something else lately: no need to ask it.
+            let heartbeats_us = heard_enough(now, theirs, read, interval);
             if tick && !beat.in_flight && !heartbeats_us {
                 beat.in_flight = true;
                 in_flight.push(heartbeat(
@@ -351,5 +367,24 @@ mod tests {
             silence_ends(now, then, timeout, &stall),
             now + timeout + Duration::from_secs(2)
         );
+        // However late this node's own timer, a silent peer is dropped within twice the
+        // timeout.
+        stall.total += Duration::from_secs(60);
+        assert_eq!(
+            silence_ends(now, then, timeout, &stall),
+            now + timeout + timeout
+        );
+    }
+
+    #[test]
+    fn the_reply_to_our_own_heartbeat_does_not_stop_the_next_one() {
+        let (interval, now) = (Duration::from_secs(1), Instant::now());
+        let ago = |ms: u64| Some(now - Duration::from_millis(ms));
+        // Our heartbeat went out a tick ago; its reply was read 990 ms ago: send again.
+        assert!(!heard_enough(now, None, ago(990), interval));
+        // Other traffic read within half an interval, or the peer's own heartbeats: skip.
+        assert!(heard_enough(now, None, ago(400), interval));
+        assert!(heard_enough(now, ago(1_400), None, interval));
+        assert!(!heard_enough(now, ago(1_600), ago(600), interval));
     }
 }
