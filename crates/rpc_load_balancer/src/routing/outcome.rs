@@ -86,8 +86,16 @@ impl OutcomeKind {
     pub fn of<T>(result: &Result<T, Error>) -> OutcomeKind {
         match result {
             Ok(_) => OutcomeKind::Ok,
-            Err(Error::RequestTimeout { .. }) => OutcomeKind::Timeout,
-            Err(error) => OutcomeKind::Error(error.code()),
+            Err(error) => OutcomeKind::of_error(error),
+        }
+    }
+
+    /// The kind of a call that failed with `error`: `Timeout` for
+    /// [`Error::RequestTimeout`], else `Error` with the error's code.
+    pub fn of_error(error: &Error) -> OutcomeKind {
+        match error {
+            Error::RequestTimeout { .. } => OutcomeKind::Timeout,
+            error => OutcomeKind::Error(error.code()),
         }
     }
 }

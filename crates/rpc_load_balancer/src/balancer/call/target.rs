@@ -127,12 +127,14 @@ impl<F> Attempt<'_, F> {
 
     /// Reports `error` as the attempt's outcome (see [`Self::report`]) and returns it.
     pub(crate) fn fail(&mut self, error: Error) -> Error {
-        let failed: Result<(), Error> = Err(error);
-        self.report(&failed);
-        match failed {
-            Err(error) => error,
-            Ok(()) => unreachable!(),
+        if let Some(selection) = &mut self.selection {
+            selection.report(
+                self.timeout,
+                || OutcomeKind::of_error(&error),
+                self.load.as_ref(),
+            );
         }
+        error
     }
 
     /// Reports the attempt's outcome to a selector that learns (routed attempts only).
@@ -239,9 +241,6 @@ impl<'r> Route<'r> {
         }
     }
 
-    /// What is left of the call's time, for an attempt that waited or follows another.
-    ///
-    /// Errors: [`Error::RequestTimeout`] about `node` when nothing is left.
     /// `error` as the caller sees it: a [`Error::RequestTimeout`] carries the call's own
     /// timeout, whatever the attempt that timed out had left (a re-sent or retried one).
     pub(super) fn callers_timeout(&self, error: Error) -> Error {
@@ -254,6 +253,9 @@ impl<'r> Route<'r> {
         }
     }
 
+    /// What is left of the call's time, for an attempt that waited or follows another.
+    ///
+    /// Errors: [`Error::RequestTimeout`] about `node` when nothing is left.
     pub(super) fn time_left(&self, node: &str) -> Result<Duration, Error> {
         let left = self.deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
