@@ -26,7 +26,8 @@ pub(crate) struct Watching {
     shared: Arc<BalancerShared>,
     scope: String,
     group: String,
-    events: tokio::task::JoinHandle<()>,
+    /// Aborted when this state drops, as `reports` is.
+    events: AbortOnDrop,
     /// The task asking the members' nodes for load reports, when the algorithm reads them
     /// (aborted when this state drops: also when the watcher is killed, which skips
     /// `post_stop`).
@@ -119,7 +120,7 @@ impl Actor for GroupWatcher {
             shared,
             scope,
             group,
-            events,
+            events: AbortOnDrop(events),
             reports,
             poller: None,
             refresh_queued: false,
@@ -133,7 +134,7 @@ impl Actor for GroupWatcher {
         myself: ActorRef<WatcherMsg>,
         state: &mut Watching,
     ) -> Result<(), ActorProcessingErr> {
-        state.events.abort();
+        state.events.0.abort();
         state.reports = None;
         if let Some(poller) = state.poller.take() {
             poller.stop(None);
