@@ -70,16 +70,30 @@ async fn demo_runs_every_algorithm_across_every_node() {
             }
             continue;
         }
+        let total: u64 = nodes
+            .iter()
+            .map(|node| run["per_node"][node].as_u64().unwrap_or(0))
+            .sum();
+        assert_eq!(
+            total, 3000,
+            "{name}: every call lands on a demo node: {run}"
+        );
+        assert!(
+            run["latency_us"]["p99"].as_u64().unwrap()
+                >= run["latency_us"]["p50"].as_u64().unwrap()
+        );
+        if name == "least_cpu" {
+            // Follows the nodes' real CPU readings: on a busy machine one node can read the
+            // highest for the whole run and rightly get no call (checked with pinned readings
+            // by the burning test below).
+            continue;
+        }
         for node in &nodes {
             assert!(
                 run["per_node"][node].as_u64().unwrap_or(0) > 0,
                 "{name}: {node} got no calls: {run}"
             );
         }
-        assert!(
-            run["latency_us"]["p99"].as_u64().unwrap()
-                >= run["latency_us"]["p50"].as_u64().unwrap()
-        );
     }
 }
 
