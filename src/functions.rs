@@ -11,6 +11,7 @@
 //! | `panic` | `String` | `()` | panics with that message |
 //! | `blob` | `u64` bytes | `String` | a string of that many `x` (for payload-cap tests); its reply encodes in 7 to 11 bytes more, so the largest that succeeds is a few bytes under the node's `max_payload_bytes` (below) |
 //! | `call_whoami` | `String` node | `String` | calls `whoami` on that node from this one |
+//! | `routed_whoami` | `String` balancer | `String` | calls `whoami` through this node's balancer of that name and replies the member's name |
 //! | `bytes_echo` | [`Payload`] | [`Payload`] | returns its argument (`rpclb bench`'s payload; no copies in the library) |
 //!
 //! | `work`, `work_fault` | see [`crate::work`] | | the capacity-limited, sleep-based function of `rpclb demo --scenario` (not delayed by `--delay-ms`) |
@@ -168,6 +169,17 @@ demo_function!(
     }
 );
 
+demo_function!(
+    /// `routed_whoami`: calls `whoami` through *this node's* balancer of the given name and
+    /// replies the name of the member that served it (tests which members a node's balancer
+    /// routes to, e.g. its subset).
+    RoutedWhoami, "routed_whoami", String => String, |_s, balancer| {
+        let balancer = rpc_load_balancer::Balancer::lookup(&balancer)
+            .map_err(|e| FunctionError::new(e.to_string()))?;
+        balancer.call::<Whoami>(()).await.map_err(|e| FunctionError::new(e.to_string()))
+    }
+);
+
 /// Registers every demo function on `node`, each first sleeping `delay`.
 ///
 /// Errors: [`Error::DuplicateFunction`] if one of the names is already registered.
@@ -184,7 +196,8 @@ pub fn register_all(node: &Node, delay: Duration) -> Result<(), Error> {
     node.register(Panic(Arc::clone(&settings)))?;
     node.register(Blob(Arc::clone(&settings)))?;
     node.register(BytesEcho(Arc::clone(&settings)))?;
-    node.register(CallWhoami(settings))?;
+    node.register(CallWhoami(Arc::clone(&settings)))?;
+    node.register(RoutedWhoami(settings))?;
     Ok(())
 }
 

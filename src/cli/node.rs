@@ -38,6 +38,18 @@ fn function_cap(value: &str) -> Result<(String, usize), String> {
     Ok((name.to_string(), cap))
 }
 
+/// A library subsetting scheme by name (`aperture`, `rounds`, `rendezvous`).
+fn subset_scheme(name: &str) -> Result<rpc_load_balancer::routing::SubsetScheme, String> {
+    use rpc_load_balancer::routing::SubsetScheme;
+    SubsetScheme::from_name(name).ok_or_else(|| {
+        let known: Vec<&str> = SubsetScheme::ALL.iter().map(|s| s.name()).collect();
+        format!(
+            "unknown subset scheme {name:?}; known: {}",
+            known.join(", ")
+        )
+    })
+}
+
 /// The labels of `rpclb node`, and which nodes the balancers it starts take (their
 /// node_match_list and locality).
 #[derive(Debug, Clone, Args)]
@@ -115,6 +127,22 @@ pub struct NodeArgs {
     /// The algorithm of the balancers started with --balancer.
     #[arg(long, default_value = "random", value_parser = PossibleValuesParser::new(BUILT_IN))]
     pub algorithm: String,
+    /// Run in the sparse mesh: dial only the --peer seeds and the members of this node's
+    /// subsets, not every node learnt of; what the node knows of the rest comes from the node
+    /// directory it exchanges with its peers (NodeConfig::sparse_mesh). Every node of the
+    /// cluster should run with it.
+    #[arg(long)]
+    pub sparse_mesh: bool,
+    /// The balancers started with --balancer call only K of their members, chosen by
+    /// deterministic subsetting (BalancerConfig::subsetting; needs --sparse-mesh; refused
+    /// with hash_ring and call_direct). Give it to the caller nodes only: a node started
+    /// with it counts as a caller of its --balancers.
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub subset_size: Option<u64>,
+    /// The subsetting scheme of --subset-size: `aperture` (default), `rounds` or
+    /// `rendezvous`.
+    #[arg(long, value_name = "SCHEME", default_value = "aperture", value_parser = subset_scheme)]
+    pub subset_scheme: rpc_load_balancer::routing::SubsetScheme,
     #[command(flatten)]
     pub label_args: Box<LabelArgs>,
     /// A name part that keeps this node out of balancers whose node_match_list does not name

@@ -64,7 +64,8 @@ pub async fn run(args: NodeArgs) -> CmdResult {
         .heartbeat_timeout(Duration::from_millis(args.heartbeat_timeout_ms))
         .dial_backoff_max(Duration::from_millis(args.dial_backoff_max_ms))
         .reconnect_give_up(Duration::from_millis(args.reconnect_give_up_ms))
-        .max_dials_in_flight(args.max_dials_in_flight);
+        .max_dials_in_flight(args.max_dials_in_flight)
+        .sparse_mesh(args.sparse_mesh);
     if let Some(cap) = args.concurrency.max_concurrent_calls {
         config = config.max_concurrent_calls(cap);
     }
@@ -127,6 +128,13 @@ pub async fn run(args: NodeArgs) -> CmdResult {
         };
         let config = match &args.label_args.locality {
             Some(key) => config.locality(rpc_load_balancer::Locality::label(key)),
+            None => config,
+        };
+        let config = match args.subset_size {
+            Some(size) => config.subsetting(rpc_load_balancer::routing::Subsetting::with(
+                args.subset_scheme,
+                usize::try_from(size).unwrap_or(usize::MAX),
+            )),
             None => config,
         };
         match &parent {

@@ -51,6 +51,7 @@ mod restart;
 mod retry;
 mod retry_budget;
 mod stop_signal;
+mod subset_mesh;
 #[cfg(feature = "telemetry")]
 #[path = "../support/telemetry.rs"]
 mod support;

@@ -11,8 +11,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::load::LoadReport;
 
+mod directory_entry;
 mod drain_report;
 
+pub use directory_entry::{DirectoryEntry, MAX_DIRECTORY_ENTRIES, MAX_ENTRY_BALANCERS};
 pub use drain_report::{DrainOutcome, DrainReport};
 
 /// A control request.
@@ -137,6 +139,17 @@ pub enum ControlRequest {
     /// interval, not two). A node older than it answers
     /// [`Error::BadRequest`](crate::Error::BadRequest), which is an answer all the same.
     Heartbeat(String),
+    /// The sender's node directory (its own entry and those it knows; see [`DirectoryEntry`]),
+    /// sent by a node in the sparse mesh
+    /// ([`NodeConfig::sparse_mesh`](crate::NodeConfig::sparse_mesh)) to a connected peer once
+    /// per exchange period. The target merges it into its own and answers with its directory
+    /// as it is then: [`ControlReply::Directory`] (a push-pull exchange). Not admin-gated. A
+    /// node older than it answers [`Error::BadRequest`](crate::Error::BadRequest). The
+    /// target keeps at most [`MAX_DIRECTORY_ENTRIES`] entries of it, already while decoding.
+    Gossip(#[serde(deserialize_with = "directory_entry::first_entries")] Vec<DirectoryEntry>),
+    /// The target's node directory as it is now, unchanged: [`ControlReply::Directory`]. For
+    /// diagnostics and tests; not admin-gated.
+    Directory,
 }
 
 /// The answer to a [`ControlRequest`]. (Only `PartialEq`: CPU readings carry an `f64`.)
@@ -203,6 +216,10 @@ pub enum ControlReply {
     /// both count every call it is serving; `qps`, `eps`, `cpu` and `utilization` as in the
     /// report of a reply it sends now.
     LoadReport(#[serde(with = "crate::load::as_wire")] LoadReport),
+    /// The target's node directory ([`ControlRequest::Gossip`], [`ControlRequest::Directory`]):
+    /// its own entry first, then the live entries it knows, sorted by node. A receiver keeps
+    /// the first [`MAX_DIRECTORY_ENTRIES`], already while decoding.
+    Directory(#[serde(deserialize_with = "directory_entry::first_entries")] Vec<DirectoryEntry>),
 }
 
 /// How many label pairs a decoded [`ControlReply::Labels`] keeps (the node layer's
@@ -297,6 +314,8 @@ mod tests {
             (21, ControlRequest::Labels),
             (22, ControlRequest::LoadReport),
             (23, ControlRequest::Heartbeat(name())),
+            (24, ControlRequest::Gossip(Vec::new())),
+            (25, ControlRequest::Directory),
         ];
         for (index, request) in requests {
             let bytes = postcard::to_allocvec(&request).unwrap();

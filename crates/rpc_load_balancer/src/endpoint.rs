@@ -434,6 +434,8 @@ async fn admin<S: Serving + ?Sized>(
         request @ (ControlRequest::Nodes
         | ControlRequest::Labels
         | ControlRequest::Heartbeat(_)
+        | ControlRequest::Gossip(_)
+        | ControlRequest::Directory
         | ControlRequest::ConnectionOf(_)
         | ControlRequest::Peers
         | ControlRequest::Joined { .. }

@@ -47,6 +47,7 @@ pub struct BalancerConfig {
     pub(crate) slow_start: Option<crate::SlowStart>,
     pub(crate) locality: Option<crate::Locality>,
     pub(crate) retry_budget: crate::RetryBudget,
+    pub(crate) subsetting: Option<crate::routing::Subsetting>,
 }
 
 /// Default [`BalancerConfig::leave_grace`]: 500 ms.
@@ -69,6 +70,7 @@ impl std::fmt::Debug for BalancerConfig {
             .field("slow_start", &self.slow_start)
             .field("locality", &self.locality)
             .field("retry_budget", &self.retry_budget)
+            .field("subsetting", &self.subsetting)
             .field("children", &self.children)
             .finish()
     }
@@ -92,6 +94,7 @@ impl BalancerConfig {
             slow_start: None,
             locality: None,
             retry_budget: crate::RetryBudget::default(),
+            subsetting: None,
         }
     }
 
@@ -222,6 +225,35 @@ impl BalancerConfig {
     {
         self.node_match_list = Some(filters.into_iter().map(Into::into).collect());
         self
+    }
+
+    /// Deterministic subsetting (default off): this node dials, and balances over, only `K`
+    /// members of the balancer ([`Subsetting::size`](crate::routing::Subsetting::size)),
+    /// chosen by the [scheme](crate::routing::SubsetScheme) (aperture by default) from the
+    /// balancer's full member list, this node's index among the balancer's subsetting callers
+    /// and the caller count. The lists and the index come from the node directory
+    /// ([`NodeConfig::sparse_mesh`](crate::NodeConfig::sparse_mesh)), not from configuration:
+    /// a node is in the member list when it is a member (matches `node_match_list`), in the
+    /// caller list when it started this balancer with subsetting; both sorted by full name.
+    /// The subset is recomputed when either list changes (a member leaves: another is dialled
+    /// in its place; with aperture a subset changes by a member or two); the members a call
+    /// picks from are the subset's members that are connected (the balancer's pg group
+    /// filtered to the subset). Until the directory names a member, the balancer has none.
+    ///
+    /// Refused when the balancer starts ([`Error::InvalidConfig`] naming `subsetting`): with
+    /// HashRing (bounded or not) or CallDirect
+    /// ([`Subsetting::check`](crate::routing::Subsetting::check): a key's owner must not depend
+    /// on the caller's subset), for an [actor group](crate::group), and on a node without
+    /// [`sparse_mesh`](crate::NodeConfig::sparse_mesh) (a full mesh dials every member anyway);
+    /// a size of 0 names `subset_size`.
+    pub fn subsetting(mut self, subsetting: crate::routing::Subsetting) -> Self {
+        self.subsetting = Some(subsetting);
+        self
+    }
+
+    /// The subsetting options, if set ([`subsetting`](Self::subsetting)).
+    pub fn subsetting_options(&self) -> Option<&crate::routing::Subsetting> {
+        self.subsetting.as_ref()
     }
 
     /// Timeout of this balancer's calls that don't set their own (default: the node's

@@ -43,6 +43,7 @@ impl Actor for LoadBalancer {
         }
         shared.refresh();
         shared.watch_labels();
+        shared.watch_subset();
         Ok(shared)
     }
 

@@ -60,6 +60,7 @@ mod selection_metrics;
 mod selection_release;
 pub(crate) mod shared;
 mod start;
+mod subset;
 pub(crate) mod supervisor;
 #[cfg(test)]
 mod tests;

@@ -62,6 +62,11 @@ impl RegisteredBalancer for Balancer {
         Some(values)
     }
 
+    fn directory_roles(&self) -> (bool, bool) {
+        let shared = self.shared();
+        (shared.member, shared.config.subsetting.is_some())
+    }
+
     fn as_any(&self) -> &dyn Any {
         self
     }

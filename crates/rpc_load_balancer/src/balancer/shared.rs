@@ -103,6 +103,11 @@ pub(crate) struct BalancerShared {
     refreshing: std::sync::Mutex<()>,
     /// Set once that task is started.
     labels_watched: AtomicBool,
+    /// With subsetting: the nodes of this caller's subset, sorted (`None` until first
+    /// computed: no member then). See `subset.rs`.
+    pub(crate) subset: ArcSwapOption<Vec<String>>,
+    /// Set once the task that recomputes the subset is started.
+    pub(crate) subset_watched: AtomicBool,
     /// The account of the balancer's retry budget (calls of idempotent functions).
     pub(crate) retry_budget: crate::retry::Budget,
     /// Time 0 of the retry budget's clock.
@@ -150,6 +155,9 @@ impl BalancerShared {
                 Some(&node.config.labels),
                 &node.config.excluded_node_patterns,
             );
+        if let Some(subsetting) = &config.subsetting {
+            super::subset::check(subsetting, &config, &node, &source)?;
+        }
         let clock = Clock::system();
         let context = BuildContext {
             balancer: &config.name,
@@ -274,6 +282,8 @@ impl BalancerShared {
             successor: ArcSwapOption::empty(),
             refreshing: std::sync::Mutex::new(()),
             labels_watched: AtomicBool::new(false),
+            subset: ArcSwapOption::empty(),
+            subset_watched: AtomicBool::new(false),
             retry_budget,
             budget_epoch: tokio::time::Instant::now(),
         })
@@ -488,7 +498,7 @@ impl BalancerShared {
     /// [`refresh`](Self::refresh) unless the balancer is stopping (checked under the writer's
     /// lock, which [`clear`](Self::clear) takes too: a stopped balancer's members stay
     /// cleared); whether it refreshed.
-    fn refresh_unless_stopping(&self) -> bool {
+    pub(crate) fn refresh_unless_stopping(&self) -> bool {
         let _writer = self.refreshing.lock().unwrap_or_else(|p| p.into_inner());
         if self.is_stopping() {
             return false;
@@ -499,7 +509,10 @@ impl BalancerShared {
 
     fn refresh_locked(&self) {
         let cells = match &self.source {
-            Source::OwnGroup => ractor::pg::get_scoped_members(&SCOPE.to_string(), &self.name),
+            Source::OwnGroup => self.in_subset(ractor::pg::get_scoped_members(
+                &SCOPE.to_string(),
+                &self.name,
+            )),
             Source::ActorGroup { scope, group } => ractor::pg::get_scoped_members(scope, group),
         };
         // Versions are per balancer: its selector is its own.

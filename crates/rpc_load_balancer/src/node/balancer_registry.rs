@@ -48,6 +48,11 @@ pub(crate) trait RegisteredBalancer: Send + Sync + 'static {
     /// member now (see `ControlRequest::CpuSelection`); `None` for other algorithms.
     fn cpu_selection(&self) -> Option<Vec<(String, f64)>>;
 
+    /// What this node says of the balancer in its node directory (`directory.rs`): whether
+    /// this node is its member (matches its `node_match_list`), and whether it calls it with
+    /// subsetting.
+    fn directory_roles(&self) -> (bool, bool);
+
     /// The balancer itself, for the layer that implements this trait to get its own type
     /// back.
     fn as_any(&self) -> &dyn Any;
@@ -184,6 +189,25 @@ impl BalancerRegistry {
     pub(crate) fn seal(&self) {
         let _balancers = self.lock();
         self.sealed.store(true, Ordering::Relaxed);
+    }
+
+    /// The balancers this node is a member of and those it calls with subsetting, among the
+    /// running ones (for its node directory entry).
+    pub(crate) fn directory_roles(&self) -> (Vec<String>, Vec<String>) {
+        let (mut serves, mut calls) = (Vec::new(), Vec::new());
+        for balancer in self.lock().values().flatten() {
+            if !balancer.is_own_running() {
+                continue;
+            }
+            let (member, subsetting) = balancer.directory_roles();
+            if member {
+                serves.push(balancer.name().to_string());
+            }
+            if subsetting {
+                calls.push(balancer.name().to_string());
+            }
+        }
+        (serves, calls)
     }
 
     /// Whether a start has reserved a name and not yet registered or freed it.

@@ -74,6 +74,7 @@ pub struct NodeConfig {
     pub(crate) excluded_node_patterns: Vec<String>,
     pub(crate) reconnect_give_up: Duration,
     pub(crate) client: bool,
+    pub(crate) sparse_mesh: bool,
     pub(crate) wire_version: u16,
     pub(crate) tls: Option<super::TlsConfig>,
     pub(crate) max_handshakes: usize,
@@ -94,7 +95,7 @@ impl NodeConfig {
     /// `dial_backoff_max` 2 s, `reconnect_give_up` 60 s, `heartbeat_interval` 1 s,
     /// `heartbeat_timeout` 3 s, `remote_admin` off, `cpu_sampler` [`CpuSampler::System`],
     /// `cpu_sample_interval` 1,000 ms, no `excluded_node_patterns`,
-    /// no `tls` (plain TCP), not a `client`, `max_handshakes` 1,024
+    /// no `tls` (plain TCP), not a `client`, no `sparse_mesh` (a full mesh), `max_handshakes` 1,024
     /// ([`DEFAULT_MAX_HANDSHAKES`](crate::DEFAULT_MAX_HANDSHAKES)), `handshake_frame_limit`
     /// 16 KiB ([`DEFAULT_HANDSHAKE_FRAME_LIMIT`](crate::DEFAULT_HANDSHAKE_FRAME_LIMIT)),
     /// `max_dials_in_flight` 4 ([`DEFAULT_MAX_DIALS_IN_FLIGHT`]), no
@@ -122,6 +123,7 @@ impl NodeConfig {
             excluded_node_patterns: Vec::new(),
             reconnect_give_up: Duration::from_secs(60),
             client: false,
+            sparse_mesh: false,
             wire_version: crate::wire::WIRE_VERSION,
             tls: None,
             max_handshakes: super::preauth::DEFAULT_MAX_HANDSHAKES,
@@ -171,6 +173,25 @@ impl NodeConfig {
     /// start balancers.
     pub fn client(mut self, client: bool) -> Self {
         self.client = client;
+        self
+    }
+
+    /// Runs the node in the sparse mesh (default off: a full mesh, where a node dials every
+    /// node it learns of). A sparse-mesh node dials only its configured
+    /// [`peers`](Self::peers) (its seeds) and the members of the subsets of its subsetting
+    /// balancers ([`BalancerConfig::subsetting`](crate::BalancerConfig::subsetting)), and
+    /// redials only those; it still accepts every session dialled to it. What it knows of the
+    /// rest of the cluster comes from the node directory it exchanges with its connected peers
+    /// once per second (name, address, the balancers each node serves and calls with
+    /// subsetting; entries unheard of for 15 s are dropped). Sessions it dialled for a subset
+    /// and no longer needs are closed after 2 s. Every node of a cluster should use the same
+    /// mode: a full-mesh node still dials every node it learns of, sparse or not.
+    ///
+    /// Seeds stay connected (they are redialled for as long as the node runs): give each
+    /// node one or two seeds, not one seed for all, so that no node carries a session per
+    /// node of the cluster (docs/how-to/running-across-machines.md, "Subsetting").
+    pub fn sparse_mesh(mut self, sparse: bool) -> Self {
+        self.sparse_mesh = sparse;
         self
     }
 

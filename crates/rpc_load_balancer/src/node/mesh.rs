@@ -76,7 +76,8 @@ pub(crate) const MESH_REFRESH: Duration = Duration::from_secs(10);
 /// questions to each are done).
 const REFRESH_FANOUT: usize = 8;
 
-/// Asks `peer` for its peers and dials those this node is not connected to; asks again after
+/// Asks `peer` for its peers and dials those this node is not connected to (in the sparse
+/// mesh: only sends the join notice); asks again after
 /// each of [`ASK_AGAIN`], then every [`MESH_REFRESH`], while `peer` stays connected over the
 /// same session (a reconnection starts its own round) and answers.
 pub(crate) async fn introduce(
@@ -88,6 +89,12 @@ pub(crate) async fn introduce(
     let Some(first) = session(&shared) else {
         return;
     };
+    // The sparse mesh dials only seeds and subset members (`subset_dial.rs`): nothing to
+    // learn here, but clients still want the join notice.
+    if shared.config.sparse_mesh {
+        announce(&shared, &peer).await;
+        return;
+    }
     if !learn_from(&shared, &server, &peer).await {
         return;
     }

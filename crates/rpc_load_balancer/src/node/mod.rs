@@ -10,8 +10,10 @@ mod balancer_registry;
 mod cluster;
 mod config;
 mod connect;
+mod directory;
 mod event;
 pub(crate) mod forward;
+mod gossip;
 mod heartbeat;
 mod keep_peer;
 pub(crate) mod labels;
@@ -26,6 +28,7 @@ pub(crate) mod shared;
 mod shutdown;
 mod start;
 mod stream;
+mod subset_dial;
 mod tls;
 mod version;
 

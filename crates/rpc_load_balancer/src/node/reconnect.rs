@@ -5,7 +5,8 @@
 //! jittered exponential backoff (100 ms doubling to `dial_backoff_max`, ±20 %) until it is
 //! back — by our dial or its own — or `reconnect_give_up` has passed.
 //!
-//! Not redialled: peers that announced they were leaving (a drained shutdown: they come back,
+//! Not redialled: in the sparse mesh (`NodeConfig::sparse_mesh`), peers no subset of this
+//! node wants; peers that announced they were leaving (a drained shutdown: they come back,
 //! if ever, by dialling us), client nodes (`NodeConfig::client`), peers refused for another
 //! wire version, peers with no advertised
 //! address (attached nodes), and configured peers (their own loop runs for as long as the
@@ -36,6 +37,8 @@ pub(crate) fn should_redial(shared: &NodeShared, name: &str, addr: &str) -> bool
         && !shared.peers.has_left(name)
         && !shared.peers.is_client(name)
         && shared.peers.refusal(name).is_none()
+        // The sparse mesh keeps only the sessions its subsets want (`subset_dial.rs`).
+        && (!shared.config.sparse_mesh || shared.wanted.is_wanted(name))
 }
 
 /// Redials `name` at `addr` until it is connected again, it turns out to have left or been

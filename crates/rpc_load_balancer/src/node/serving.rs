@@ -29,6 +29,8 @@ impl Serving for NodeShared {
             }
             ControlRequest::Peers => ControlReply::Peers(self.peers.addresses()),
             ControlRequest::Labels => ControlReply::Labels(self.config.labels.to_pairs()),
+            ControlRequest::Gossip(entries) => super::gossip::answer(&self, entries),
+            ControlRequest::Directory => ControlReply::Directory(self.directory.entries()),
             ControlRequest::Heartbeat(node) => {
                 self.peers.heard_from(&node);
                 ControlReply::Pong {

@@ -74,6 +74,11 @@ pub(crate) struct NodeShared {
     /// One permit per dial in its handshake (`NodeConfig::max_dials_in_flight`; see
     /// `connect.rs`).
     pub(crate) dial_permits: tokio::sync::Semaphore,
+    /// What this node knows of every node of the cluster (`directory.rs`): exchanged and
+    /// read in the sparse mesh only.
+    pub(crate) directory: super::directory::Directory,
+    /// The peers this node's subsetting balancers want sessions to (`subset_dial.rs`).
+    pub(crate) wanted: super::subset_dial::WantedPeers,
 }
 
 impl NodeShared {
@@ -97,6 +102,11 @@ impl NodeShared {
             Some(crate::cpu::cache().slot(&name)),
             config.cpu_sample_interval,
         );
+        let directory = super::directory::Directory::new(
+            &name,
+            connection_string.as_deref().unwrap_or_default(),
+            incarnation(),
+        );
         Self {
             name,
             listen_addr,
@@ -114,6 +124,8 @@ impl NodeShared {
             tls: None,
             handshakes: None,
             dial_permits: tokio::sync::Semaphore::new(config.max_dials_in_flight),
+            directory,
+            wanted: super::subset_dial::WantedPeers::default(),
         }
     }
 
@@ -154,6 +166,14 @@ impl NodeShared {
                 || (parsed.is_some() && peer.parse::<std::net::SocketAddr>().ok() == parsed)
         })
     }
+}
+
+/// This run's incarnation in the node directory: ms since the Unix epoch now (0 if the clock
+/// reads before it).
+fn incarnation() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// The transport's settings out of the node's.

@@ -14,7 +14,9 @@ use tokio::task::JoinHandle;
 
 use super::cluster::{ClusterArgs, ClusterManager};
 use super::shared::NodeShared;
-use super::{heartbeat, keep_peer, listener, preauth, tls, Node, NodeConfig, NodeInner};
+use super::{
+    gossip, heartbeat, keep_peer, listener, preauth, subset_dial, tls, Node, NodeConfig, NodeInner,
+};
 use crate::endpoint::{RpcEndpoint, Serving};
 use crate::wire::endpoint_name;
 use crate::Error;
@@ -183,6 +185,13 @@ impl Node {
                 ))
             })
             .collect();
+        if config.sparse_mesh {
+            dialers.push(tokio::spawn(gossip::run(Arc::clone(&shared))));
+            dialers.push(tokio::spawn(subset_dial::run(
+                Arc::clone(&shared),
+                server.clone(),
+            )));
+        }
         dialers.push(tokio::spawn(heartbeat::run(
             Arc::clone(&shared),
             config.heartbeat_interval,

@@ -64,6 +64,8 @@ pub(super) fn add(seeds: &mut Seeds) {
                 addr: "127.0.0.1:1".into(),
             },
         ),
+        ("gossip", ControlRequest::Gossip(vec![directory_entry()])),
+        ("directory", ControlRequest::Directory),
     ];
     for (name, request) in &requests {
         seeds.add(&format!("control-{name}"), control(request));
@@ -84,4 +86,21 @@ pub(super) fn add(seeds: &mut Seeds) {
         "control-members-huge-length",
         raw(&[&[0x06][..], &HUGE64].concat()),
     );
+    // A directory exchange claiming a huge number of entries (index 24).
+    seeds.add(
+        "control-gossip-huge-length",
+        raw(&[&[0x18][..], &HUGE64].concat()),
+    );
+}
+
+/// A node directory entry as a sparse-mesh node sends it.
+pub(super) fn directory_entry() -> crate::control::DirectoryEntry {
+    crate::control::DirectoryEntry {
+        node: "a@127.0.0.1".into(),
+        addr: "127.0.0.1:1".into(),
+        incarnation: 1_764_892_800_000,
+        counter: 42,
+        serves: vec!["reports".into()],
+        calls: vec!["feeds".into()],
+    }
 }

@@ -139,6 +139,10 @@ pub(super) fn add(seeds: &mut Seeds) {
                 ..crate::LoadReport::default()
             }),
         ),
+        (
+            "directory",
+            ControlReply::Directory(vec![super::control::directory_entry()]),
+        ),
     ];
     for (name, value) in &replies {
         seeds.add(&format!("reply-ok-{name}"), encode_ok(value).unwrap());

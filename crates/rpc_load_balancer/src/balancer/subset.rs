@@ -1,0 +1,215 @@
+//! Deterministic subsetting on real nodes (issue 21): a balancer with
+//! [`BalancerConfig::subsetting`] reads its full member list and its caller list from the node
+//! directory of the sparse mesh, runs the [`Subsetting`] scheme (pure, `routing::subset`) for
+//! its own index, hands the subset's nodes to the node to dial, and balances over the members
+//! of its pg group that are in the subset ([`BalancerShared::in_subset`]).
+//!
+//! Selection stays on the balancer's pg group: the directory only decides whom to dial. A
+//! member of the subset that is not connected (yet, or any more) is simply not a member of the
+//! snapshot; when it leaves the directory (its session closed while wanted, or it stopped
+//! advancing), the subset is recomputed and a replacement dialled.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::ActorCell;
+
+use super::members::Member;
+use super::shared::{BalancerShared, Source};
+use super::BalancerConfig;
+use crate::node::shared::NodeShared;
+use crate::routing::Subsetting;
+use crate::Error;
+
+/// How often the subset is recomputed besides on a change of the directory's shape (it also
+/// notices the balancer stopping then).
+const RECHECK: Duration = Duration::from_secs(1);
+
+/// Checks `subsetting` for a balancer with `config` started on `node` over `source`.
+///
+/// Errors: [`Error::InvalidConfig`] naming `subset_size` for a size of 0, `subsetting` for
+/// HashRing or CallDirect ([`Subsetting::check`]), an actor group, or a node without
+/// [`NodeConfig::sparse_mesh`](crate::NodeConfig::sparse_mesh).
+pub(crate) fn check(
+    subsetting: &Subsetting,
+    config: &BalancerConfig,
+    node: &NodeShared,
+    source: &Source,
+) -> Result<(), Error> {
+    subsetting.check(&*config.algorithm)?;
+    let refuse = |reason: &str| {
+        Err(Error::InvalidConfig {
+            option: "subsetting",
+            reason: reason.to_string(),
+        })
+    };
+    if !matches!(source, Source::OwnGroup) {
+        return refuse("not for actor groups: their members are the group's actors");
+    }
+    if !node.config.sparse_mesh {
+        return refuse(
+            "needs the node's sparse_mesh (NodeConfig::sparse_mesh, rpclb node --sparse-mesh): \
+             the caller and member lists come from its node directory, and a full mesh dials \
+             every member anyway",
+        );
+    }
+    Ok(())
+}
+
+/// The nodes of `balancer`'s subset for the node `own`, from the sorted `members` and
+/// `callers` lists (`own` counts as a caller even before the directory says so).
+fn subset_of(
+    subsetting: &Subsetting,
+    own: &str,
+    members: &[String],
+    callers: &[String],
+) -> Vec<String> {
+    let mut callers = callers.to_vec();
+    if let Err(at) = callers.binary_search_by(|c| c.as_str().cmp(own)) {
+        callers.insert(at, own.to_string());
+    }
+    let index = callers.iter().position(|c| c == own).unwrap_or(0);
+    subsetting
+        .subset(members, index, callers.len())
+        .into_iter()
+        .map(|i| members[i].clone())
+        .collect()
+}
+
+impl BalancerShared {
+    /// With subsetting: `cells` (the balancer's pg group) kept to the members on the nodes of
+    /// this caller's subset (none before the first subset); without, `cells`.
+    pub(crate) fn in_subset(&self, mut cells: Vec<ActorCell>) -> Vec<ActorCell> {
+        if self.config.subsetting.is_none() {
+            return cells;
+        }
+        let subset = self.subset.load();
+        let Some(subset) = subset.as_deref() else {
+            return Vec::new();
+        };
+        cells.retain(|cell| {
+            Member::from_cell(&self.name, cell).is_some_and(|m| {
+                subset
+                    .binary_search_by(|n| n.as_str().cmp(m.node()))
+                    .is_ok()
+            })
+        });
+        cells
+    }
+
+    /// With subsetting: starts (once) the task that recomputes the subset from the node
+    /// directory whenever its shape changes, until the balancer stops; then the node wants
+    /// none of its members any more.
+    pub(crate) fn watch_subset(self: &Arc<Self>) {
+        let Some(subsetting) = self.config.subsetting else {
+            return;
+        };
+        if self.subset_watched.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let mut shape = self.node.directory.watch();
+        let shared = Arc::downgrade(self);
+        let (node, name) = (Arc::clone(&self.node), self.name.clone());
+        tokio::spawn(async move {
+            loop {
+                match shared.upgrade() {
+                    Some(shared) if !shared.is_stopping() => shared.update_subset(&subsetting),
+                    _ => break,
+                }
+                tokio::select! {
+                    changed = shape.changed() => if changed.is_err() { break },
+                    () = tokio::time::sleep(RECHECK) => {}
+                }
+            }
+            node.wanted.unwant(&name);
+        });
+    }
+
+    /// Recomputes the subset; on a change, hands it to the node to dial and re-reads the
+    /// members.
+    fn update_subset(&self, subsetting: &Subsetting) {
+        let directory = &self.node.directory;
+        let members = directory.serving(&self.name);
+        let callers = directory.calling(&self.name);
+        let chosen = subset_of(subsetting, &self.node.name, &members, &callers);
+        if self.subset.load().as_deref() == Some(&chosen) {
+            return;
+        }
+        tracing::debug!(balancer = %self.name, subset = ?chosen, members = members.len(), callers = callers.len(), "subset changed");
+        self.node.wanted.want(&self.name, chosen.clone());
+        self.subset.store(Some(Arc::new(chosen)));
+        self.refresh_unless_stopping();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_caller_counts_itself_before_the_directory_names_it() {
+        let members: Vec<String> = (0..6).map(|i| format!("m{i}@h")).collect();
+        let subsetting = Subsetting::new(2);
+        let callers = vec!["a@h".to_string(), "c@h".to_string()];
+        // b@h is not listed yet: it takes index 1 of 3 (a, b, c).
+        assert_eq!(
+            subset_of(&subsetting, "b@h", &members, &callers),
+            ["m2@h", "m3@h"]
+        );
+        // Listed: the same.
+        let listed = vec!["a@h".into(), "b@h".into(), "c@h".into()];
+        assert_eq!(
+            subset_of(&subsetting, "b@h", &members, &listed),
+            ["m2@h", "m3@h"]
+        );
+        assert!(subset_of(&subsetting, "b@h", &[], &listed).is_empty());
+    }
+
+    fn node(sparse: bool) -> Arc<NodeShared> {
+        let config = crate::NodeConfig::new("me", "127.0.0.1:0").sparse_mesh(sparse);
+        Arc::new(NodeShared::new(
+            "me@127.0.0.1".into(),
+            String::new(),
+            Some("127.0.0.1:4100".into()),
+            &config,
+        ))
+    }
+
+    #[tokio::test]
+    async fn subsetting_is_refused_where_it_cannot_work_naming_the_option() {
+        let refused = |config: BalancerConfig, sparse: bool| match BalancerShared::new(
+            config,
+            node(sparse),
+        ) {
+            Err(Error::InvalidConfig { option, .. }) => option,
+            Err(other) => panic!("{other:?}"),
+            Ok(_) => panic!("accepted"),
+        };
+        let with = |k| BalancerConfig::new("b").subsetting(Subsetting::new(k));
+        assert_eq!(refused(with(2), false), "subsetting", "a full mesh");
+        assert_eq!(refused(with(0), true), "subset_size");
+        let ring = with(2).algorithm(crate::HashRing::new());
+        assert_eq!(refused(ring, true), "subsetting");
+        assert_eq!(
+            refused(with(2).algorithm(crate::CallDirect), true),
+            "subsetting"
+        );
+        let group = BalancerShared::with_source(
+            with(2),
+            node(true),
+            Source::ActorGroup {
+                scope: "s".into(),
+                group: "g".into(),
+            },
+        );
+        assert!(matches!(
+            group,
+            Err(Error::InvalidConfig {
+                option: "subsetting",
+                ..
+            })
+        ));
+        assert!(BalancerShared::new(with(2), node(true)).is_ok());
+    }
+}

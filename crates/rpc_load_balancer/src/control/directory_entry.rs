@@ -1,0 +1,134 @@
+//! The node directory's wire form: what one node says of itself in the directory exchange of
+//! sparse-mesh nodes ([`ControlRequest::Gossip`](super::ControlRequest::Gossip)), and how a
+//! receiver bounds what it decodes.
+
+use std::marker::PhantomData;
+
+use serde::{Deserialize, Serialize};
+
+/// How many entries a decoded directory keeps (the first ones; the rest are read one at a
+/// time and dropped, so a reply of many entries holds no more memory than this many).
+pub const MAX_DIRECTORY_ENTRIES: usize = 1_024;
+
+/// How many balancer names a decoded entry keeps in each of its two lists (the first ones).
+pub const MAX_ENTRY_BALANCERS: usize = 32;
+
+/// One node's entry in the node directory (issue 21: deterministic subsetting on real nodes):
+/// who it is, where to dial it, which balancers it is a member of and which it calls with
+/// subsetting, and its heartbeat counter. Nodes in the sparse mesh
+/// ([`NodeConfig::sparse_mesh`](crate::NodeConfig::sparse_mesh)) exchange their entries with
+/// their connected peers and merge them by `(incarnation, counter)`: the larger pair is the
+/// newer word of that node. An entry whose counter stops advancing is dropped after a TTL
+/// (gossip failure detection, after van Renesse, Minsky and Hayden, "A Gossip-Style Failure
+/// Detection Service", Middleware 1998).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirectoryEntry {
+    /// The node's full name (`name@host`).
+    pub node: String,
+    /// The `host:port` it advertises (where to dial it).
+    pub addr: String,
+    /// Set once per run of the node (ms since the Unix epoch at its start): a restarted node's
+    /// word is newer than anything its previous run said.
+    pub incarnation: u64,
+    /// Bumped by the node once per exchange period while it runs.
+    pub counter: u64,
+    /// The balancers this node is a member of (matches their `node_match_list`), sorted; a
+    /// receiver keeps the first [`MAX_ENTRY_BALANCERS`].
+    #[serde(deserialize_with = "first_names")]
+    pub serves: Vec<String>,
+    /// The balancers this node calls with subsetting, sorted; a receiver keeps the first
+    /// [`MAX_ENTRY_BALANCERS`].
+    #[serde(deserialize_with = "first_names")]
+    pub calls: Vec<String>,
+}
+
+/// A visitor keeping the first `keep` elements of a sequence and decoding the rest one at a
+/// time only to drop them (the format is not self-describing).
+struct FirstOf<T> {
+    keep: usize,
+    what: &'static str,
+    elements: PhantomData<T>,
+}
+
+impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for FirstOf<T> {
+    type Value = Vec<T>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.what)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut kept = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(self.keep));
+        while let Some(element) = seq.next_element::<T>()? {
+            if kept.len() < self.keep {
+                kept.push(element);
+            }
+        }
+        Ok(kept)
+    }
+}
+
+/// Decodes a list of balancer names, keeping the first [`MAX_ENTRY_BALANCERS`].
+fn first_names<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+    deserializer.deserialize_seq(FirstOf {
+        keep: MAX_ENTRY_BALANCERS,
+        what: "a sequence of balancer names",
+        elements: PhantomData,
+    })
+}
+
+/// Decodes a list of directory entries, keeping the first [`MAX_DIRECTORY_ENTRIES`].
+pub(crate) fn first_entries<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<DirectoryEntry>, D::Error> {
+    deserializer.deserialize_seq(FirstOf {
+        keep: MAX_DIRECTORY_ENTRIES,
+        what: "a sequence of directory entries",
+        elements: PhantomData,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::{ControlReply, ControlRequest};
+
+    fn entry(i: usize, balancers: usize) -> DirectoryEntry {
+        DirectoryEntry {
+            node: format!("n{i}@h"),
+            addr: format!("h:{i}"),
+            incarnation: 1,
+            counter: i as u64,
+            serves: (0..balancers).map(|b| format!("b{b}")).collect(),
+            calls: vec!["c".into()],
+        }
+    }
+
+    #[test]
+    fn a_decoded_directory_keeps_the_first_entries_and_balancer_names() {
+        let many: Vec<DirectoryEntry> = (0..MAX_DIRECTORY_ENTRIES + 50)
+            .map(|i| entry(i, 40))
+            .collect();
+        let bytes = postcard::to_allocvec(&ControlReply::Directory(many)).unwrap();
+        let ControlReply::Directory(back) = postcard::from_bytes(&bytes).unwrap() else {
+            panic!("not a directory");
+        };
+        assert_eq!(back.len(), MAX_DIRECTORY_ENTRIES);
+        assert_eq!(back[0].serves.len(), MAX_ENTRY_BALANCERS);
+        assert_eq!(back[0].serves[31], "b31");
+        assert_eq!(back[MAX_DIRECTORY_ENTRIES - 1].node, "n1023@h");
+        let request = ControlRequest::Gossip(vec![entry(7, 2)]);
+        let bytes = postcard::to_allocvec(&request).unwrap();
+        assert_eq!(
+            postcard::from_bytes::<ControlRequest>(&bytes).unwrap(),
+            request
+        );
+    }
+
+    #[test]
+    fn a_directory_claiming_more_entries_than_its_bytes_hold_fails_to_decode() {
+        // Variant 16 (Directory), then a length of 2^32 entries, then nothing.
+        let bytes = [16u8, 0x80, 0x80, 0x80, 0x80, 0x10];
+        assert!(postcard::from_bytes::<ControlReply>(&bytes).is_err());
+    }
+}

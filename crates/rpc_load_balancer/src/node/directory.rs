@@ -1,0 +1,241 @@
+//! The node directory of a sparse mesh: what this node knows of every node of the cluster,
+//! connected or not — name → where to dial it, its incarnation, the balancers it is a member
+//! of and those it calls with subsetting, and its heartbeat counter.
+//!
+//! In a full mesh every node sees every other through its sessions; in the sparse mesh
+//! ([`NodeConfig::sparse_mesh`](crate::NodeConfig::sparse_mesh)) a node is connected to a few,
+//! so the member list and the caller list a subsetting balancer needs (issue 21) come from
+//! here instead. Nodes exchange their directories with connected peers (push-pull,
+//! `gossip.rs`) and merge entries by `(incarnation, counter)`. Failure detection is
+//! gossip-style (van Renesse, Minsky and Hayden, "A Gossip-Style Failure Detection Service",
+//! Middleware 1998): each node bumps its own counter once per period, and an entry whose
+//! counter has not advanced for [`ENTRY_TTL`] is dropped. A node this one saw go down while it
+//! wanted it (`Directory::peer_down`) is dropped at once, and its word is taken again only
+//! when newer than what was held (a live node's counter moves on).
+//!
+//! Bounded whatever peers send: at most [`MAX_DIRECTORY_ENTRIES`] entries (a new name past
+//! that is not taken), names and addresses of at most [`MAX_NAME_BYTES`], at most
+//! [`MAX_ENTRY_BALANCERS`] balancer names of at most [`MAX_NAME_BYTES`] per list (the
+//! decode keeps no more: `control::directory_entry`). Entries that break these are skipped.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::control::{DirectoryEntry, MAX_DIRECTORY_ENTRIES, MAX_ENTRY_BALANCERS};
+
+/// How long an entry whose counter does not advance is kept: 15 exchange periods.
+pub(crate) const ENTRY_TTL: Duration = Duration::from_secs(15);
+
+/// How long a node seen going down is ignored unless its word is newer: twice
+/// [`ENTRY_TTL`], so that every peer that still relays its last word has dropped it by then
+/// (each drops it [`ENTRY_TTL`] after the word reached it, and words travel the mesh in a few
+/// periods).
+pub(crate) const DOWN_KEPT: Duration = Duration::from_secs(30);
+
+/// The longest node name, address or balancer name an entry may carry (bytes).
+pub(crate) const MAX_NAME_BYTES: usize = 255;
+
+/// A node's directory (see the module docs).
+pub(crate) struct Directory {
+    state: Mutex<State>,
+    /// Bumped whenever the directory's shape changes: an entry joins or leaves, or changes its
+    /// address or balancer lists (not on counter bumps). Subsetting balancers watch it.
+    shape: watch::Sender<u64>,
+}
+
+struct State {
+    /// This node's own entry.
+    own: DirectoryEntry,
+    /// The other nodes' entries, by name, with when each last advanced.
+    others: HashMap<String, (DirectoryEntry, Instant)>,
+    /// Nodes dropped after they went down: the `(incarnation, counter)` held then, and when.
+    down: HashMap<String, ((u64, u64), Instant)>,
+}
+
+impl Directory {
+    /// The directory of the node `name` advertising `addr`, in its run `incarnation`.
+    pub(crate) fn new(name: &str, addr: &str, incarnation: u64) -> Self {
+        Self {
+            state: Mutex::new(State {
+                own: DirectoryEntry {
+                    node: name.to_string(),
+                    addr: addr.to_string(),
+                    incarnation,
+                    counter: 0,
+                    serves: Vec::new(),
+                    calls: Vec::new(),
+                },
+                others: HashMap::new(),
+                down: HashMap::new(),
+            }),
+            shape: watch::channel(0).0,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn changed(&self) {
+        self.shape.send_modify(|v| *v += 1);
+    }
+
+    /// A receiver that sees each change of the directory's shape.
+    pub(crate) fn watch(&self) -> watch::Receiver<u64> {
+        self.shape.subscribe()
+    }
+
+    /// Sets the balancers this node is a member of and those it calls with subsetting (each
+    /// sorted and deduplicated here).
+    pub(crate) fn set_own_roles(&self, mut serves: Vec<String>, mut calls: Vec<String>) {
+        for list in [&mut serves, &mut calls] {
+            list.sort();
+            list.dedup();
+            list.truncate(MAX_ENTRY_BALANCERS);
+        }
+        let mut state = self.lock();
+        if state.own.serves == serves && state.own.calls == calls {
+            return;
+        }
+        state.own.serves = serves;
+        state.own.calls = calls;
+        drop(state);
+        self.changed();
+    }
+
+    /// One exchange period has passed at `now`: bumps this node's counter and drops the
+    /// entries that have not advanced for [`ENTRY_TTL`] (and the records of nodes seen down
+    /// [`DOWN_KEPT`] ago).
+    pub(crate) fn tick(&self, now: Instant) {
+        let mut state = self.lock();
+        state.own.counter += 1;
+        let before = state.others.len();
+        state
+            .others
+            .retain(|_, (_, advanced)| now.saturating_duration_since(*advanced) < ENTRY_TTL);
+        state
+            .down
+            .retain(|_, (_, at)| now.saturating_duration_since(*at) < DOWN_KEPT);
+        let dropped = state.others.len() != before;
+        drop(state);
+        if dropped {
+            self.changed();
+        }
+    }
+
+    /// Merges a peer's entries at `now`: an entry is taken when it is valid, not this node's,
+    /// and newer by `(incarnation, counter)` than the one held (and than the word held when
+    /// the node was seen going down); a new name only while fewer than
+    /// [`MAX_DIRECTORY_ENTRIES`] are held.
+    pub(crate) fn merge(&self, entries: Vec<DirectoryEntry>, now: Instant) {
+        let mut state = self.lock();
+        let mut changed = false;
+        for entry in entries.into_iter().take(MAX_DIRECTORY_ENTRIES) {
+            if entry.node == state.own.node || !is_valid(&entry) {
+                continue;
+            }
+            let word = (entry.incarnation, entry.counter);
+            if state
+                .down
+                .get(&entry.node)
+                .is_some_and(|(held, _)| word <= *held)
+            {
+                continue;
+            }
+            let room = state.others.len() + 1 < MAX_DIRECTORY_ENTRIES;
+            match state.others.get_mut(&entry.node) {
+                Some((held, advanced)) => {
+                    if word <= (held.incarnation, held.counter) {
+                        continue;
+                    }
+                    changed |= held.addr != entry.addr
+                        || held.serves != entry.serves
+                        || held.calls != entry.calls;
+                    *held = entry;
+                    *advanced = now;
+                }
+                None if room => {
+                    state.down.remove(&entry.node);
+                    state.others.insert(entry.node.clone(), (entry, now));
+                    changed = true;
+                }
+                None => {}
+            }
+        }
+        drop(state);
+        if changed {
+            self.changed();
+        }
+    }
+
+    /// `node` went down while this node wanted it (its session closed): its entry is dropped
+    /// now, not after [`ENTRY_TTL`], and its word is taken again only when newer.
+    pub(crate) fn peer_down(&self, node: &str, now: Instant) {
+        let mut state = self.lock();
+        let Some((held, _)) = state.others.remove(node) else {
+            return;
+        };
+        state
+            .down
+            .insert(node.to_string(), ((held.incarnation, held.counter), now));
+        drop(state);
+        self.changed();
+    }
+
+    /// Every entry: this node's first, then the others sorted by node.
+    pub(crate) fn entries(&self) -> Vec<DirectoryEntry> {
+        let state = self.lock();
+        let mut others: Vec<&DirectoryEntry> = state.others.values().map(|(e, _)| e).collect();
+        others.sort_by(|a, b| a.node.cmp(&b.node));
+        std::iter::once(&state.own).chain(others).cloned().collect()
+    }
+
+    /// The nodes (this one included) that are members of `balancer`, sorted by name.
+    pub(crate) fn serving(&self, balancer: &str) -> Vec<String> {
+        self.nodes_where(|e| e.serves.iter().any(|b| b == balancer))
+    }
+
+    /// The nodes (this one included) that call `balancer` with subsetting, sorted by name.
+    pub(crate) fn calling(&self, balancer: &str) -> Vec<String> {
+        self.nodes_where(|e| e.calls.iter().any(|b| b == balancer))
+    }
+
+    fn nodes_where(&self, keep: impl Fn(&DirectoryEntry) -> bool) -> Vec<String> {
+        let state = self.lock();
+        let mut nodes: Vec<String> = std::iter::once(&state.own)
+            .chain(state.others.values().map(|(e, _)| e))
+            .filter(|e| keep(e))
+            .map(|e| e.node.clone())
+            .collect();
+        nodes.sort();
+        nodes
+    }
+
+    /// The address `node` advertises, if its entry is held.
+    pub(crate) fn addr_of(&self, node: &str) -> Option<String> {
+        self.lock().others.get(node).map(|(e, _)| e.addr.clone())
+    }
+
+    /// How many entries are held, this node's included.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.lock().others.len() + 1
+    }
+}
+
+/// Whether an entry keeps the bounds: non-empty name and address and balancer names within
+/// [`MAX_NAME_BYTES`], at most [`MAX_ENTRY_BALANCERS`] per list.
+fn is_valid(entry: &DirectoryEntry) -> bool {
+    let name_ok = |s: &str| !s.is_empty() && s.len() <= MAX_NAME_BYTES;
+    name_ok(&entry.node)
+        && name_ok(&entry.addr)
+        && [&entry.serves, &entry.calls]
+            .iter()
+            .all(|list| list.len() <= MAX_ENTRY_BALANCERS && list.iter().all(|b| name_ok(b)))
+}
+
+#[cfg(test)]
+mod tests;

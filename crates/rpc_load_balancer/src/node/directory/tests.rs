@@ -1,0 +1,126 @@
+use super::*;
+
+fn entry(node: &str, incarnation: u64, counter: u64, serves: &[&str]) -> DirectoryEntry {
+    DirectoryEntry {
+        node: node.into(),
+        addr: format!("{node}:1"),
+        incarnation,
+        counter,
+        serves: serves.iter().map(|s| s.to_string()).collect(),
+        calls: Vec::new(),
+    }
+}
+
+fn counter_of(directory: &Directory, node: &str) -> Option<u64> {
+    directory
+        .entries()
+        .into_iter()
+        .find(|e| e.node == node)
+        .map(|e| e.counter)
+}
+
+#[test]
+fn entries_merge_by_incarnation_then_counter() {
+    let now = Instant::now();
+    let directory = Directory::new("me@h", "me:1", 1);
+    directory.set_own_roles(vec!["b".into()], vec!["b".into(), "b".into()]);
+    directory.merge(vec![entry("a@h", 5, 10, &["b"])], now);
+    // An older counter, or an older run with a higher counter, is stale.
+    directory.merge(vec![entry("a@h", 5, 9, &[])], now);
+    directory.merge(vec![entry("a@h", 4, 99, &[])], now);
+    assert_eq!(counter_of(&directory, "a@h"), Some(10));
+    assert_eq!(directory.serving("b"), ["a@h", "me@h"]);
+    assert_eq!(directory.calling("b"), ["me@h"], "own roles, deduplicated");
+    // A restart (newer incarnation) wins with any counter, and its lists replace the old.
+    directory.merge(vec![entry("a@h", 6, 0, &[])], now);
+    assert_eq!(counter_of(&directory, "a@h"), Some(0));
+    assert_eq!(directory.serving("b"), ["me@h"]);
+    // Nobody speaks for this node but itself.
+    directory.merge(vec![entry("me@h", 99, 99, &[])], now);
+    assert_eq!(directory.entries()[0], {
+        let mut own = entry("me@h", 1, 0, &["b"]);
+        own.addr = "me:1".into();
+        own.calls = vec!["b".into()];
+        own
+    });
+}
+
+#[test]
+fn an_entry_whose_counter_stops_is_dropped_after_the_ttl() {
+    let start = Instant::now();
+    let directory = Directory::new("me@h", "me:1", 1);
+    let mut shape = directory.watch();
+    directory.merge(
+        vec![entry("a@h", 1, 1, &[]), entry("z@h", 1, 1, &[])],
+        start,
+    );
+    assert!(shape.has_changed().unwrap());
+    shape.borrow_and_update();
+    // a@h advances halfway through; z@h never does.
+    let half = start + ENTRY_TTL / 2;
+    directory.merge(vec![entry("a@h", 1, 2, &[]), entry("z@h", 1, 1, &[])], half);
+    assert!(
+        !shape.has_changed().unwrap(),
+        "a counter bump is no change of shape"
+    );
+    directory.tick(start + ENTRY_TTL);
+    assert_eq!(counter_of(&directory, "z@h"), None, "z@h did not advance");
+    assert_eq!(counter_of(&directory, "a@h"), Some(2));
+    assert_eq!(
+        counter_of(&directory, "me@h"),
+        Some(1),
+        "own counter bumped"
+    );
+    assert!(shape.has_changed().unwrap());
+    directory.tick(half + ENTRY_TTL);
+    assert_eq!(directory.len(), 1);
+}
+
+#[test]
+fn a_node_seen_down_comes_back_only_with_newer_word() {
+    let now = Instant::now();
+    let directory = Directory::new("me@h", "me:1", 1);
+    directory.merge(vec![entry("a@h", 1, 7, &["b"])], now);
+    directory.peer_down("a@h", now);
+    assert_eq!(directory.serving("b"), Vec::<String>::new());
+    // Peers still relay its last word: not taken.
+    directory.merge(vec![entry("a@h", 1, 7, &["b"])], now);
+    assert_eq!(directory.serving("b"), Vec::<String>::new());
+    // It is alive after all (its counter moved on): back.
+    directory.merge(vec![entry("a@h", 1, 8, &["b"])], now);
+    assert_eq!(directory.serving("b"), ["a@h"]);
+}
+
+#[test]
+fn the_directory_holds_a_bounded_number_of_valid_entries() {
+    let now = Instant::now();
+    let directory = Directory::new("me@h", "me:1", 1);
+    let many: Vec<DirectoryEntry> = (0..MAX_DIRECTORY_ENTRIES * 3)
+        .map(|i| entry(&format!("n{i}@h"), 1, 1, &[]))
+        .collect();
+    directory.merge(many, now);
+    directory.merge(vec![entry("late@h", 1, 1, &[])], now);
+    assert_eq!(directory.len(), MAX_DIRECTORY_ENTRIES);
+    assert_eq!(directory.addr_of("late@h"), None);
+
+    let fresh = Directory::new("me@h", "me:1", 1);
+    let long = "x".repeat(MAX_NAME_BYTES + 1);
+    let mut bad_balancer = entry("c@h", 1, 1, &[]);
+    bad_balancer.serves = vec![long.clone()];
+    let mut too_many = entry("d@h", 1, 1, &[]);
+    too_many.calls = vec!["b".into(); MAX_ENTRY_BALANCERS + 1];
+    let mut no_addr = entry("e@h", 1, 1, &[]);
+    no_addr.addr.clear();
+    fresh.merge(
+        vec![
+            entry(&long, 1, 1, &[]),
+            bad_balancer,
+            too_many,
+            no_addr,
+            entry("ok@h", 1, 1, &[]),
+        ],
+        now,
+    );
+    assert_eq!(fresh.len(), 2, "{:?}", fresh.entries());
+    assert_eq!(fresh.addr_of("ok@h").as_deref(), Some("ok@h:1"));
+}

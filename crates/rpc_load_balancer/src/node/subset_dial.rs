@@ -1,0 +1,181 @@
+//! Whom a sparse-mesh node keeps sessions to beyond its seeds: the members of its subsetting
+//! balancers' subsets, which the balancer layer hands over by name ([`WantedPeers::want`]),
+//! dialled at the address the node directory holds for each, redialled while still wanted,
+//! and, once no balancer wants them for [`PRUNE_GRACE`], closed (only the sessions this node
+//! dialled for a subset: a session a peer dialled is the peer's to keep).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use ractor::ActorRef;
+use ractor_cluster::NodeServerMessage;
+
+use super::connect;
+use super::shared::NodeShared;
+
+/// How often the wanted peers are checked (dialled if not connected, closed if no longer
+/// wanted), besides right after a change of what is wanted.
+const CHECK_INTERVAL: Duration = Duration::from_millis(500);
+
+/// How long a session this node dialled for a subset stays after no balancer wants its peer
+/// any more: subsets settle while the directory fills, so a member dropped a moment ago may be
+/// wanted again at once.
+pub(crate) const PRUNE_GRACE: Duration = Duration::from_secs(2);
+
+/// The peers the node's subsetting balancers want, and the sessions dialled for them.
+#[derive(Default)]
+pub(crate) struct WantedPeers {
+    state: Mutex<Wanted>,
+    changed: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct Wanted {
+    /// By balancer: the nodes of its subset.
+    by_balancer: HashMap<String, Vec<String>>,
+    /// Peers this node dialled for a subset, with when no balancer wanted them any more
+    /// (`None` while one does).
+    dialled: HashMap<String, Option<Instant>>,
+}
+
+impl WantedPeers {
+    fn lock(&self) -> MutexGuard<'_, Wanted> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `balancer`'s subset is now `nodes` (full names): they are dialled if not connected.
+    pub(crate) fn want(&self, balancer: &str, nodes: Vec<String>) {
+        self.lock().by_balancer.insert(balancer.to_string(), nodes);
+        self.changed.notify_one();
+    }
+
+    /// `balancer` wants nobody any more (it stopped).
+    pub(crate) fn unwant(&self, balancer: &str) {
+        self.lock().by_balancer.remove(balancer);
+        self.changed.notify_one();
+    }
+
+    /// Whether a balancer of this node wants a session to `node`.
+    pub(crate) fn is_wanted(&self, node: &str) -> bool {
+        self.lock()
+            .by_balancer
+            .values()
+            .any(|nodes| nodes.iter().any(|n| n == node))
+    }
+
+    /// Every wanted node, once.
+    fn all(&self) -> HashSet<String> {
+        self.lock()
+            .by_balancer
+            .values()
+            .flatten()
+            .cloned()
+            .collect()
+    }
+
+    fn note_dialled(&self, node: &str) {
+        self.lock().dialled.insert(node.to_string(), None);
+    }
+
+    /// The peers dialled for a subset that no balancer has wanted for [`PRUNE_GRACE`] at
+    /// `now` (forgotten here: the caller closes their sessions).
+    fn to_prune(&self, now: Instant) -> Vec<String> {
+        let mut state = self.lock();
+        let wanted: HashSet<String> = state.by_balancer.values().flatten().cloned().collect();
+        let mut pruned = Vec::new();
+        state.dialled.retain(|node, unwanted_since| {
+            if wanted.contains(node) {
+                *unwanted_since = None;
+                return true;
+            }
+            let since = *unwanted_since.get_or_insert(now);
+            if now.saturating_duration_since(since) >= PRUNE_GRACE {
+                pruned.push(node.clone());
+                return false;
+            }
+            true
+        });
+        pruned
+    }
+}
+
+/// Keeps the wanted peers connected and closes the sessions dialled for subsets that are no
+/// longer wanted, until the node stops.
+pub(crate) async fn run(shared: Arc<NodeShared>, server: ActorRef<NodeServerMessage>) {
+    while !shared.transport.is_stopped() {
+        check(&shared, &server);
+        let _ = tokio::time::timeout(CHECK_INTERVAL, shared.wanted.changed.notified()).await;
+    }
+}
+
+/// One check: dials each wanted node that is neither connected nor being dialled, at its
+/// directory address; closes the sessions to peers pruned from the subsets (unless the peer
+/// is a seed, or wanted again).
+fn check(shared: &Arc<NodeShared>, server: &ActorRef<NodeServerMessage>) {
+    for node in shared.wanted.all() {
+        if node == shared.name || shared.peers.is_connected(&node) {
+            continue;
+        }
+        let Some(addr) = shared.directory.addr_of(&node) else {
+            continue;
+        };
+        if shared.peers.refusal(&node).is_some() || !shared.peers.begin_mesh_dial(&node) {
+            continue;
+        }
+        let (shared, server) = (Arc::clone(shared), server.clone());
+        tokio::spawn(async move {
+            let bound = shared.config.connect_timeout;
+            match connect::connect(&shared, &server, &addr, bound).await {
+                Ok(name) if name == node => shared.wanted.note_dialled(&node),
+                Ok(other) => {
+                    tracing::debug!(%node, %addr, %other, "a subset member's address answered for another node")
+                }
+                Err(error) => tracing::debug!(%node, %addr, %error, "subset dial failed"),
+            }
+            shared.peers.end_mesh_dial(&node);
+        });
+    }
+    for node in shared.wanted.to_prune(Instant::now()) {
+        let peers = shared.peers.load();
+        let Some(peer) = peers.get(&node) else {
+            continue;
+        };
+        if shared.is_configured(&peer.connection_string) || shared.wanted.is_wanted(&node) {
+            continue;
+        }
+        tracing::debug!(%node, "closing a session no subset needs any more");
+        peer.session
+            .stop(Some("sparse mesh: no subset needs this session".into()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dialled_peer_is_pruned_only_after_the_grace_unwanted() {
+        let wanted = WantedPeers::default();
+        let start = Instant::now();
+        wanted.want("b", vec!["m1@h".into(), "m2@h".into()]);
+        wanted.note_dialled("m1@h");
+        wanted.note_dialled("m2@h");
+        assert!(wanted.to_prune(start).is_empty());
+        wanted.want("b", vec!["m2@h".into()]);
+        assert!(!wanted.is_wanted("m1@h"));
+        assert!(wanted.to_prune(start).is_empty(), "within the grace");
+        // Wanted again within the grace: its clock restarts.
+        wanted.want("b", vec!["m1@h".into()]);
+        assert!(wanted.to_prune(start + PRUNE_GRACE / 2).is_empty());
+        wanted.unwant("b");
+        assert!(wanted.to_prune(start + PRUNE_GRACE).is_empty());
+        let mut pruned = wanted.to_prune(start + PRUNE_GRACE * 2);
+        pruned.sort();
+        assert_eq!(pruned, ["m1@h", "m2@h"]);
+        assert!(
+            wanted.to_prune(start + PRUNE_GRACE * 3).is_empty(),
+            "pruned once"
+        );
+    }
+}
