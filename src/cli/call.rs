@@ -29,9 +29,11 @@ pub struct CallArgs {
     /// error, exit status 2).
     #[arg(long)]
     pub json: bool,
-    /// Demo function: echo, sleep, burn, whoami, fail, panic, blob, call_whoami or bytes_echo.
+    /// Demo function: echo, sleep, burn, whoami, fail, panic, blob, call_whoami, routed_whoami
+    /// or bytes_echo.
     pub function: String,
     /// The function's argument (text for echo/fail/panic, ms for sleep/burn, bytes for blob,
-    /// a full node name for call_whoami; a JSON list of byte values for bytes_echo).
+    /// a full node name for call_whoami; a balancer name for routed_whoami; a JSON list of byte
+    /// values for bytes_echo).
     pub arg: Option<String>,
 }

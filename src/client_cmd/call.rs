@@ -9,7 +9,9 @@ use serde_json::{json, Value};
 use super::join::{client_balancer, join_cluster, wait_for_node};
 use super::{CmdFailure, CANCEL_GRACE, INTERRUPTED_STATUS};
 use crate::cli::CallArgs;
-use crate::functions::{Blob, Burn, BytesEcho, CallWhoami, Echo, Fail, Panic, Sleep, Whoami};
+use crate::functions::{
+    Blob, Burn, BytesEcho, CallWhoami, Echo, Fail, Panic, RoutedWhoami, Sleep, Whoami,
+};
 use crate::interrupt::Interrupt;
 use crate::CmdResult;
 
@@ -70,6 +72,7 @@ async fn call_demo(
         "panic" => to_json(target.call::<Panic>(text(), timeout).await),
         "blob" => to_json(target.call::<Blob>(number("blob", arg)?, timeout).await.map(|(r, n)| (r.len(), n))),
         "call_whoami" => to_json(target.call::<CallWhoami>(text(), timeout).await),
+        "routed_whoami" => to_json(target.call::<RoutedWhoami>(text(), timeout).await),
         "bytes_echo" => {
             let bytes: Payload = serde_json::from_str(arg.unwrap_or("[]")).map_err(|e| {
                 format!("bytes_echo needs a JSON list of byte values, e.g. [1,2,3]: {e}")
@@ -78,7 +81,7 @@ async fn call_demo(
         }
         other => {
             return Err(format!(
-                "unknown demo function {other:?} (echo, sleep, burn, whoami, fail, panic, blob, call_whoami, bytes_echo)"
+                "unknown demo function {other:?} (echo, sleep, burn, whoami, fail, panic, blob, call_whoami, routed_whoami, bytes_echo)"
             ))
         }
     })
