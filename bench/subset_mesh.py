@@ -21,6 +21,8 @@ whose subset holds it. Reports:
   `expected_max_median` the same for the expected graph; `matches_expected` whether the
   tables still equal it then;
 * `flaps`: `node_down` lines after settling (a session lost while idle);
+* `subsets_per_member_min_max`: in how many callers' subsets the members are (min, max; the
+  expected graph's, which `matches_expected` confirms the nodes dialled);
 * `idle_cpu_cores`: CPU time of all nodes together over `--idle-secs` after settling (from
   /proc/<pid>/stat), in cores; `idle_cpu_pct_per_node` the same per node, in % of a core.
 
@@ -145,6 +147,12 @@ def main():
               "subset": args.subset}
     sizes = sorted(len(p) for p in expected.values())
     result["expected_max_median"] = [sizes[-1], statistics.median(sizes)]
+    m, callers = n - sum(is_caller), sum(is_caller)
+    held = [0] * m
+    for c in range(callers):
+        for j in aperture(m, args.subset, c, callers):
+            held[j] += 1
+    result["subsets_per_member_min_max"] = [min(held), max(held)]
     try:
         start = time.monotonic()
         for i in range(n):
