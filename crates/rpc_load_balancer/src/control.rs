@@ -144,8 +144,9 @@ pub enum ControlRequest {
     /// ([`NodeConfig::sparse_mesh`](crate::NodeConfig::sparse_mesh)) to a connected peer once
     /// per exchange period. The target merges it into its own and answers with its directory
     /// as it is then: [`ControlReply::Directory`] (a push-pull exchange). Not admin-gated. A
-    /// node older than it answers [`Error::BadRequest`](crate::Error::BadRequest). The
-    /// target keeps at most [`MAX_DIRECTORY_ENTRIES`] entries of it, already while decoding.
+    /// node older than it answers [`Error::BadRequest`](crate::Error::BadRequest), and a node
+    /// outside the sparse mesh merges nothing and answers with no entries. The target keeps at
+    /// most [`MAX_DIRECTORY_ENTRIES`] entries of it, already while decoding.
     Gossip(#[serde(deserialize_with = "directory_entry::first_entries")] Vec<DirectoryEntry>),
     /// The target's node directory as it is now, unchanged: [`ControlReply::Directory`]. For
     /// diagnostics and tests; not admin-gated.

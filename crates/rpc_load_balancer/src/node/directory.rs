@@ -10,8 +10,8 @@
 //! gossip-style (van Renesse, Minsky and Hayden, "A Gossip-Style Failure Detection Service",
 //! Middleware 1998): each node bumps its own counter once per period, and an entry whose
 //! counter has not advanced for [`ENTRY_TTL`] is dropped. A node this one saw go down while it
-//! wanted it (`Directory::peer_down`) is dropped at once, and its word is taken again only
-//! when newer than what was held (a live node's counter moves on).
+//! wanted it (`Directory::peer_down`) is dropped at once. Either way its word is taken again
+//! only when newer than what was held (a live node's counter moves on), for [`DOWN_KEPT`].
 //!
 //! Bounded whatever peers send: at most [`MAX_DIRECTORY_ENTRIES`] entries (a new name past
 //! that is not taken), names and addresses of at most [`MAX_NAME_BYTES`], at most
@@ -29,10 +29,10 @@ use crate::control::{DirectoryEntry, MAX_DIRECTORY_ENTRIES, MAX_ENTRY_BALANCERS}
 /// How long an entry whose counter does not advance is kept: 15 exchange periods.
 pub(crate) const ENTRY_TTL: Duration = Duration::from_secs(15);
 
-/// How long a node seen going down is ignored unless its word is newer: twice
-/// [`ENTRY_TTL`], so that every peer that still relays its last word has dropped it by then
-/// (each drops it [`ENTRY_TTL`] after the word reached it, and words travel the mesh in a few
-/// periods).
+/// How long a node seen going down, or dropped for silence, is ignored unless its word is
+/// newer: twice [`ENTRY_TTL`], so that every peer that still relays its last word has dropped
+/// it by then (each drops it [`ENTRY_TTL`] after the word reached it, and words travel the
+/// mesh in a few periods). After van Renesse et al.'s `T_cleanup = 2 T_fail`.
 pub(crate) const DOWN_KEPT: Duration = Duration::from_secs(30);
 
 /// The longest node name, address or balancer name an entry may carry (bytes).
@@ -112,14 +112,24 @@ impl Directory {
     pub(crate) fn tick(&self, now: Instant) {
         let mut state = self.lock();
         state.own.counter += 1;
-        let before = state.others.len();
-        state
-            .others
-            .retain(|_, (_, advanced)| now.saturating_duration_since(*advanced) < ENTRY_TTL);
         state
             .down
             .retain(|_, (_, at)| now.saturating_duration_since(*at) < DOWN_KEPT);
-        let dropped = state.others.len() != before;
+        let expired: Vec<String> = state
+            .others
+            .iter()
+            .filter(|(_, (_, advanced))| now.saturating_duration_since(*advanced) >= ENTRY_TTL)
+            .map(|(node, _)| node.clone())
+            .collect();
+        // Remembered as down: a peer that dropped it later still relays its last word for a
+        // while, which must not bring it back (nor ping-pong it between two nodes for ever).
+        for node in &expired {
+            if let Some((held, _)) = state.others.remove(node) {
+                let word = (held.incarnation, held.counter);
+                state.down.insert(node.clone(), (word, now));
+            }
+        }
+        let dropped = !expired.is_empty();
         drop(state);
         if dropped {
             self.changed();

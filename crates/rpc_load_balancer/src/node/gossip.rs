@@ -69,11 +69,65 @@ async fn round(shared: &Arc<NodeShared>) {
     }
 }
 
-/// Answers a peer's exchange: merges its entries, then replies with this node's directory.
+/// Answers a peer's exchange: merges its entries, then replies with this node's directory. A
+/// node outside the sparse mesh keeps no directory (it would never expire what it merged):
+/// it replies with none.
 pub(crate) fn answer(
     shared: &NodeShared,
     entries: Vec<crate::control::DirectoryEntry>,
 ) -> ControlReply {
+    if !shared.config.sparse_mesh {
+        return ControlReply::Directory(Vec::new());
+    }
     shared.directory.merge(entries, Instant::now());
     ControlReply::Directory(shared.directory.entries())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::DirectoryEntry;
+    use crate::NodeConfig;
+
+    fn node(sparse: bool) -> NodeShared {
+        let config = NodeConfig::new("me", "127.0.0.1:0").sparse_mesh(sparse);
+        NodeShared::new(
+            "me@127.0.0.1".into(),
+            String::new(),
+            Some("127.0.0.1:4100".into()),
+            &config,
+        )
+    }
+
+    fn peer_entry() -> DirectoryEntry {
+        DirectoryEntry {
+            node: "p@127.0.0.1".into(),
+            addr: "127.0.0.1:4101".into(),
+            incarnation: 1,
+            counter: 3,
+            serves: vec!["b".into()],
+            calls: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_sparse_node_merges_an_exchange_and_answers_its_directory_a_full_mesh_node_neither() {
+        let sparse = node(true);
+        let ControlReply::Directory(entries) = answer(&sparse, vec![peer_entry()]) else {
+            panic!("not a directory");
+        };
+        let names: Vec<&str> = entries.iter().map(|e| e.node.as_str()).collect();
+        assert_eq!(
+            names,
+            ["me@127.0.0.1", "p@127.0.0.1"],
+            "its own entry first"
+        );
+        assert_eq!(entries[0].addr, "127.0.0.1:4100");
+        let full = node(false);
+        assert_eq!(
+            answer(&full, vec![peer_entry()]),
+            ControlReply::Directory(Vec::new())
+        );
+        assert!(full.directory.serving("b").is_empty(), "nothing merged");
+    }
 }

@@ -77,6 +77,22 @@ fn an_entry_whose_counter_stops_is_dropped_after_the_ttl() {
 }
 
 #[test]
+fn a_silent_node_dropped_here_is_not_brought_back_by_a_peer_that_drops_it_later() {
+    let start = Instant::now();
+    let directory = Directory::new("me@h", "me:1", 1);
+    directory.merge(vec![entry("x@h", 1, 5, &["b"])], start);
+    directory.tick(start + ENTRY_TTL);
+    assert!(directory.serving("b").is_empty());
+    // A peer that heard x's last word later still relays it: stale, not taken.
+    directory.merge(vec![entry("x@h", 1, 5, &["b"])], start + ENTRY_TTL);
+    assert!(directory.serving("b").is_empty());
+    // Once the record has gone (every peer has dropped x by then), x may come back only by
+    // speaking again; and a restart (newer incarnation) is taken at once.
+    directory.merge(vec![entry("x@h", 2, 0, &["b"])], start + ENTRY_TTL);
+    assert_eq!(directory.serving("b"), ["x@h"]);
+}
+
+#[test]
 fn a_node_seen_down_comes_back_only_with_newer_word() {
     let now = Instant::now();
     let directory = Directory::new("me@h", "me:1", 1);
