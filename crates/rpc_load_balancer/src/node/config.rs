@@ -187,6 +187,9 @@ impl NodeConfig {
     /// and no longer needs are closed after 2 s. Every node of a cluster should use the same
     /// mode: a full-mesh node still dials every node it learns of, sparse or not.
     ///
+    /// [`Node::attach`](crate::Node::attach) refuses it ([`Error::InvalidConfig`] naming
+    /// `sparse_mesh`): an attached node advertises no address for the directory.
+    ///
     /// Seeds stay connected (they are redialled for as long as the node runs): give each
     /// node one or two seeds, not one seed for all, so that no node carries a session per
     /// node of the cluster (docs/how-to/running-across-machines.md, "Subsetting").
@@ -304,6 +307,21 @@ mod tests {
             attached.validate(true),
             Err(Error::InvalidConfig {
                 option: "cpu_sample_interval",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn the_sparse_mesh_is_refused_for_an_attached_node_naming_the_option() {
+        assert!(ok().sparse_mesh(true).validate(false).is_ok());
+        let attached = NodeConfig::new("a", "")
+            .advertise_host("h")
+            .sparse_mesh(true);
+        assert!(matches!(
+            attached.validate(true),
+            Err(Error::InvalidConfig {
+                option: "sparse_mesh",
                 ..
             })
         ));

@@ -58,6 +58,15 @@ impl NodeConfig {
                 format!("listening on {listen} needs an advertise_host other nodes can dial"),
             ));
         }
+        if self.sparse_mesh && attached {
+            return Err(invalid(
+                "sparse_mesh",
+                "not for Node::attach: an attached node has no address of its own to put in the \
+                 node directory, so no peer could dial it as a subset member or count it as a \
+                 caller"
+                    .into(),
+            ));
+        }
         if self.cookie.is_empty() && !attached {
             return Err(invalid(
                 "cookie",
