@@ -105,7 +105,10 @@ pub(crate) struct BalancerShared {
     labels_watched: AtomicBool,
     /// The account of the balancer's retry budget (calls of idempotent functions).
     pub(crate) retry_budget: crate::retry::Budget,
-    /// Time 0 of the retry budget's clock.
+    /// Hedged calls' state (boxed: most balancers have none, and calls that are not
+    /// idempotent never look at it).
+    pub(crate) hedging: Option<Box<crate::retry::Hedging>>,
+    /// Time 0 of the retry and hedge budgets' clock.
     budget_epoch: tokio::time::Instant,
 }
 
@@ -245,6 +248,9 @@ impl BalancerShared {
             .cpu
             .map(|cpu| CpuTtl::register(cpu.cpu_cache_ttl.as_millis() as u64));
         let retry_budget = crate::retry::Budget::new(&config.retry_budget);
+        let hedging = config
+            .hedge
+            .map(|policy| Box::new(crate::retry::Hedging::new(policy)));
         Ok(Self {
             selector,
             ejection,
@@ -275,6 +281,7 @@ impl BalancerShared {
             refreshing: std::sync::Mutex::new(()),
             labels_watched: AtomicBool::new(false),
             retry_budget,
+            hedging,
             budget_epoch: tokio::time::Instant::now(),
         })
     }
