@@ -104,7 +104,8 @@ pub mod subsets;
 pub mod svg;
 
 pub use report::{
-    holds, median, Latency, Little, RetryCounts, RunReport, ShareOverTime, Summary, QUANTILES,
+    holds, median, HedgeCounts, Latency, Little, RetryCounts, RunReport, ShareOverTime, Summary,
+    QUANTILES,
 };
 pub use scenario::{LoadPoint, Scenario, ScenarioError, SubsetScheme};
 pub use sim::{run, run_with_call_limit, RunError, RunSpec, MAX_CALLS_HELD};
