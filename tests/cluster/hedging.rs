@@ -122,6 +122,9 @@ async fn run(policy: HedgePolicy, made: Made, timeout: Duration) -> Run {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // Every copy's selection was released here: the winner's at its reply, the loser's when
+    // it was dropped (cancelled, not a failure).
+    assert_eq!(work.in_flight(), 0, "{made:?}: selections left in flight");
     let slow_served = stats(&me, &slow).await.1 - slow_before;
     let fast_served = stats(&me, &fast).await.1 - fast_before;
     work.stop().await;
