@@ -136,16 +136,16 @@ async fn route_call<F: RemoteFunction>(
             let sent = match hedging.take() {
                 Some(hedge) if !again => {
                     let trace = trace.cloned();
-                    let (attempt, args) = (&mut attempt, &mut args);
-                    let hedged = super::hedge::run_hedged(
+                    // Boxed: the two copies' state stays out of every other call's future.
+                    let hedged = Box::pin(super::hedge::run_hedged(
                         hedge,
                         &route,
-                        attempt,
-                        args,
+                        &mut attempt,
+                        &mut args,
                         &mut exclude,
                         telemetry,
                         trace,
-                    );
+                    ));
                     hedged.instrument(span).await?
                 }
                 _ => {
