@@ -87,7 +87,7 @@ impl Hedging {
     }
 
     /// The library's policy of these values (a `percentile` wins over a `delay_ms`; both
-    /// or neither are refused by [`Self::kit`]).
+    /// or neither are refused when the scenario is checked).
     pub fn policy(&self) -> HedgePolicy {
         let policy = match (self.percentile, self.delay_ms) {
             (Some(p), _) => HedgePolicy::at_percentile(p, self.ratio, self.min_per_second)
