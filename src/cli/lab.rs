@@ -77,6 +77,13 @@ pub struct LabArgs {
     /// scenario's own `[retries]` is kept. Issue 22.
     #[arg(long)]
     pub retries: bool,
+    /// Calls are idempotent and hedged as each caller's balancer would with a `HedgePolicy`:
+    /// `DELAY,RATIO,MIN_PER_SECOND`, `DELAY` a percentile of the caller's recent latencies
+    /// (`p95`) or a set delay (`20ms`), `RATIO` the extra calls the budget allows per call
+    /// (0–1) and `MIN_PER_SECOND` its floor, over 10 s — e.g. `p95,0.05,1`. As a scenario with
+    /// that `[hedging]`; a scenario's own `[hedging]` is kept. Issue 22.
+    #[arg(long, value_name = "SPEC", value_parser = parse_hedge)]
+    pub hedge: Option<rpclb_lab::scenario::Hedging>,
     /// Runs at once, on this many threads (each run is single-threaded and deterministic:
     /// the report does not depend on it).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
@@ -126,4 +133,9 @@ pub(super) fn algorithm_name(name: &str) -> Result<String, String> {
             SUFFIXES.join(", ")
         ))
     }
+}
+
+/// Reads `--hedge`'s spec.
+fn parse_hedge(spec: &str) -> Result<rpclb_lab::scenario::Hedging, String> {
+    rpclb_lab::scenario::Hedging::parse(spec)
 }

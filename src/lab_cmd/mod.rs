@@ -71,6 +71,9 @@ pub fn run_lab(args: LabArgs) -> CmdResult<i32> {
             if args.retries && scenario.retries.is_none() {
                 scenario.retries = Some(rpclb_lab::scenario::Retries::default());
             }
+            if scenario.hedging.is_none() {
+                scenario.hedging = args.hedge;
+            }
         })?;
         // One copy per scheme asked for, each checked with its scheme.
         for &scheme in &args.subset_scheme {

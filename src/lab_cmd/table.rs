@@ -198,6 +198,7 @@ mod tests {
             member_in_flight: Vec::new(),
             calls_moved_from_home: None,
             retries: None,
+            hedges: None,
             little: Little::default(),
             simulated_calls: 10,
             overloaded_at_s,

@@ -105,6 +105,7 @@ pub fn run_report(
         member_in_flight: Vec::new(),
         calls_moved_from_home: None,
         retries: None,
+        hedges: None,
         little: Little::default(),
         simulated_calls: callers.iter().map(|c| c.totals.iter().sum::<u64>()).sum(),
         overloaded_at_s: None,

@@ -25,6 +25,7 @@ mod forward_reply;
 mod function_limits;
 mod handshake;
 mod heartbeat;
+mod hedging;
 mod hostile;
 mod labels;
 mod least_cpu;
@@ -79,7 +80,8 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_rpclb");
 pub const MESH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Whether the series `name` is emitted only with an option a plain balancer has not: a
-/// LeastCpu Poller's, outlier ejection's, slow start's, pushback's, retries' (issue 22).
+/// LeastCpu Poller's, outlier ejection's, slow start's, pushback's, retries' and hedges'
+/// (issue 22).
 pub fn optional(name: &str) -> bool {
     [
         "rpc_load_balancer.least_cpu.",
@@ -87,6 +89,7 @@ pub fn optional(name: &str) -> bool {
         "rpc_load_balancer.members.",
         "rpc_load_balancer.pushback.",
         "rpc_load_balancer.retry.",
+        "rpc_load_balancer.hedge.",
     ]
     .iter()
     .any(|prefix| name.starts_with(prefix))

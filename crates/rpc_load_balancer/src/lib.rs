@@ -143,8 +143,8 @@ pub use node::{
 pub use payload::{Payload, PAYLOAD_TAIL_ROOM};
 pub use random_node::{RandomNodeCall, RandomNodeCast};
 pub use retry::{
-    Retry, RetryBudget, RetryCount, MAX_RETRY_RATIO, MAX_RETRY_WINDOW, MIN_RETRY_WAIT,
-    MIN_RETRY_WINDOW,
+    HedgeDelay, HedgePolicy, Retry, RetryBudget, RetryCount, MAX_RETRY_RATIO, MAX_RETRY_WINDOW,
+    MIN_RETRY_WAIT, MIN_RETRY_WINDOW,
 };
 pub use routing::{
     Algorithm, Explanation, LoadReport, Locality, MemberView, OutlierEjection, Selector, SlowStart,

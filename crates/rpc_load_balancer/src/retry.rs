@@ -8,7 +8,9 @@
 //! and is bounded by the call's own timeout: a call never outlives its deadline.
 //!
 //! Calls of idempotent functions are also sent again after a failure of the retryable kind
-//! ([`budget_retryable`]), as their balancer's [`RetryBudget`] allows (issue 22).
+//! ([`budget_retryable`]), as their balancer's [`RetryBudget`] allows, and may be hedged: sent
+//! a second time to another member while the first copy is slow, as their balancer's
+//! [`HedgePolicy`] allows (issue 22).
 
 use std::time::Duration;
 
@@ -17,9 +19,14 @@ use rand::Rng as _;
 use crate::{Error, Unavailable};
 
 mod budget;
+mod hedge;
+mod latency;
 
 pub(crate) use budget::Budget;
 pub use budget::{RetryBudget, MAX_RETRY_RATIO, MAX_RETRY_WINDOW, MIN_RETRY_WINDOW};
+pub(crate) use hedge::Hedging;
+pub use hedge::{HedgeDelay, HedgePolicy};
+pub(crate) use latency::LatencyEstimate;
 
 /// The shortest wait between attempts (1 ms), whatever [`Retry::sleep`] says: a retry with
 /// no pause would re-select in a busy loop until the call's timeout.

@@ -57,7 +57,12 @@
 //!   `[retries]` ([`scenario::Retries`], issue 22): then every call is idempotent, and one
 //!   failed by a `fail` event (a failure of the retryable kind) goes to a member it has not
 //!   tried, within its first deadline, as its caller's retry budget — the library's account,
-//!   `rpc_load_balancer::testkit::RetryBudgetKit` — allows (picked without its key).
+//!   `rpc_load_balancer::testkit::RetryBudgetKit` — allows (picked without its key). No
+//!   call is hedged, unless the scenario has `[hedging]` ([`scenario::Hedging`], issue 22):
+//!   then a call with no reply when its caller's `HedgePolicy` says (the library's decisions,
+//!   `rpc_load_balancer::testkit::HedgeKit`) is sent once more to another member as the
+//!   caller's hedge budget allows; the first reply wins and the other copy is cancelled, as a
+//!   timed-out call is (see the `sim::hedge` module for the model's simplifications).
 //! - **Faults**: a paused member serves nothing (calls in service stand still, arrivals
 //!   queue) and answers no heartbeat and no CPU poll; a failing member answers a share of its
 //!   calls at once with an error (`ServiceUnavailable`), using no capacity; a slow member's
@@ -104,7 +109,8 @@ pub mod subsets;
 pub mod svg;
 
 pub use report::{
-    holds, median, Latency, Little, RetryCounts, RunReport, ShareOverTime, Summary, QUANTILES,
+    holds, median, HedgeCounts, Latency, Little, RetryCounts, RunReport, ShareOverTime, Summary,
+    QUANTILES,
 };
 pub use scenario::{LoadPoint, Scenario, ScenarioError, SubsetScheme};
 pub use sim::{run, run_with_call_limit, RunError, RunSpec, MAX_CALLS_HELD};

@@ -79,6 +79,10 @@ pub struct RunReport {
     /// Retries (scenarios with `[retries]`, issue 22); `None` (absent from JSON) without.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retries: Option<RetryCounts>,
+    /// Hedged calls (scenarios with `[hedging]`, issue 22); `None` (absent from JSON)
+    /// without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hedges: Option<HedgeCounts>,
     /// Little's law over the window.
     pub little: Little,
     /// Calls simulated in the whole run (warm-up and drain included).
@@ -103,6 +107,21 @@ pub struct RetryCounts {
     pub extra_share: f64,
     /// Failures of the retryable kind of the window's calls not retried because the caller's
     /// budget was spent.
+    pub refused_by_budget: u64,
+}
+
+/// What the hedging of a run's window did: the second copies it sent, how many won, and the
+/// hedges the budget refused.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct HedgeCounts {
+    /// Extra calls: second copies of the window's calls (each sent to another member).
+    pub hedges: u64,
+    /// `hedges ÷ calls` (0 when there were no calls): the extra load, as a share of the calls
+    /// (the budget's `ratio` bounds it, plus `min_per_second`).
+    pub extra_share: f64,
+    /// Second copies whose reply came first (the call's reply).
+    pub won: u64,
+    /// Calls due a second copy that the caller's budget refused.
     pub refused_by_budget: u64,
 }
 
@@ -382,6 +401,7 @@ mod tests {
             member_in_flight: vec![],
             calls_moved_from_home: None,
             retries: None,
+            hedges: None,
             little: Little::default(),
             simulated_calls: 0,
             overloaded_at_s: None,

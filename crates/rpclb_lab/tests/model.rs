@@ -614,3 +614,62 @@ fn retries_under_a_budget_turn_a_failing_members_failures_into_extra_calls_withi
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn hedging_cuts_the_stragglers_tail_within_its_budget() {
+    // stragglers (1 % of calls take 20x), short, at 50 %.
+    let scenario = short("stragglers", 2.0, 8.0);
+    let algorithm = Random::new();
+    let spec = RunSpec {
+        scenario: &scenario,
+        load: scenario.loads()[0],
+        algorithm: &algorithm,
+        seed: 1,
+    };
+    let without = run(&spec).unwrap();
+    assert!(without.hedges.is_none(), "no [hedging]: nothing counted");
+
+    let mut hedged = scenario.clone();
+    hedged.hedging = Some(rpclb_lab::scenario::Hedging::parse("p95,0.05,1").unwrap());
+    let with = run(&RunSpec {
+        scenario: &hedged,
+        ..spec
+    })
+    .unwrap();
+    let counts = with.hedges.expect("counted");
+    assert_eq!(with.calls, without.calls, "the same traffic");
+    assert_eq!(with.ok, with.calls, "every call answered once");
+    assert!(counts.hedges > 0 && counts.won > 0, "{counts:?}");
+    assert!(counts.won <= counts.hedges, "{counts:?}");
+    // Within the budget: 5 % of the calls plus 1/s per caller.
+    let floor = 4.0 * 10.0 / with.calls as f64;
+    assert!(counts.extra_share <= 0.05 + floor, "{counts:?}");
+    let p999 = |r: &RunReport| r.latency_ms.as_ref().expect("measured").p999;
+    assert!(
+        p999(&with) * 3.0 <= p999(&without),
+        "{} vs {}",
+        p999(&with),
+        p999(&without)
+    );
+
+    // A budget without share or floor sends no second copy, and counts the refusals; the
+    // run is then the run without hedging.
+    let mut spent = hedged.clone();
+    spent.hedging = Some(rpclb_lab::scenario::Hedging::parse("p95,0,0").unwrap());
+    let none = run(&RunSpec {
+        scenario: &spent,
+        ..spec
+    })
+    .unwrap();
+    let counts = none.hedges.expect("counted");
+    assert_eq!((counts.hedges, counts.won), (0, 0));
+    assert!(counts.refused_by_budget > 0, "{counts:?}");
+
+    // Invalid options are refused naming the field.
+    let mut bad = scenario;
+    bad.hedging = Some(rpclb_lab::scenario::Hedging::parse("p95,1.5,1").unwrap());
+    match bad.validate() {
+        Err(rpclb_lab::ScenarioError::Invalid { field, .. }) => assert_eq!(field, "hedging.ratio"),
+        other => panic!("{other:?}"),
+    }
+}

@@ -48,6 +48,7 @@ pub struct BalancerConfig {
     pub(crate) locality: Option<crate::Locality>,
     pub(crate) retry_budget: crate::RetryBudget,
     pub(crate) subsetting: Option<crate::routing::Subsetting>,
+    pub(crate) hedge: Option<crate::HedgePolicy>,
 }
 
 /// Default [`BalancerConfig::leave_grace`]: 500 ms.
@@ -71,6 +72,7 @@ impl std::fmt::Debug for BalancerConfig {
             .field("locality", &self.locality)
             .field("retry_budget", &self.retry_budget)
             .field("subsetting", &self.subsetting)
+            .field("hedge", &self.hedge)
             .field("children", &self.children)
             .finish()
     }
@@ -95,6 +97,7 @@ impl BalancerConfig {
             locality: None,
             retry_budget: crate::RetryBudget::default(),
             subsetting: None,
+            hedge: None,
         }
     }
 
@@ -160,6 +163,21 @@ impl BalancerConfig {
     /// `retry_budget.window`). See docs/how-to/retries.md.
     pub fn retry_budget(mut self, budget: crate::RetryBudget) -> Self {
         self.retry_budget = budget;
+        self
+    }
+
+    /// Hedges this balancer's calls of idempotent functions (default: off): a call still
+    /// unanswered after the policy's delay — a set time, or a percentile of the function's
+    /// recent latency through this balancer — is sent once more to a member it has not
+    /// tried; the first reply wins and the other copy is cancelled, on its member too. A
+    /// budget (the policy's share of calls plus a floor per second, both yours to set) caps
+    /// the extra copies. Calls of functions that are not idempotent are never sent twice; a
+    /// call may turn hedging off ([`BalancedCall::hedge`](crate::BalancedCall::hedge)).
+    /// Checked when the balancer starts ([`Error::InvalidConfig`] naming `hedge.delay`,
+    /// `hedge.percentile`, `hedge.ratio` or `hedge.window`). See
+    /// [`HedgePolicy`](crate::HedgePolicy) and docs/how-to/deadlines-and-overload.md.
+    pub fn hedge(mut self, policy: crate::HedgePolicy) -> Self {
+        self.hedge = Some(policy);
         self
     }
 
@@ -384,7 +402,11 @@ impl BalancerConfig {
         if self.call_timeout.is_some_and(|t| t.is_zero()) {
             return invalid("call_timeout", "must be greater than 0".into());
         }
-        self.retry_budget.validate()
+        self.retry_budget.validate()?;
+        match &self.hedge {
+            Some(policy) => policy.validate(),
+            None => Ok(()),
+        }
     }
 }
 
@@ -481,6 +503,14 @@ mod tests {
                     Duration::ZERO,
                 )),
                 "retry_budget.window",
+            ),
+            (
+                BalancerConfig::new("b").hedge(crate::HedgePolicy::after(Duration::ZERO, 0.05, 1)),
+                "hedge.delay",
+            ),
+            (
+                BalancerConfig::new("b").hedge(crate::HedgePolicy::at_percentile(95.0, 2.0, 1)),
+                "hedge.ratio",
             ),
         ] {
             match config.validate() {

@@ -110,7 +110,10 @@ pub(crate) struct BalancerShared {
     pub(crate) subset_watched: AtomicBool,
     /// The account of the balancer's retry budget (calls of idempotent functions).
     pub(crate) retry_budget: crate::retry::Budget,
-    /// Time 0 of the retry budget's clock.
+    /// Hedged calls' state (boxed: most balancers have none, and calls that are not
+    /// idempotent never look at it).
+    pub(crate) hedging: Option<Box<crate::retry::Hedging>>,
+    /// Time 0 of the retry and hedge budgets' clock.
     budget_epoch: tokio::time::Instant,
 }
 
@@ -253,6 +256,9 @@ impl BalancerShared {
             .cpu
             .map(|cpu| CpuTtl::register(cpu.cpu_cache_ttl.as_millis() as u64));
         let retry_budget = crate::retry::Budget::new(&config.retry_budget);
+        let hedging = config
+            .hedge
+            .map(|policy| Box::new(crate::retry::Hedging::new(policy)));
         Ok(Self {
             selector,
             ejection,
@@ -285,6 +291,7 @@ impl BalancerShared {
             subset: ArcSwapOption::empty(),
             subset_watched: AtomicBool::new(false),
             retry_budget,
+            hedging,
             budget_epoch: tokio::time::Instant::now(),
         })
     }

@@ -17,6 +17,9 @@
 //! | event `call refused by an overloaded member` (target `rpc_load_balancer::pushback`) | DEBUG | `load_balancer`, `node` |
 //! | event `retrying an idempotent call on another member` (target `rpc_load_balancer::retry`) | DEBUG | `load_balancer`, `node` (the member that failed it), `reason` |
 //! | event `not retried: the retry budget is spent` (target `rpc_load_balancer::retry`) | DEBUG | `load_balancer`, `reason` |
+//! | event `hedging a slow idempotent call on another member` (target `rpc_load_balancer::hedge`) | DEBUG | `load_balancer`, `node` (the member the second copy goes to) |
+//! | event `not hedged: the hedge budget is spent` (target `rpc_load_balancer::hedge`) | DEBUG | `load_balancer` |
+//! | event `the hedged copy replied first` (target `rpc_load_balancer::hedge`) | DEBUG | `load_balancer`, `node` (the member that served it) |
 //!
 //! The explaining event costs nothing unless DEBUG is enabled for
 //! `rpc_load_balancer::selection`: only then is
@@ -39,6 +42,7 @@
 //! when samples arrive; that cost is theirs.
 
 mod handles;
+mod hedge;
 mod poll;
 mod pushback;
 mod retry;
@@ -49,6 +53,7 @@ mod trace;
 /// it, spans, events and metrics are compiled out: only for measuring their cost.
 pub(crate) const ENABLED: bool = cfg!(feature = "telemetry");
 
+pub(crate) use hedge::{hedge_refused, hedge_won, hedged};
 pub(crate) use poll::PollMetrics;
 pub(crate) use pushback::{pushback_seen, pushback_sent};
 pub(crate) use retry::{retried, retry_refused};
@@ -106,6 +111,16 @@ pub const RETRY: &str = "rpc_load_balancer.retry.count";
 /// idempotent calls that were not retried because the balancer's retry budget was spent, by
 /// `load_balancer` and `reason`.
 pub const RETRY_BUDGET_EXHAUSTED: &str = "rpc_load_balancer.retry.budget_exhausted.count";
+/// `rpc_load_balancer.hedge.count`: second copies of hedged calls sent (a call of an
+/// idempotent function still unanswered after its balancer's hedge delay, sent to another
+/// member), by `load_balancer`.
+pub const HEDGE: &str = "rpc_load_balancer.hedge.count";
+/// `rpc_load_balancer.hedge.budget_exhausted.count`: calls due a second copy that were not
+/// hedged because the balancer's hedge budget was spent, by `load_balancer`.
+pub const HEDGE_BUDGET_EXHAUSTED: &str = "rpc_load_balancer.hedge.budget_exhausted.count";
+/// `rpc_load_balancer.hedge.won.count`: hedged calls whose second copy replied first (its
+/// reply is the call's), by `load_balancer`.
+pub const HEDGE_WON: &str = "rpc_load_balancer.hedge.won.count";
 
 /// `rpc_load_balancer.least_cpu.poll.duration.milliseconds`: how long a LeastCpu Poller's
 /// cycle took.
@@ -320,6 +335,30 @@ pub fn describe() -> Vec<SeriesDescription> {
             description: "Failures of the retryable kind of idempotent calls not retried because the balancer's retry budget was spent, by balancer and reason.",
             buckets: None,
         },
+        SeriesDescription {
+            name: HEDGE,
+            kind: SeriesKind::Counter,
+            labels: &["load_balancer"],
+            unit: Unit::Count,
+            description: "Second copies of hedged calls of idempotent functions sent to another member after the balancer's hedge delay, by balancer.",
+            buckets: None,
+        },
+        SeriesDescription {
+            name: HEDGE_BUDGET_EXHAUSTED,
+            kind: SeriesKind::Counter,
+            labels: &["load_balancer"],
+            unit: Unit::Count,
+            description: "Calls due a second copy that were not hedged because the balancer's hedge budget was spent, by balancer.",
+            buckets: None,
+        },
+        SeriesDescription {
+            name: HEDGE_WON,
+            kind: SeriesKind::Counter,
+            labels: &["load_balancer"],
+            unit: Unit::Count,
+            description: "Hedged calls whose second copy replied first, by balancer.",
+            buckets: None,
+        },
     ]
 }
 
@@ -361,7 +400,7 @@ mod tests {
     }
 
     #[test]
-    fn the_originals_six_series_plus_in_flight_the_pollers_ejection_slow_start_pushback_and_retries(
+    fn the_originals_six_series_plus_in_flight_the_pollers_ejection_slow_start_pushback_retries_and_hedges(
     ) {
         let names: Vec<&str> = describe().iter().map(|s| s.name).collect();
         assert_eq!(
@@ -386,6 +425,9 @@ mod tests {
                 PUSHBACK,
                 RETRY,
                 RETRY_BUDGET_EXHAUSTED,
+                HEDGE,
+                HEDGE_BUDGET_EXHAUSTED,
+                HEDGE_WON,
             ]
         );
         // Names as the original wrote them.

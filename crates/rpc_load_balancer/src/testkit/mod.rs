@@ -39,6 +39,7 @@ mod budget;
 #[cfg(all(unix, feature = "testkit"))]
 #[cfg_attr(docsrs, doc(cfg(unix)))]
 pub mod cluster;
+mod hedge;
 mod members;
 mod picked;
 mod picks;
@@ -56,6 +57,7 @@ use crate::routing::{
 use crate::Error;
 
 pub use budget::RetryBudgetKit;
+pub use hedge::HedgeKit;
 pub use picked::Picked;
 
 /// The balancer name the kit's requests and changes carry.

@@ -86,6 +86,10 @@ pub struct Scenario {
     /// sent twice. Left out of a report's scenario when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retries: Option<super::Retries>,
+    /// Hedged calls (issue 22); absent (default): no call is sent twice for being slow. Left
+    /// out of a report's scenario when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hedging: Option<super::Hedging>,
 }
 
 /// A subsetting scheme, by its name in a scenario file (see

@@ -11,6 +11,7 @@ mod budget;
 mod built_in;
 mod defaults;
 mod format;
+mod hedging;
 mod load;
 mod loads;
 mod retries;
@@ -21,6 +22,7 @@ pub use built_in::BUILT_IN;
 pub use format::{
     Action, Event, Heartbeat, Keys, Load, MemberSpec, Scenario, Service, Stragglers, SubsetScheme,
 };
+pub use hedging::Hedging;
 pub use loads::LoadPoint;
 pub use retries::Retries;
 

@@ -356,6 +356,21 @@ impl Scenario {
                 reason,
             });
         }
+        if let Some(Err((field, reason))) = self.hedging.as_ref().map(|h| h.kit()) {
+            return Err(ScenarioError::Invalid {
+                scenario: self.name.clone(),
+                field,
+                reason,
+            });
+        }
+        if self.hedging.is_some() && self.retries.is_some() {
+            // (The model's copies do not retry: a failed copy ends its call.)
+            return Err(ScenarioError::Invalid {
+                scenario: self.name.clone(),
+                field: "hedging".into(),
+                reason: "the lab does not model hedging and [retries] together".into(),
+            });
+        }
         Ok(())
     }
 }

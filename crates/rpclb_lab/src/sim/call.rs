@@ -85,8 +85,20 @@ impl Sim<'_> {
             end: 0,
             remaining: 0,
             load: Default::default(),
+            copy: false,
+            twin: NIL,
+            hedge_at: 0,
         };
-        let id = match self.free.pop() {
+        let id = self.hold(call);
+        self.open(id);
+        self.queue
+            .push_in_order(self.now + self.delay_ns, Ev::AtMember(id));
+        self.schedule_hedge(id);
+    }
+
+    /// A slot for `call`: a free one, or a new one.
+    pub(super) fn hold(&mut self, call: Call) -> u32 {
+        match self.free.pop() {
             Some(id) => {
                 // A new generation: a stale `ServiceDone` of the slot's last call is ignored.
                 let generation = self.calls[id as usize].generation.wrapping_add(1);
@@ -100,10 +112,7 @@ impl Sim<'_> {
                 self.calls.push(call);
                 (self.calls.len() - 1) as u32
             }
-        };
-        self.open(id);
-        self.queue
-            .push_in_order(self.now + self.delay_ns, Ev::AtMember(id));
+        }
     }
 
     pub(super) fn at_member(&mut self, call: u32) {
@@ -192,6 +201,10 @@ impl Sim<'_> {
 
     pub(super) fn reply(&mut self, call: u32) {
         let c = &self.calls[call as usize];
+        if c.copy {
+            self.copy_reply(call);
+            return;
+        }
         if !c.caller_done && c.failed && self.retry(call) {
             return;
         }
@@ -253,6 +266,11 @@ impl Sim<'_> {
     /// for a timeout or a failed session).
     pub(super) fn end_call(&mut self, call: u32, kind: OutcomeKind, report: Option<&LoadReport>) {
         let now = self.now;
+        let twin = std::mem::replace(&mut self.calls[call as usize].twin, NIL);
+        if twin != NIL {
+            // Its second copy is still running: the call's end cancels it.
+            self.drop_copy(twin);
+        }
         let c = &mut self.calls[call as usize];
         c.caller_done = true;
         let (caller, task, in_window) = (c.caller, c.task, c.in_window);
@@ -274,6 +292,11 @@ impl Sim<'_> {
         if kind == OutcomeKind::Ok {
             if let Some(fault) = &mut self.fault {
                 fault.count_reply(now);
+            }
+            // The latency hedging's percentile follows: the winning copy's, from the call's
+            // first send, as the library records it.
+            if let Some(hedges) = self.hedges.get(caller as usize) {
+                hedges.record(Duration::from_nanos(latency));
             }
         }
         if in_window {

@@ -74,6 +74,7 @@ impl Sim<'_> {
             Ev::PingTimeout { caller, member } => self.ping_timeout(caller, member),
             Ev::Sample(member) => self.sample(member),
             Ev::Poll(caller) => self.poll(caller),
+            Ev::Hedge { call, at } => self.hedge(call, at),
         }
     }
 

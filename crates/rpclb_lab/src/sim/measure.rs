@@ -2,7 +2,9 @@
 //! its [`RunReport`] at the end.
 
 use super::{RunSpec, Sim, BUCKET_NS, NS_PER_MS, NS_PER_S, SHED_WINDOW_NS};
-use crate::report::{Latency, Little, RetryCounts, RunReport, ShareOverTime, QUANTILES};
+use crate::report::{
+    HedgeCounts, Latency, Little, RetryCounts, RunReport, ShareOverTime, QUANTILES,
+};
 
 impl Sim<'_> {
     pub(super) fn account_in_flight(&mut self) {
@@ -182,6 +184,12 @@ impl Sim<'_> {
                 retries: self.retries_in_window,
                 extra_share: share(self.retries_in_window, self.calls_in_window),
                 refused_by_budget: self.refused_in_window,
+            }),
+            hedges: (!self.hedges.is_empty()).then(|| HedgeCounts {
+                hedges: self.hedged_in_window,
+                extra_share: share(self.hedged_in_window, self.calls_in_window),
+                won: self.hedges_won_in_window,
+                refused_by_budget: self.hedges_refused_in_window,
             }),
             little: Little {
                 mean_in_flight,

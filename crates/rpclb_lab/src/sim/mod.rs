@@ -28,6 +28,7 @@ use crate::scenario::{LoadPoint, Scenario};
 mod call;
 mod events;
 mod heartbeat;
+mod hedge;
 mod load;
 mod measure;
 mod members;
@@ -154,6 +155,8 @@ enum Ev {
     Sample(u32),
     /// A caller's CPU poller fetches every member's reading.
     Poll(u32),
+    /// A call's second copy is due (valid while the call's `hedge_at` is `at`).
+    Hedge { call: u32, at: u64 },
 }
 
 struct Member {
@@ -222,6 +225,12 @@ struct Call {
     remaining: u64,
     /// The load its reply reports, made when the member sent it.
     load: load::Load,
+    /// Hedging (`[hedging]`): whether this is a call's second copy (not open for its
+    /// caller, never timed out itself: its call's end cancels it); the other copy while both
+    /// run, or [`NIL`]; when its second copy is due (0: none).
+    copy: bool,
+    twin: u32,
+    hedge_at: u64,
 }
 
 /// Where a call is on its member's side. Its slot is reused once neither a reply nor a
@@ -316,6 +325,12 @@ struct Sim<'a> {
     tried: std::collections::HashMap<u32, Vec<u32>>,
     retries_in_window: u64,
     refused_in_window: u64,
+    /// Hedging (`[hedging]`): each caller's decisions (empty: no hedging), and the window's
+    /// second copies sent, those that won, and those the budget refused.
+    hedges: Vec<rpc_load_balancer::testkit::HedgeKit>,
+    hedged_in_window: u64,
+    hedges_won_in_window: u64,
+    hedges_refused_in_window: u64,
 }
 
 impl Sim<'_> {

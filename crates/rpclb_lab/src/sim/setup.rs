@@ -230,6 +230,15 @@ impl<'a> Sim<'a> {
             tried: std::collections::HashMap::new(),
             retries_in_window: 0,
             refused_in_window: 0,
+            hedges: match &s.hedging {
+                Some(hedging) if !local => (0..s.callers)
+                    .map(|_| hedging.kit().expect("a checked scenario"))
+                    .collect(),
+                _ => Vec::new(),
+            },
+            hedged_in_window: 0,
+            hedges_won_in_window: 0,
+            hedges_refused_in_window: 0,
         };
         // The first events.
         match spec.load {

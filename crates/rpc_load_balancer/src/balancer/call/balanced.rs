@@ -95,6 +95,15 @@ impl<F: RemoteFunction> BalancedCall<F> {
         /// [`RetryBudget`](crate::RetryBudget) allows and within the call's timeout; `false`
         /// never sends it twice once it may have run. See docs/how-to/retries.md.
         fn idempotent(idempotent: bool) => idempotent = idempotent;
+
+        /// Whether this call may be hedged (default: as its balancer's
+        /// [`BalancerConfig::hedge`](crate::BalancerConfig::hedge) says). `false` never sends
+        /// it a second time while the first copy is running; `true` lets the balancer's
+        /// [`HedgePolicy`](crate::HedgePolicy) hedge it — only if the call is idempotent (a
+        /// call that is not is never sent twice) and the balancer has a policy (without one
+        /// there is no delay or budget to hedge by, and `true` changes nothing). See
+        /// docs/how-to/deadlines-and-overload.md.
+        fn hedge(hedge: bool) => hedge = hedge;
     }
 
     /// Runs the call and also returns the node that served it.

@@ -99,10 +99,13 @@ async fn route_call<F: RemoteFunction>(
     let mut reselections = 0;
     // The balancer whose retry budget this call may use: an idempotent routed call's (it
     // deposits its share now).
-    let budget = route.retry_budget(options.idempotent.unwrap_or(F::IDEMPOTENT));
+    let idempotent = options.idempotent.unwrap_or(F::IDEMPOTENT);
+    let budget = route.retry_budget(idempotent);
     if let Some(shared) = budget {
         shared.retry_budget.deposit(shared.budget_now());
     }
+    // Issue 22: whether its first attempt is hedged (most calls: no, and nothing is built).
+    let mut hedging = route.hedging(idempotent, options.hedge);
     let mut retries = 0u32;
     // The failure the last retry followed: what the call returns if the retry finds nobody.
     let mut retried: Option<Error> = None;
@@ -130,9 +133,27 @@ async fn route_call<F: RemoteFunction>(
                 _ => telemetry.trace(),
             };
             let keep = route.reselects();
-            let sent = run_or_send(&node.transport, &mut attempt, &mut args, keep, trace)
-                .instrument(span)
-                .await?;
+            let sent = match hedging.take() {
+                Some(hedge) if !again => {
+                    let trace = trace.cloned();
+                    // Boxed: the two copies' state stays out of every other call's future.
+                    let hedged = Box::pin(super::hedge::run_hedged(
+                        hedge,
+                        &route,
+                        &mut attempt,
+                        &mut args,
+                        &mut exclude,
+                        telemetry,
+                        trace,
+                    ));
+                    hedged.instrument(span).await?
+                }
+                _ => {
+                    run_or_send(&node.transport, &mut attempt, &mut args, keep, trace)
+                        .instrument(span)
+                        .await?
+                }
+            };
             let may_reselect = route.reselects() && reselections < MAX_RESELECTIONS;
             let failure = match sent {
                 Sent::Replied(result) => {
@@ -239,7 +260,7 @@ fn unavailable<F>(attempt: &Attempt<'_, F>, reason: Unavailable) -> Error {
 /// are not moved into their call.
 ///
 /// Errors (before anything ran or was sent): the arguments cannot be encoded, or are gone.
-async fn run_or_send<F: RemoteFunction>(
+pub(super) async fn run_or_send<F: RemoteFunction>(
     transport: &Arc<Transport>,
     attempt: &mut Attempt<'_, F>,
     args: &mut Args<F>,
@@ -377,9 +398,9 @@ fn cast_here<F: RemoteFunction>(
 /// A call's arguments until they are encoded — a `Payload` is moved into its call, other
 /// types are encoded by reference and kept while the call may go elsewhere — and a call
 /// readied earlier: one that never left, or that a leaving member handed back.
-struct Args<F: RemoteFunction> {
-    args: Option<F::Args>,
-    encoded: Option<Vec<u8>>,
+pub(super) struct Args<F: RemoteFunction> {
+    pub(super) args: Option<F::Args>,
+    pub(super) encoded: Option<Vec<u8>>,
 }
 
 impl<F: RemoteFunction> Args<F> {
@@ -387,6 +408,14 @@ impl<F: RemoteFunction> Args<F> {
         Self {
             args: Some(args),
             encoded: None,
+        }
+    }
+
+    /// A call encoded already (a hedged call's second copy).
+    pub(super) fn from_encoded(bytes: Vec<u8>) -> Self {
+        Self {
+            args: None,
+            encoded: Some(bytes),
         }
     }
 

@@ -19,6 +19,7 @@ mod balanced;
 mod direct;
 pub(crate) mod dispatch;
 pub(crate) mod forward_reply;
+mod hedge;
 pub(crate) mod options;
 mod random;
 mod select;

@@ -30,6 +30,9 @@ pub(crate) struct CallOptions {
     /// Whether the call may run twice; default: its function's
     /// [`RemoteFunction::IDEMPOTENT`](crate::RemoteFunction::IDEMPOTENT) (routed calls only).
     pub(crate) idempotent: Option<bool>,
+    /// Whether the call may be hedged; default: as its balancer's
+    /// [`HedgePolicy`](crate::HedgePolicy) says (routed idempotent calls only).
+    pub(crate) hedge: Option<bool>,
 }
 
 /// The options of one call resolved for its target.

@@ -220,6 +220,22 @@ impl<'r> Route<'r> {
         }
     }
 
+    /// The routing balancer and its hedging state, if this call may be hedged: an
+    /// `idempotent` call it selects for, with a [`HedgePolicy`](crate::HedgePolicy), that did
+    /// not turn hedging off (`hedge`: the call's own say).
+    pub(crate) fn hedging(
+        &self,
+        idempotent: bool,
+        hedge: Option<bool>,
+    ) -> Option<(&'r Arc<BalancerShared>, &'r crate::retry::Hedging)> {
+        match self.target {
+            Target::Balancer(shared) if idempotent && hedge != Some(false) && self.reselects() => {
+                shared.hedging.as_deref().map(|hedging| (shared, hedging))
+            }
+            _ => None,
+        }
+    }
+
     /// Whether no member is left to take the call: every member of the routing balancer is
     /// in `exclude` (always, for a call that is not routed).
     pub(crate) fn nobody_else(&self, exclude: &[Arc<str>]) -> bool {

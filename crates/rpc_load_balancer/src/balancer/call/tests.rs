@@ -313,6 +313,50 @@ fn only_an_idempotent_call_the_algorithm_routes_may_use_the_retry_budget() {
 }
 
 #[test]
+fn only_an_idempotent_call_the_algorithm_routes_with_a_hedge_policy_may_be_hedged() {
+    let node = node(config());
+    let policy = crate::HedgePolicy::after(Duration::from_millis(10), 0.05, 1);
+    let hedged = Target::Balancer(balancer(&node, BalancerConfig::new("h").hedge(policy)));
+    let plain = Target::Balancer(balancer(&node, BalancerConfig::new("p")));
+    let direct = Target::Node(Arc::from("other@127.0.0.1"));
+    let with = |hedge: Option<bool>, directly: Option<bool>| CallOptions {
+        hedge,
+        call_directly: directly,
+        ..CallOptions::default()
+    };
+    let may_hedge = |target: &Target, options: &CallOptions, idempotent: bool| {
+        Route::new(&node, target, options)
+            .unwrap()
+            .hedging(idempotent, options.hedge)
+            .is_some()
+    };
+    assert!(may_hedge(&hedged, &with(None, None), true));
+    assert!(may_hedge(&hedged, &with(Some(true), None), true));
+    for hedge in [None, Some(true), Some(false)] {
+        assert!(
+            !may_hedge(&hedged, &with(hedge, None), false),
+            "never a call that may not run twice ({hedge:?})"
+        );
+        assert!(
+            !may_hedge(&plain, &with(hedge, None), true),
+            "no policy: nothing to hedge by ({hedge:?})"
+        );
+    }
+    assert!(
+        !may_hedge(&hedged, &with(Some(false), None), true),
+        "the call turned it off"
+    );
+    assert!(
+        !may_hedge(&hedged, &with(None, Some(true)), true),
+        "run here: no other member"
+    );
+    assert!(
+        !may_hedge(&direct, &with(Some(true), None), true),
+        "a direct call has one node"
+    );
+}
+
+#[test]
 fn only_failures_of_the_retryable_kind_are_retried() {
     let unavailable = |reason| Error::ServiceUnavailable {
         node: "n@h".into(),
