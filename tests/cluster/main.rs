@@ -16,6 +16,7 @@ mod direct;
 mod drain;
 mod drain_report;
 mod drain_timeout;
+mod drain_under_load;
 #[cfg(feature = "telemetry")]
 mod dropped_calls;
 mod errors;

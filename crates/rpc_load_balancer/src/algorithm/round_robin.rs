@@ -17,6 +17,10 @@ use crate::Error;
 /// shifts the position once, as in the original. Any `len` consecutive picks over `len`
 /// members hold each member once, also across the position counter's wrap. One instance may
 /// configure several balancers: each has its own position.
+///
+/// A re-selection (a retry, or a re-send of a call refused unrun, among the members the call
+/// has not tried; a hedge's member) goes in turn on a second position of the selector's own:
+/// the first picks keep their rotation, and re-picks spread evenly over the members left.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct RoundRobin {
     /// The first position; `None` = random per selector.
@@ -50,16 +54,24 @@ impl Algorithm for RoundRobin {
     }
 
     fn build(&self, context: &BuildContext<'_>) -> Result<Box<dyn Selector>, Error> {
+        let first = first_position(self.start, context);
         Ok(Box::new(RoundRobinSelector {
-            next: AtomicUsize::new(first_position(self.start, context)),
+            next: AtomicUsize::new(first),
+            again: AtomicUsize::new(first),
         }))
     }
 }
 
-/// One balancer's [`RoundRobin`]: its position, carried across member lists.
+/// One balancer's [`RoundRobin`]: its position, carried across member lists, and the
+/// position of its re-selections.
 #[derive(Debug)]
 struct RoundRobinSelector {
     next: AtomicUsize,
+    /// Re-picks (among the members a call has not tried) take their turn here, not from
+    /// `next`: on `next` a re-pick over the shorter list shifted the first picks' rotation
+    /// and, with every caller's retries landing on positions correlated with the member that
+    /// failed, skewed re-picks toward one member (bench/README.md, "Issue 22: retry budgets").
+    again: AtomicUsize,
 }
 
 impl Selector for RoundRobinSelector {
@@ -73,6 +85,17 @@ impl Selector for RoundRobinSelector {
         }
         // In turn across the counter's wrap too (see `rotation`).
         Ok(next_position(&self.next, members.len()))
+    }
+
+    /// In turn over the members left, on a position of its own: the first picks' rotation is
+    /// untouched, and re-picks spread evenly over the members a call has not tried.
+    fn repick(&self, members: &[MemberView], request: &Request<'_>) -> Result<usize, Error> {
+        if members.is_empty() {
+            return Err(Error::NoMembers {
+                balancer: request.balancer.to_string(),
+            });
+        }
+        Ok(next_position(&self.again, members.len()))
     }
 
     fn explain(

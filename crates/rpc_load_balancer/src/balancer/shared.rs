@@ -718,6 +718,17 @@ impl BalancerShared {
             });
         }
         let index = self.selector.pick(list, request)?;
+        self.checked(list, request, index)
+    }
+
+    /// `index` if it is in range of `list` (the pick is traced), else the typed error.
+    #[inline]
+    fn checked(
+        &self,
+        list: &[MemberView],
+        request: &Request<'_>,
+        index: usize,
+    ) -> Result<usize, Error> {
         if index >= list.len() {
             return Err(Error::InvalidConfig {
                 option: "algorithm",
@@ -732,8 +743,9 @@ impl BalancerShared {
         Ok(index)
     }
 
-    /// Rare (a send just failed): picks among the members not in `exclude`, and returns the
-    /// pick's index in the whole snapshot.
+    /// Rare (a send just failed, a call was refused, a hedge): re-selects
+    /// ([`Selector::repick`]) among the members not in `exclude`, and returns the pick's index
+    /// in the whole snapshot.
     #[cold]
     fn pick_excluding(
         &self,
@@ -749,7 +761,15 @@ impl BalancerShared {
             .collect();
         // Not the snapshot's list: nothing the selector derived for the snapshot applies.
         let request = Request::new(request.balancer, request.key, Request::UNCACHED);
-        let chosen = rest[self.pick(&rest, &request)?].id().to_string();
+        if rest.is_empty() {
+            self.metrics.empty();
+            return Err(Error::NoMembers {
+                balancer: self.name.clone(),
+            });
+        }
+        // The selector's re-selection (RoundRobin keeps a turn of its own for it).
+        let index = self.selector.repick(&rest, &request)?;
+        let chosen = rest[self.checked(&rest, &request, index)?].id().to_string();
         Ok(snapshot
             .views()
             .iter()

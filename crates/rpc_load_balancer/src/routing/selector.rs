@@ -120,6 +120,23 @@ pub trait Selector: Send + Sync + 'static {
     /// of range into [`Error::InvalidConfig`] naming `algorithm`.
     fn pick(&self, members: &[MemberView], request: &Request<'_>) -> Result<usize, Error>;
 
+    /// Re-selection: picks one of `members` for another attempt of a call whose earlier
+    /// attempt failed or was refused (a retry, a re-send of a call refused unrun) or for a
+    /// hedge's second copy. `members` are the balancer's members less those the call tried
+    /// (never empty, in the same order as for [`pick`](Self::pick)), asked with
+    /// [`Request::UNCACHED`]. Returns an index into `members`.
+    ///
+    /// Default: [`pick`](Self::pick). A selector whose picks share state across calls
+    /// overrides it when that state would skew re-picks or disturb first picks: RoundRobin
+    /// re-picks in turn on a position of its own, so re-picks spread evenly over the members
+    /// left and the first picks keep their rotation (bench/README.md, "Issue 22: RoundRobin's
+    /// re-selection order").
+    ///
+    /// Errors: as [`pick`](Self::pick).
+    fn repick(&self, members: &[MemberView], request: &Request<'_>) -> Result<usize, Error> {
+        self.pick(members, request)
+    }
+
     /// Replica selection: `min(count, members.len())` distinct indices into `members`, the
     /// preferred first. Default: distinct members uniformly at random, drawn from thread-local
     /// entropy (not from [`BuildContext::seed`](super::BuildContext::seed): override it with a

@@ -15,13 +15,14 @@ impl SelectorKit {
     /// Errors: [`Error::NoMembers`] with no members; the selector's own errors;
     /// [`Error::InvalidConfig`] (`algorithm`) for an index out of range.
     pub fn pick(&self, key: Option<&[u8]>) -> Result<Picked, Error> {
-        let index = self.checked_pick(&self.members, &self.request(key))?;
+        let index = self.checked(&self.members, &self.request(key), false)?;
         Ok(self.hold(index, &self.members))
     }
 
     /// Picks among the members not on `exclude`, as a balancer's re-selection after a failed
-    /// send does (a list that is no published one: [`Request::UNCACHED`]); the index is in
-    /// the whole list.
+    /// or refused attempt does (the selector's [`repick`](crate::routing::Selector::repick),
+    /// over a list that is no published one: [`Request::UNCACHED`]); the index is in the
+    /// whole list.
     ///
     /// Errors: as [`pick`](Self::pick) ([`Error::NoMembers`] when every member is excluded).
     pub fn pick_excluding(&self, exclude: &[&str], key: Option<&[u8]>) -> Result<Picked, Error> {
@@ -32,7 +33,7 @@ impl SelectorKit {
             .cloned()
             .collect();
         let request = Request::new(BALANCER, key, Request::UNCACHED);
-        let chosen = self.checked_pick(&rest, &request)?;
+        let chosen = self.checked(&rest, &request, true)?;
         let node = rest[chosen].node();
         let index = self
             .members
@@ -42,13 +43,24 @@ impl SelectorKit {
         Ok(self.hold(index, &self.members))
     }
 
-    fn checked_pick(&self, list: &[MemberView], request: &Request<'_>) -> Result<usize, Error> {
+    /// A pick over `list` (a re-selection, [`Selector::repick`](crate::routing::Selector::repick),
+    /// when `again`), checked.
+    fn checked(
+        &self,
+        list: &[MemberView],
+        request: &Request<'_>,
+        again: bool,
+    ) -> Result<usize, Error> {
         if list.is_empty() {
             return Err(Error::NoMembers {
                 balancer: BALANCER.to_string(),
             });
         }
-        let index = self.selector.pick(list, request)?;
+        let index = if again {
+            self.selector.repick(list, request)?
+        } else {
+            self.selector.pick(list, request)?
+        };
         if index >= list.len() {
             return Err(Error::InvalidConfig {
                 option: "algorithm",

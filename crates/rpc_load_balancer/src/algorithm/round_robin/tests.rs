@@ -99,3 +99,56 @@ proptest! {
         each_window_holds(&picks, len, &vec![1; len])?;
     }
 }
+
+#[test]
+fn re_picks_take_their_own_turn_and_spread_evenly() {
+    // Issue 22: the first member fails every call it gets and each of those is re-picked
+    // among the others, as a retry or a re-send of a refused call is. The first picks keep
+    // their rotation (a, b, c, d, a, …: re-picks do not move it), and the re-picks go in
+    // turn over the three others, so each gets exactly a third of them.
+    let rr = kit(&RoundRobin::starting_at(0), &["a", "b", "c", "d"]);
+    let mut firsts = Vec::new();
+    let mut again: std::collections::BTreeMap<String, usize> = Default::default();
+    for _ in 0..1_200 {
+        let first = rr.pick(None).unwrap();
+        let node = first.node().to_string();
+        rr.release(first);
+        if node == "a" {
+            let next = rr.pick_excluding(&["a"], None).unwrap();
+            *again.entry(next.node().to_string()).or_default() += 1;
+            rr.release(next);
+        }
+        firsts.push(node);
+    }
+    let expected: Vec<&str> = ["a", "b", "c", "d"]
+        .iter()
+        .cycle()
+        .take(1_200)
+        .copied()
+        .collect();
+    assert_eq!(firsts, expected);
+    let spread: Vec<(&str, usize)> = again.iter().map(|(n, c)| (n.as_str(), *c)).collect();
+    assert_eq!(spread, [("b", 100), ("c", 100), ("d", 100)]);
+}
+
+#[test]
+fn a_re_pick_among_members_left_never_returns_one_excluded() {
+    let rr = kit(&RoundRobin::starting_at(0), &["a", "b", "c", "d", "e"]);
+    let mut seen = BTreeSet::new();
+    for _ in 0..30 {
+        let next = rr.pick_excluding(&["b", "d"], None).unwrap();
+        seen.insert(next.node().to_string());
+        rr.release(next);
+    }
+    let expected: BTreeSet<String> = ["a", "c", "e"].iter().map(|s| s.to_string()).collect();
+    assert_eq!(seen, expected);
+    assert!(matches!(
+        rr.pick_excluding(&["a", "b", "c", "d", "e"], None),
+        Err(Error::NoMembers { .. })
+    ));
+    let selector = build(&RoundRobin::starting_at(0));
+    assert!(matches!(
+        selector.repick(&[], &Request::new("b", None, Request::UNCACHED)),
+        Err(Error::NoMembers { .. })
+    ));
+}

@@ -63,17 +63,30 @@ impl Preferring {
     /// the preferred sublist is found on the spot.
     #[cold]
     #[inline(never)]
-    fn pick_uncached(&self, members: &[MemberView], request: &Request<'_>) -> Result<usize, Error> {
+    fn pick_uncached(
+        &self,
+        members: &[MemberView],
+        request: &Request<'_>,
+        again: bool,
+    ) -> Result<usize, Error> {
         let request = Request::new(request.balancer, request.key, Request::UNCACHED);
         let indices: Vec<usize> = (0..members.len())
             .filter(|&i| members[i].is_preferred())
             .collect();
         let views: Vec<MemberView> = indices.iter().map(|&i| members[i].clone()).collect();
         if self.can_take(&views) {
-            let pick = self.preferred.pick(&views, &request)?;
+            let pick = if again {
+                self.preferred.repick(&views, &request)?
+            } else {
+                self.preferred.pick(&views, &request)?
+            };
             return Ok(indices.get(pick).copied().unwrap_or(members.len()));
         }
-        self.all.pick(members, &request)
+        if again {
+            self.all.repick(members, &request)
+        } else {
+            self.all.pick(members, &request)
+        }
     }
 }
 
@@ -97,8 +110,14 @@ impl Selector for Preferring {
                 };
                 self.all.pick(members, &inner)
             }
-            _ => self.pick_uncached(members, request),
+            _ => self.pick_uncached(members, request, false),
         }
+    }
+
+    /// The algorithms' re-selection, over the members left (a list that is no published
+    /// one): preferred members while they can take calls, as [`pick`](Self::pick) does.
+    fn repick(&self, members: &[MemberView], request: &Request<'_>) -> Result<usize, Error> {
+        self.pick_uncached(members, request, true)
     }
 
     fn pick_many(

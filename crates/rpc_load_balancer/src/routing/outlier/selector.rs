@@ -470,6 +470,17 @@ impl Selector for Ejecting {
         self.pick_in(members, &inner_request, health, first)
     }
 
+    /// The algorithm's re-selection, avoiding members out as [`pick`](Self::pick) does (its
+    /// redraws, if the first is out, are ordinary picks).
+    fn repick(&self, members: &[MemberView], request: &Request<'_>) -> Result<usize, Error> {
+        let (inner_request, health) = Wrapped::<Arc<Health>>::split(request);
+        let first = self.inner.repick(members, &inner_request)?;
+        if self.out.load(Ordering::Relaxed) == 0 || first >= members.len() {
+            return Ok(first);
+        }
+        self.pick_in(members, &inner_request, health, first)
+    }
+
     fn pick_many(
         &self,
         members: &[MemberView],

@@ -251,6 +251,23 @@ impl Selector for Ramping {
         self.pick_skipping(members, request, first, ramp_end)
     }
 
+    /// The algorithm's re-selection, skipping ramping members as [`pick`](Self::pick) does
+    /// (its redraws are ordinary picks).
+    fn repick(&self, members: &[MemberView], request: &Request<'_>) -> Result<usize, Error> {
+        let ramp_end = self.ramp_end.load(Ordering::Relaxed);
+        if self.applied {
+            if ramp_end != 0 {
+                self.tick(ramp_end);
+            }
+            return self.inner.repick(members, request);
+        }
+        let first = self.inner.repick(members, request)?;
+        if ramp_end == 0 || first >= members.len() {
+            return Ok(first);
+        }
+        self.pick_skipping(members, request, first, ramp_end)
+    }
+
     fn pick_many(
         &self,
         members: &[MemberView],
