@@ -24,6 +24,13 @@ use crate::call;
 use crate::control::{ControlReply, ControlRequest};
 use crate::Error;
 
+/// How long a dial keeps its dial slot (`NodeConfig::max_dials_in_flight`) while its
+/// handshake makes no progress — no TCP connect or TLS handshake done, no step of its session
+/// (opened, authenticated, ready) — before it gives the slot back and goes on without one,
+/// within its own bound. Dials of a forming mesh on a busy machine take a step at least this
+/// often; a peer that accepts connections and never answers holds a slot for no longer.
+pub(crate) const SLOT_STALL: Duration = Duration::from_secs(1);
+
 /// How long to wait after the peer closed our session during the handshake, in case the
 /// other session of a simultaneous connect is about to win.
 const REJECTION_GRACE: Duration = Duration::from_millis(300);
@@ -182,8 +189,8 @@ async fn connect_once(
     // And one of the node's dials in flight, from the TCP connect to the ready state
     // (`NodeConfig::max_dials_in_flight`): waited for within the bound.
     let permit_by = Instant::now() + bound;
-    let permit = match tokio::time::timeout_at(permit_by, shared.dial_permits.acquire()).await {
-        Ok(Ok(permit)) => permit,
+    let mut permit = match tokio::time::timeout_at(permit_by, shared.dial_permits.acquire()).await {
+        Ok(Ok(permit)) => Some(permit),
         Ok(Err(_closed)) => return Err(failed("the local node stopped".into())),
         Err(_elapsed) => {
             return Err(failed(format!(
@@ -198,10 +205,21 @@ async fn connect_once(
     if let Some(name) = shared.peers.peer_at(|c| names(c, addr, &resolved)) {
         return Ok(name);
     }
-    super::tls::dial(shared, server, addr, bound)
-        .await
-        .map_err(failed)?;
+    let dialling = super::tls::dial(shared, server, addr, bound);
+    tokio::pin!(dialling);
+    let opened = tokio::select! {
+        opened = &mut dialling => opened,
+        _ = tokio::time::sleep(SLOT_STALL) => {
+            // A TCP connect or TLS handshake that hangs gives its slot back (see SLOT_STALL).
+            permit = None;
+            dialling.await
+        }
+    };
+    opened.map_err(failed)?;
     let deadline = Instant::now() + bound;
+    // When the dial last made progress (its TCP connect, then each step of a session to
+    // `addr`): it keeps its slot for at most SLOT_STALL past that.
+    let mut progress_at = Instant::now();
     // Sessions to `addr` still in the handshake, and incoming sessions not yet named (the
     // winner of a simultaneous connect may be one). Once our session closed and none of these
     // is left, the answer is known: stop waiting after a short grace.
@@ -220,7 +238,16 @@ async fn connect_once(
             Some(at) if settled => deadline.min(at + REJECTION_GRACE),
             _ => deadline,
         };
-        let event = match tokio::time::timeout_at(wait_until, sessions.recv()).await {
+        let stall_at = permit.as_ref().map(|_| progress_at + SLOT_STALL);
+        let wake_at = stall_at.map_or(wait_until, |at| at.min(wait_until));
+        let event = match tokio::time::timeout_at(wake_at, sessions.recv()).await {
+            Err(_elapsed) if stall_at.is_some_and(|at| at <= Instant::now()) => {
+                // No progress within SLOT_STALL: the dial goes on without its slot, so that a
+                // peer that accepts connections and never answers holds no slot for long.
+                permit = None;
+                tracing::debug!(%addr, "a dial's handshake made no progress; giving its dial slot back");
+                continue;
+            }
             Err(_elapsed) => {
                 // Another session of that peer (one we did not see open: it opened before
                 // this dial) authenticated and is on its way up: wait for it, within the bound.
@@ -259,9 +286,10 @@ async fn connect_once(
         if peer_name.is_none() {
             peer_name.clone_from(&event.name);
         }
+        progress_at = Instant::now();
         match (event.stage, event.name) {
             (SessionStage::Ready, Some(name)) => {
-                drop(permit);
+                drop(permit.take());
                 return confirm_name(shared, addr, name, &event.session).await;
             }
             (SessionStage::Opened, _) => {

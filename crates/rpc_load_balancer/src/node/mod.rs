@@ -13,6 +13,7 @@ mod connect;
 mod event;
 pub(crate) mod forward;
 mod heartbeat;
+mod incarnation;
 mod keep_peer;
 pub(crate) mod labels;
 mod listener;

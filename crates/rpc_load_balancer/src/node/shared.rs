@@ -74,6 +74,8 @@ pub(crate) struct NodeShared {
     /// One permit per dial in its handshake (`NodeConfig::max_dials_in_flight`; see
     /// `connect.rs`).
     pub(crate) dial_permits: tokio::sync::Semaphore,
+    /// This run of the node (`incarnation.rs`): random, drawn at start, published to peers.
+    pub(crate) incarnation: u64,
 }
 
 impl NodeShared {
@@ -114,6 +116,7 @@ impl NodeShared {
             tls: None,
             handshakes: None,
             dial_permits: tokio::sync::Semaphore::new(config.max_dials_in_flight),
+            incarnation: super::incarnation::draw(),
         }
     }
 
