@@ -110,7 +110,7 @@ pub(crate) async fn connect(
     match &outcome {
         Ok(_) => shared.peers.name_free(),
         Err(Error::ConnectFailed { reason, .. }) if may_be_duplicate_name(reason) => {
-            match name_taken_by(shared, reason).await {
+            match name_taken_by(shared, addr, reason).await {
                 Some(holder) => {
                     let wait = shared.peers.note_name_taken();
                     tracing::error!(%addr, %reason, %holder, retry_in_ms = wait.as_millis() as u64, "{NAME_TAKEN}");
@@ -131,18 +131,32 @@ pub(crate) async fn connect(
 /// ([`confirm_name`]), or, when the peer only closed the session (as it closes the losing
 /// session of a simultaneous connect too), one of the connected peers asked now. `None`
 /// when no peer answers so: the name is not taken as far as anyone can tell.
-async fn name_taken_by(shared: &NodeShared, reason: &str) -> Option<String> {
+///
+/// The peers asked are neither the one at the address dialled (the refusal being judged) nor
+/// any whose answer names its own address (a peer claiming this node's name itself is no
+/// witness). Known limit: a peer connected to this node records this node, so it can only
+/// answer for another node of the name in the moment its session to this one was replaced —
+/// a connected peer rarely gives the verdict; the dialled peer's own answer
+/// ([`confirm_name`]) is what usually does.
+async fn name_taken_by(shared: &NodeShared, dialled: &str, reason: &str) -> Option<String> {
     if let Some(holder) = reason.strip_prefix(DUPLICATE_NAME) {
         return Some(holder.rsplit(" at ").next().unwrap_or_default().to_string());
     }
     let own = shared.connection_string.as_deref()?;
     let request = ControlRequest::ConnectionOf(shared.name.clone());
+    let witnesses: Vec<(String, String)> = shared
+        .peers
+        .addresses()
+        .into_iter()
+        .filter(|(_, at)| at != dialled)
+        .take(3)
+        .collect();
     // A few peers are enough: each would have had to accept the other node's session, and a
     // live one answers its heartbeats.
-    for peer in shared.peers.names().into_iter().take(3) {
+    for (peer, peer_addr) in witnesses {
         let answer = call::control(&shared.transport, &peer, &request, Duration::from_secs(1));
         if let Ok(ControlReply::ConnectionOf(Some(recorded))) = answer.await {
-            if recorded != own {
+            if recorded != own && recorded != peer_addr {
                 return Some(recorded);
             }
         }
@@ -483,7 +497,10 @@ mod tests {
         );
         // The peer dialled said it records this name at another address.
         let said = format!("{DUPLICATE_NAME}a@h already has a node named me@127.0.0.1 at h:1");
-        assert_eq!(name_taken_by(&node, &said).await.as_deref(), Some("h:1"));
+        assert_eq!(
+            name_taken_by(&node, "h:2", &said).await.as_deref(),
+            Some("h:1")
+        );
         // It only closed the session after authenticating it (as it closes the losing session
         // of a simultaneous connect), and no connected peer answers for another node: not
         // taken.
@@ -491,7 +508,7 @@ mod tests {
                       authenticating it: a node with the same name may be connected to it \
                       (duplicate node name)";
         assert!(may_be_duplicate_name(closed));
-        assert_eq!(name_taken_by(&node, closed).await, None);
+        assert_eq!(name_taken_by(&node, "h:2", closed).await, None);
     }
 
     #[test]

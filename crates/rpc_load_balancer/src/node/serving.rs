@@ -30,7 +30,7 @@ impl Serving for NodeShared {
             ControlRequest::Peers => ControlReply::Peers(self.peers.addresses()),
             ControlRequest::Labels => ControlReply::Labels(self.config.labels.to_pairs()),
             ControlRequest::Heartbeat(node) => {
-                self.peers.heard_from(&node);
+                super::heartbeat::on_heartbeat(&self, &node);
                 ControlReply::Pong {
                     node: self.name.clone(),
                     wire_version: crate::wire::local_version(),
