@@ -164,25 +164,25 @@ async fn a_peer_restarted_under_its_name_and_address_is_down_then_up_with_its_ne
 async fn hung_peers_do_not_hold_the_dial_slots_from_a_real_peer() {
     let cookie = random_cookie();
     let mut real = NodeSpec::new("real", &cookie).start(BIN).await.unwrap();
-    // One dial slot, and a connect bound long enough that a hung peer holding the slot for
-    // all of it would starve the dials queued behind it.
+    // Two dial slots, both taken by dials of hung peers, and a connect bound (10 s) long
+    // enough to tell "a slot given back while the hung dial goes on" from "a slot freed when
+    // the hung dial gave up".
     let config = NodeConfig::new("dialler", "127.0.0.1:0")
         .cookie(&cookie)
-        .max_dials_in_flight(1)
+        .max_dials_in_flight(2)
         .connect_timeout(Duration::from_secs(10));
     let me = Node::start(config).await.unwrap();
     let hung = [SilentListener::start().await, SilentListener::start().await];
-    // The first hung peer takes the slot; the second queues for it before the real peer.
-    let first = tokio::spawn({
-        let (me, addr) = (me.clone(), hung[0].addr.clone());
-        async move { me.connect(&addr).await }
-    });
-    hung[0].wait_accepted(1).await;
-    let second = tokio::spawn({
-        let (me, addr) = (me.clone(), hung[1].addr.clone());
-        async move { me.connect(&addr).await }
-    });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let dials: Vec<_> = hung
+        .iter()
+        .map(|listener| {
+            let (me, addr) = (me.clone(), listener.addr.clone());
+            tokio::spawn(async move { me.connect(&addr).await })
+        })
+        .collect();
+    for listener in &hung {
+        listener.wait_accepted(1).await;
+    }
 
     let connected = me.connect(real.addr()).await;
     assert_eq!(
@@ -190,11 +190,15 @@ async fn hung_peers_do_not_hold_the_dial_slots_from_a_real_peer() {
         Some(real.node()),
         "the real peer connects while hung peers are dialled: {connected:?}"
     );
-    // Both hung peers were dialled (the second got the slot from the first), and neither
-    // connect succeeded.
-    hung[1].wait_accepted(1).await;
-    assert!(first.await.unwrap().is_err());
-    assert!(second.await.unwrap().is_err());
+    // It got a slot while both hung dials were still waiting for an answer: they gave their
+    // slots back rather than holding them for their whole bound.
+    assert!(
+        dials.iter().all(|dial| !dial.is_finished()),
+        "the hung dials had ended: the real one waited for them"
+    );
+    for dial in dials {
+        assert!(dial.await.unwrap().is_err(), "a hung peer never connects");
+    }
     real.kill().await;
     me.shutdown().await;
 }

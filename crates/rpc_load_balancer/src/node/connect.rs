@@ -27,9 +27,13 @@ use crate::Error;
 /// How long a dial keeps its dial slot (`NodeConfig::max_dials_in_flight`) while its
 /// handshake makes no progress — no TCP connect or TLS handshake done, no step of its session
 /// (opened, authenticated, ready) — before it gives the slot back and goes on without one,
-/// within its own bound. Dials of a forming mesh on a busy machine take a step at least this
-/// often; a peer that accepts connections and never answers holds a slot for no longer.
-pub(crate) const SLOT_STALL: Duration = Duration::from_secs(1);
+/// within its own bound: half the dial's bound (`connect_timeout`, 5 s by default), so a
+/// peer that accepts connections and never answers holds a slot for half as long as before,
+/// at most. (1 s was measured too: dials of a forming mesh of 64–96 nodes on 2 cores then
+/// gave their slots up while their peers were only slow, and the mesh formed slower.)
+fn slot_stall(bound: Duration) -> Duration {
+    bound / 2
+}
 
 /// How long to wait after the peer closed our session during the handshake, in case the
 /// other session of a simultaneous connect is about to win.
@@ -223,8 +227,8 @@ async fn connect_once(
     tokio::pin!(dialling);
     let opened = tokio::select! {
         opened = &mut dialling => opened,
-        _ = tokio::time::sleep(SLOT_STALL) => {
-            // A TCP connect or TLS handshake that hangs gives its slot back (see SLOT_STALL).
+        _ = tokio::time::sleep(slot_stall(bound)) => {
+            // A TCP connect or TLS handshake that hangs gives its slot back (see slot_stall).
             permit = None;
             dialling.await
         }
@@ -232,7 +236,7 @@ async fn connect_once(
     opened.map_err(failed)?;
     let deadline = Instant::now() + bound;
     // When the dial last made progress (its TCP connect, then each step of a session to
-    // `addr`): it keeps its slot for at most SLOT_STALL past that.
+    // `addr`): it keeps its slot for at most `slot_stall` past that.
     let mut progress_at = Instant::now();
     // Sessions to `addr` still in the handshake, and incoming sessions not yet named (the
     // winner of a simultaneous connect may be one). Once our session closed and none of these
@@ -252,11 +256,11 @@ async fn connect_once(
             Some(at) if settled => deadline.min(at + REJECTION_GRACE),
             _ => deadline,
         };
-        let stall_at = permit.as_ref().map(|_| progress_at + SLOT_STALL);
+        let stall_at = permit.as_ref().map(|_| progress_at + slot_stall(bound));
         let wake_at = stall_at.map_or(wait_until, |at| at.min(wait_until));
         let event = match tokio::time::timeout_at(wake_at, sessions.recv()).await {
             Err(_elapsed) if stall_at.is_some_and(|at| at <= Instant::now()) => {
-                // No progress within SLOT_STALL: the dial goes on without its slot, so that a
+                // No progress within `slot_stall`: the dial goes on without its slot, so that a
                 // peer that accepts connections and never answers holds no slot for long.
                 permit = None;
                 tracing::debug!(%addr, "a dial's handshake made no progress; giving its dial slot back");

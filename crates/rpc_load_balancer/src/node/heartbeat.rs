@@ -181,7 +181,9 @@ pub(crate) const MAX_SENDER_NAME_BYTES: usize = 255;
 /// Records the heartbeat ([`ControlRequest::Heartbeat`]) of `sender` if it came, as far as
 /// this node can tell, over `sender`'s own session: `sender` (at most
 /// [`MAX_SENDER_NAME_BYTES`]) is a connected peer whose session is on the node's own streams
-/// and read bytes — the heartbeat's own — within half a heartbeat interval. ractor_cluster
+/// and read bytes — the heartbeat's own — within a heartbeat interval (a busy node may handle
+/// the heartbeat a while after reading it; a hung sender's session reads nothing, so its
+/// silence still shows within `heartbeat_timeout`). ractor_cluster
 /// does not say which session a message came over, so that read is the check: a peer cannot
 /// keep a silent node's session alive by sending heartbeats in its name. A heartbeat not
 /// recorded is still answered; this node then heartbeats `sender` itself.
@@ -192,7 +194,7 @@ pub(crate) fn on_heartbeat(shared: &NodeShared, sender: &str) {
     let Some(peer_addr) = shared.peers.load().get(sender).map(|p| p.peer_addr.clone()) else {
         return;
     };
-    let window = shared.config.heartbeat_interval / 2;
+    let window = shared.config.heartbeat_interval;
     let read_now = super::stream::activity_of(&peer_addr)
         .and_then(|activity| activity.last())
         .is_some_and(|at| at.elapsed() < window);

@@ -174,6 +174,9 @@ impl ClusterState {
             let old_addr = old_addr.unwrap_or_default();
             if old_addr == addr && !incarnation::differs(recorded, seen) {
                 tracing::debug!(node = %name, "a peer's session handed over to its other one");
+                if let Some(incarnation) = seen {
+                    self.incarnations.insert(name.to_string(), incarnation);
+                }
                 return;
             }
             Some(old_addr)
