@@ -193,10 +193,21 @@ fn schedule_dial(
             if shared.peers.is_connected(&name) || shared.transport.is_stopped() {
                 return;
             }
-            // A session of the peer on its way up: wait again — but after the last wait, dial
-            // (left to the next mesh refresh, the pair could wait minutes in a large mesh).
-            if shared.peers.is_authenticating(&name) && i < last {
-                continue;
+            // A session of the peer on its way up: wait again. After the last wait, give it
+            // until `connect_timeout` to be ready, then dial if it was not (left to the next
+            // mesh refresh, the pair could wait minutes in a large mesh; dialling while it is
+            // on its way would make a second session of which ractor_cluster closes one).
+            if shared.peers.is_authenticating(&name) {
+                if i < last {
+                    continue;
+                }
+                let until = tokio::time::Instant::now() + shared.config.connect_timeout;
+                while shared.peers.is_authenticating(&name) && tokio::time::Instant::now() < until {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                if shared.peers.is_connected(&name) || shared.transport.is_stopped() {
+                    return;
+                }
             }
             mesh_dial(&shared, &server, &name, &addr).await;
             return;
