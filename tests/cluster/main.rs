@@ -37,6 +37,7 @@ mod load_reports;
 mod local;
 mod mesh;
 mod mesh_load;
+mod mesh_review;
 mod node_death;
 mod outlier;
 mod overload;

@@ -7,7 +7,11 @@
 //! closes: the losing session of a simultaneous connect closes too, and must not take the
 //! winner's entry with it, so ready sessions are tracked per name. And when the session in use
 //! is the one closed, while the other is on its way up, the peer is neither reported down nor
-//! up again: a handover, not a flap (`ClusterState::handovers`).
+//! up again: a handover, not a flap (`ClusterState::handovers`) — provided the session that
+//! comes up is the same process: same name, same advertised address and, when the peer
+//! publishes one, the same incarnation (`incarnation.rs`). A peer restarted under its name
+//! and address is reported `Down`, then `Up`, and checked again like any new peer (wire
+//! version, labels, its peers), whether its old session closed first or lingers.
 //!
 //! **Duplicate names.** ractor_cluster 0.16.5 elects between two authenticated sessions of the
 //! same name by a random nonce, so a second process reusing a live node's name may win and
@@ -88,6 +92,9 @@ pub(crate) struct ClusterState {
     handovers: std::collections::HashSet<String>,
     /// The address each peer in handover was last ready at, and when its handover began.
     handover_addr: HashMap<String, (String, Instant)>,
+    /// The incarnation of each connected peer (or peer in handover) that published one
+    /// (`incarnation.rs`), recorded when it came up.
+    incarnations: HashMap<String, u64>,
     /// Ready sessions per peer name, oldest first; the last one carries traffic.
     ready: HashMap<String, Vec<Peer>>,
     /// Remote endpoints seen in pg, by node name.
@@ -124,6 +131,7 @@ impl Actor for ClusterManager {
             duplicates: HashMap::new(),
             handovers: Default::default(),
             handover_addr: HashMap::new(),
+            incarnations: HashMap::new(),
             ready: HashMap::new(),
             endpoints,
         })

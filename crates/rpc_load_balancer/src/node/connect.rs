@@ -24,6 +24,17 @@ use crate::call;
 use crate::control::{ControlReply, ControlRequest};
 use crate::Error;
 
+/// How long a dial keeps its dial slot (`NodeConfig::max_dials_in_flight`) while its
+/// handshake makes no progress — no TCP connect or TLS handshake done, no step of its session
+/// (opened, authenticated, ready) — before it gives the slot back and goes on without one,
+/// within its own bound: half the dial's bound (`connect_timeout`, 5 s by default), so a
+/// peer that accepts connections and never answers holds a slot for half as long as before,
+/// at most. (1 s was measured too: dials of a forming mesh of 64–96 nodes on 2 cores then
+/// gave their slots up while their peers were only slow, and the mesh formed slower.)
+fn slot_stall(bound: Duration) -> Duration {
+    bound / 2
+}
+
 /// How long to wait after the peer closed our session during the handshake, in case the
 /// other session of a simultaneous connect is about to win.
 const REJECTION_GRACE: Duration = Duration::from_millis(300);
@@ -103,7 +114,7 @@ pub(crate) async fn connect(
     match &outcome {
         Ok(_) => shared.peers.name_free(),
         Err(Error::ConnectFailed { reason, .. }) if may_be_duplicate_name(reason) => {
-            match name_taken_by(shared, reason).await {
+            match name_taken_by(shared, addr, reason).await {
                 Some(holder) => {
                     let wait = shared.peers.note_name_taken();
                     tracing::error!(%addr, %reason, %holder, retry_in_ms = wait.as_millis() as u64, "{NAME_TAKEN}");
@@ -124,18 +135,32 @@ pub(crate) async fn connect(
 /// ([`confirm_name`]), or, when the peer only closed the session (as it closes the losing
 /// session of a simultaneous connect too), one of the connected peers asked now. `None`
 /// when no peer answers so: the name is not taken as far as anyone can tell.
-async fn name_taken_by(shared: &NodeShared, reason: &str) -> Option<String> {
+///
+/// The peers asked are neither the one at the address dialled (the refusal being judged) nor
+/// any whose answer names its own address (a peer claiming this node's name itself is no
+/// witness). Known limit: a peer connected to this node records this node, so it can only
+/// answer for another node of the name in the moment its session to this one was replaced —
+/// a connected peer rarely gives the verdict; the dialled peer's own answer
+/// ([`confirm_name`]) is what usually does.
+async fn name_taken_by(shared: &NodeShared, dialled: &str, reason: &str) -> Option<String> {
     if let Some(holder) = reason.strip_prefix(DUPLICATE_NAME) {
         return Some(holder.rsplit(" at ").next().unwrap_or_default().to_string());
     }
     let own = shared.connection_string.as_deref()?;
     let request = ControlRequest::ConnectionOf(shared.name.clone());
+    let witnesses: Vec<(String, String)> = shared
+        .peers
+        .addresses()
+        .into_iter()
+        .filter(|(_, at)| at != dialled)
+        .take(3)
+        .collect();
     // A few peers are enough: each would have had to accept the other node's session, and a
     // live one answers its heartbeats.
-    for peer in shared.peers.names().into_iter().take(3) {
+    for (peer, peer_addr) in witnesses {
         let answer = call::control(&shared.transport, &peer, &request, Duration::from_secs(1));
         if let Ok(ControlReply::ConnectionOf(Some(recorded))) = answer.await {
-            if recorded != own {
+            if recorded != own && recorded != peer_addr {
                 return Some(recorded);
             }
         }
@@ -182,8 +207,8 @@ async fn connect_once(
     // And one of the node's dials in flight, from the TCP connect to the ready state
     // (`NodeConfig::max_dials_in_flight`): waited for within the bound.
     let permit_by = Instant::now() + bound;
-    let permit = match tokio::time::timeout_at(permit_by, shared.dial_permits.acquire()).await {
-        Ok(Ok(permit)) => permit,
+    let mut permit = match tokio::time::timeout_at(permit_by, shared.dial_permits.acquire()).await {
+        Ok(Ok(permit)) => Some(permit),
         Ok(Err(_closed)) => return Err(failed("the local node stopped".into())),
         Err(_elapsed) => {
             return Err(failed(format!(
@@ -198,10 +223,21 @@ async fn connect_once(
     if let Some(name) = shared.peers.peer_at(|c| names(c, addr, &resolved)) {
         return Ok(name);
     }
-    super::tls::dial(shared, server, addr, bound)
-        .await
-        .map_err(failed)?;
+    let dialling = super::tls::dial(shared, server, addr, bound);
+    tokio::pin!(dialling);
+    let opened = tokio::select! {
+        opened = &mut dialling => opened,
+        _ = tokio::time::sleep(slot_stall(bound)) => {
+            // A TCP connect or TLS handshake that hangs gives its slot back (see slot_stall).
+            permit = None;
+            dialling.await
+        }
+    };
+    opened.map_err(failed)?;
     let deadline = Instant::now() + bound;
+    // When the dial last made progress (its TCP connect, then each step of a session to
+    // `addr`): it keeps its slot for at most `slot_stall` past that.
+    let mut progress_at = Instant::now();
     // Sessions to `addr` still in the handshake, and incoming sessions not yet named (the
     // winner of a simultaneous connect may be one). Once our session closed and none of these
     // is left, the answer is known: stop waiting after a short grace.
@@ -220,7 +256,16 @@ async fn connect_once(
             Some(at) if settled => deadline.min(at + REJECTION_GRACE),
             _ => deadline,
         };
-        let event = match tokio::time::timeout_at(wait_until, sessions.recv()).await {
+        let stall_at = permit.as_ref().map(|_| progress_at + slot_stall(bound));
+        let wake_at = stall_at.map_or(wait_until, |at| at.min(wait_until));
+        let event = match tokio::time::timeout_at(wake_at, sessions.recv()).await {
+            Err(_elapsed) if stall_at.is_some_and(|at| at <= Instant::now()) => {
+                // No progress within `slot_stall`: the dial goes on without its slot, so that a
+                // peer that accepts connections and never answers holds no slot for long.
+                permit = None;
+                tracing::debug!(%addr, "a dial's handshake made no progress; giving its dial slot back");
+                continue;
+            }
             Err(_elapsed) => {
                 // Another session of that peer (one we did not see open: it opened before
                 // this dial) authenticated and is on its way up: wait for it, within the bound.
@@ -259,9 +304,10 @@ async fn connect_once(
         if peer_name.is_none() {
             peer_name.clone_from(&event.name);
         }
+        progress_at = Instant::now();
         match (event.stage, event.name) {
             (SessionStage::Ready, Some(name)) => {
-                drop(permit);
+                drop(permit.take());
                 return confirm_name(shared, addr, name, &event.session).await;
             }
             (SessionStage::Opened, _) => {
@@ -455,7 +501,10 @@ mod tests {
         );
         // The peer dialled said it records this name at another address.
         let said = format!("{DUPLICATE_NAME}a@h already has a node named me@127.0.0.1 at h:1");
-        assert_eq!(name_taken_by(&node, &said).await.as_deref(), Some("h:1"));
+        assert_eq!(
+            name_taken_by(&node, "h:2", &said).await.as_deref(),
+            Some("h:1")
+        );
         // It only closed the session after authenticating it (as it closes the losing session
         // of a simultaneous connect), and no connected peer answers for another node: not
         // taken.
@@ -463,7 +512,7 @@ mod tests {
                       authenticating it: a node with the same name may be connected to it \
                       (duplicate node name)";
         assert!(may_be_duplicate_name(closed));
-        assert_eq!(name_taken_by(&node, closed).await, None);
+        assert_eq!(name_taken_by(&node, "h:2", closed).await, None);
     }
 
     #[test]

@@ -79,12 +79,18 @@ impl Beat {
 /// handshakes, and a peer may not answer in time only because its process did not get to run:
 /// while forming (and for one `heartbeat_timeout` after), a peer may be silent for twice
 /// `heartbeat_timeout`.
+///
+/// Under churn (sessions coming and going all the time) the node would be lenient for good,
+/// and a hung peer dropped only after twice the timeout: so one stretch of leniency lasts at
+/// most [`FORMING_LIMIT`] timeouts; a new one starts only after a quiet timeout.
 #[derive(Default)]
 struct Forming {
     /// When the recent sessions came up (those within one timeout of the latest).
     ups: std::collections::VecDeque<Instant>,
     /// Lenient until then.
     until: Option<Instant>,
+    /// When the current stretch of leniency began.
+    since: Option<Instant>,
 }
 
 impl Forming {
@@ -99,18 +105,28 @@ impl Forming {
             self.ups.pop_front();
         }
         if self.ups.len() >= FORMING_SESSIONS {
+            if self.until.is_none_or(|until| now >= until) {
+                self.since = Some(now);
+            }
             self.until = Some(now + timeout);
         }
     }
 
     /// The silence allowed on top of `timeout` at `now`.
     fn extra(&self, now: Instant, timeout: Duration) -> Duration {
+        let within_limit = self
+            .since
+            .is_some_and(|since| now.saturating_duration_since(since) < timeout * FORMING_LIMIT);
         match self.until {
-            Some(until) if now < until => timeout,
+            Some(until) if now < until && within_limit => timeout,
             _ => Duration::ZERO,
         }
     }
 }
+
+/// Most `heartbeat_timeout`s one stretch of forming leniency lasts (see [`Forming`]): a mesh
+/// of 96 forms within 2 of them on 2 cores.
+const FORMING_LIMIT: u32 = 5;
 
 /// How many sessions coming up within one `heartbeat_timeout` make a forming mesh (see
 /// [`Forming`]).
@@ -156,6 +172,34 @@ impl Stall {
     fn fired(&mut self, due: Instant, now: Instant) {
         let late = now.saturating_duration_since(due);
         self.total += late.saturating_sub(STALL_SLACK);
+    }
+}
+
+/// Longest sender name, in bytes, a heartbeat is looked up by (longer ones are not recorded).
+pub(crate) const MAX_SENDER_NAME_BYTES: usize = 255;
+
+/// Records the heartbeat ([`ControlRequest::Heartbeat`]) of `sender` if it came, as far as
+/// this node can tell, over `sender`'s own session: `sender` (at most
+/// [`MAX_SENDER_NAME_BYTES`]) is a connected peer whose session is on the node's own streams
+/// and read bytes — the heartbeat's own — within a heartbeat interval (a busy node may handle
+/// the heartbeat a while after reading it; a hung sender's session reads nothing, so its
+/// silence still shows within `heartbeat_timeout`). ractor_cluster
+/// does not say which session a message came over, so that read is the check: a peer cannot
+/// keep a silent node's session alive by sending heartbeats in its name. A heartbeat not
+/// recorded is still answered; this node then heartbeats `sender` itself.
+pub(crate) fn on_heartbeat(shared: &NodeShared, sender: &str) {
+    if sender.len() > MAX_SENDER_NAME_BYTES {
+        return;
+    }
+    let Some(peer_addr) = shared.peers.load().get(sender).map(|p| p.peer_addr.clone()) else {
+        return;
+    };
+    let window = shared.config.heartbeat_interval;
+    let read_now = super::stream::activity_of(&peer_addr)
+        .and_then(|activity| activity.last())
+        .is_some_and(|at| at.elapsed() < window);
+    if read_now {
+        shared.peers.heard_from(sender);
     }
 }
 
@@ -352,6 +396,32 @@ mod tests {
         let eighth = burst + Duration::from_millis(700);
         assert_eq!(forming.extra(eighth, timeout), timeout);
         assert_eq!(forming.extra(eighth + timeout, timeout), Duration::ZERO);
+    }
+
+    #[test]
+    fn under_churn_the_forming_leniency_ends_after_its_limit_until_a_quiet_timeout() {
+        let timeout = Duration::from_secs(3);
+        let start = Instant::now();
+        let mut forming = Forming::default();
+        // A session up every 300 ms for a minute: 10 per timeout, lenient all the while…
+        let mut at = start;
+        while at < start + Duration::from_secs(60) {
+            forming.up(at, timeout);
+            at += Duration::from_millis(300);
+        }
+        let limit = timeout * FORMING_LIMIT;
+        assert_eq!(forming.extra(start + limit / 2, timeout), timeout);
+        // …but only for the limit.
+        assert_eq!(forming.extra(at, timeout), Duration::ZERO);
+        // After a quiet timeout, a new burst is lenient again.
+        let later = at + timeout + Duration::from_secs(1);
+        for i in 0..8 {
+            forming.up(later + Duration::from_millis(10 * i), timeout);
+        }
+        assert_eq!(
+            forming.extra(later + Duration::from_millis(100), timeout),
+            timeout
+        );
     }
 
     #[test]

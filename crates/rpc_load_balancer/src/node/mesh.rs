@@ -194,32 +194,78 @@ fn schedule_dial(
         } else {
             vec![DIAL_SPREAD.mul_f64(rand::random::<f64>())]
         };
-        for wait in waits {
+        let last = waits.len() - 1;
+        for (i, wait) in waits.into_iter().enumerate() {
             tokio::time::sleep(wait).await;
             if shared.peers.is_connected(&name) || shared.transport.is_stopped() {
                 return;
             }
+            // A session of the peer on its way up: wait again. After the last wait, give it
+            // until `connect_timeout` to be ready, then dial if it was not (left to the next
+            // mesh refresh, the pair could wait minutes in a large mesh; dialling while it is
+            // on its way would make a second session of which ractor_cluster closes one).
             if shared.peers.is_authenticating(&name) {
-                continue;
-            }
-            loop {
-                let bound = shared.config.connect_timeout;
-                match connect::connect(&shared, &server, &addr, bound).await {
-                    // The node's other dials held every slot: still wanted, wait on.
-                    Err(Error::ConnectFailed { reason, .. })
-                        if reason.starts_with(connect::NO_DIAL_SLOT)
-                            && !shared.peers.is_connected(&name)
-                            && !shared.transport.is_stopped() => {}
-                    Err(error) => {
-                        tracing::debug!(peer = %name, %addr, %error, "mesh dial failed");
-                        return;
-                    }
-                    Ok(_) => return,
+                if i < last {
+                    continue;
+                }
+                let until = tokio::time::Instant::now() + shared.config.connect_timeout;
+                while shared.peers.is_authenticating(&name) && tokio::time::Instant::now() < until {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                if shared.peers.is_connected(&name) || shared.transport.is_stopped() {
+                    return;
                 }
             }
+            mesh_dial(&shared, &server, &name, &addr).await;
+            return;
         }
     });
 }
+
+/// Dials `name`, learnt through the mesh at `addr`: waits on while the node's other dials hold
+/// every dial slot, and after a failed dial tries again after [`MESH_RETRY`] (doubling,
+/// ±20 %), [`MESH_ATTEMPTS`] dials in all, unless the peer is connected meanwhile, was
+/// refused, or this node's name is taken: a failed dial left to the next mesh refresh would
+/// keep the pair apart for as long (minutes in a mesh of ~100, see [`refresh_pause`]).
+async fn mesh_dial(
+    shared: &Arc<NodeShared>,
+    server: &ActorRef<NodeServerMessage>,
+    name: &str,
+    addr: &str,
+) {
+    let (mut pause, mut attempt) = (MESH_RETRY, 0);
+    loop {
+        let bound = shared.config.connect_timeout;
+        match connect::connect(shared, server, addr, bound).await {
+            Ok(_) => return,
+            // The node's other dials held every slot: still wanted, wait on.
+            Err(Error::ConnectFailed { reason, .. })
+                if reason.starts_with(connect::NO_DIAL_SLOT) => {}
+            Err(error) => {
+                attempt += 1;
+                tracing::debug!(peer = %name, %addr, %error, attempt, "mesh dial failed");
+                if attempt == MESH_ATTEMPTS {
+                    return;
+                }
+                tokio::time::sleep(pause.mul_f64(0.8 + rand::random::<f64>() * 0.4)).await;
+                pause *= 2;
+            }
+        }
+        let wanted = !shared.peers.is_connected(name)
+            && !shared.transport.is_stopped()
+            && shared.peers.refusal(name).is_none()
+            && shared.peers.name_taken_for().is_none();
+        if !wanted {
+            return;
+        }
+    }
+}
+
+/// First pause before a failed mesh dial is tried again ([`mesh_dial`]).
+const MESH_RETRY: Duration = Duration::from_millis(500);
+
+/// Most dials of a peer learnt through the mesh, per listing ([`mesh_dial`]).
+const MESH_ATTEMPTS: u32 = 3;
 
 /// Whether `own` is the one of two nodes named `own` and `other` that dials the other when
 /// they learn of each other through the mesh: decided by a hash of the two names (the same on

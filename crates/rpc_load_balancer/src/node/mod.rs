@@ -15,6 +15,7 @@ mod event;
 pub(crate) mod forward;
 mod gossip;
 mod heartbeat;
+mod incarnation;
 mod keep_peer;
 pub(crate) mod labels;
 mod listener;

@@ -32,7 +32,7 @@ impl Serving for NodeShared {
             ControlRequest::Gossip(entries) => super::gossip::answer(&self, entries),
             ControlRequest::Directory => ControlReply::Directory(self.directory.entries()),
             ControlRequest::Heartbeat(node) => {
-                self.peers.heard_from(&node);
+                super::heartbeat::on_heartbeat(&self, &node);
                 ControlReply::Pong {
                     node: self.name.clone(),
                     wire_version: crate::wire::local_version(),

@@ -79,6 +79,8 @@ pub(crate) struct NodeShared {
     pub(crate) directory: super::directory::Directory,
     /// The peers this node's subsetting balancers want sessions to (`subset_dial.rs`).
     pub(crate) wanted: super::subset_dial::WantedPeers,
+    /// This run of the node (`incarnation.rs`): random, drawn at start, published to peers.
+    pub(crate) incarnation: u64,
 }
 
 impl NodeShared {
@@ -105,7 +107,7 @@ impl NodeShared {
         let directory = super::directory::Directory::new(
             &name,
             connection_string.as_deref().unwrap_or_default(),
-            incarnation(),
+            directory_incarnation(),
         );
         Self {
             name,
@@ -126,6 +128,7 @@ impl NodeShared {
             dial_permits: tokio::sync::Semaphore::new(config.max_dials_in_flight),
             directory,
             wanted: super::subset_dial::WantedPeers::default(),
+            incarnation: super::incarnation::draw(),
         }
     }
 
@@ -169,8 +172,9 @@ impl NodeShared {
 }
 
 /// This run's incarnation in the node directory: ms since the Unix epoch now (0 if the clock
-/// reads before it).
-fn incarnation() -> u64 {
+/// reads before it). Ordered, unlike the session-handover `incarnation` (random, compared
+/// only for equality): a restarted node's directory entry must win over its old one.
+fn directory_incarnation() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))

@@ -155,6 +155,8 @@ impl Node {
             }
         };
         let _ = shared.transport.own_endpoint.set(endpoint.clone());
+        // Before any session can be ready: peers read it at their ready event.
+        super::incarnation::publish(&endpoint.get_cell(), shared.incarnation);
         let args = ClusterArgs {
             shared: Arc::clone(&shared),
             server: server.clone(),

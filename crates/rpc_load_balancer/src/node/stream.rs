@@ -64,9 +64,14 @@ fn epoch() -> Instant {
 
 /// The sessions' activity records by the session's peer address (`ip:port`, the session's
 /// `peer_addr`); process-wide, as a process runs one node. Entries of closed sessions are
-/// dropped as new ones come.
-fn activities() -> &'static Mutex<HashMap<String, Weak<Activity>>> {
-    static ACTIVITIES: OnceLock<Mutex<HashMap<String, Weak<Activity>>>> = OnceLock::new();
+/// dropped as new ones come. A peer address names one session only as long as no other open
+/// session has it too (an accepted session's peer port is the peer's ephemeral port, which
+/// on another host may equal a listening port this node dialled): so each address keeps
+/// every open session's record.
+type Records = HashMap<String, Vec<Weak<Activity>>>;
+
+fn activities() -> &'static Mutex<Records> {
+    static ACTIVITIES: OnceLock<Mutex<Records>> = OnceLock::new();
     ACTIVITIES.get_or_init(Default::default)
 }
 
@@ -74,16 +79,24 @@ fn activities() -> &'static Mutex<HashMap<String, Weak<Activity>>> {
 fn track(peer: SocketAddr) -> Arc<Activity> {
     let activity = Arc::new(Activity::default());
     let mut all = activities().lock().unwrap_or_else(|p| p.into_inner());
-    all.retain(|_, a| a.strong_count() > 0);
-    all.insert(peer.to_string(), Arc::downgrade(&activity));
+    all.retain(|_, records| {
+        records.retain(|a| a.strong_count() > 0);
+        !records.is_empty()
+    });
+    all.entry(peer.to_string())
+        .or_default()
+        .push(Arc::downgrade(&activity));
     activity
 }
 
 /// The activity record of the open session whose peer address is `peer_addr`, if the node's
-/// own stream carries it (not a TLS session this node dialled, nor one of an attached node).
+/// own stream carries it (not a TLS session this node dialled, nor one of an attached node)
+/// and no other open session has that peer address (which of them read would be unknown).
 pub(crate) fn activity_of(peer_addr: &str) -> Option<Arc<Activity>> {
     let all = activities().lock().unwrap_or_else(|p| p.into_inner());
-    all.get(peer_addr).and_then(Weak::upgrade)
+    let mut open = all.get(peer_addr)?.iter().filter_map(Weak::upgrade);
+    let only = open.next()?;
+    open.next().is_none().then_some(only)
 }
 
 /// A read half that notes in its [`Activity`] when it reads bytes.
@@ -247,5 +260,17 @@ mod tests {
             activity_of(&peer).is_none(),
             "the session's record goes with it"
         );
+    }
+
+    /// Two open sessions with the same peer address: neither record is taken for it.
+    #[test]
+    fn a_peer_address_of_two_open_sessions_has_no_record() {
+        let peer: SocketAddr = "10.9.8.7:4100".parse().unwrap();
+        let one = track(peer);
+        assert!(activity_of(&peer.to_string()).is_some_and(|a| Arc::ptr_eq(&a, &one)));
+        let two = track(peer);
+        assert!(activity_of(&peer.to_string()).is_none(), "ambiguous");
+        drop(one);
+        assert!(activity_of(&peer.to_string()).is_some_and(|a| Arc::ptr_eq(&a, &two)));
     }
 }

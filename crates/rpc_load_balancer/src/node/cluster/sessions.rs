@@ -9,6 +9,7 @@ use ractor::ActorId;
 
 use super::{add_endpoint, ClusterMsg, ClusterState, DUPLICATE_WINDOW};
 use crate::node::event::{NodeEvent, SessionEvent, SessionStage};
+use crate::node::incarnation;
 use crate::node::peer_table::Peer;
 use crate::node::refusals::Opening;
 use crate::wire::{ENDPOINT_GROUP, SCOPE};
@@ -103,54 +104,7 @@ impl ClusterState {
             _ => {}
         }
         match (event.stage, &event.name) {
-            (SessionStage::Ready, Some(name)) => {
-                let peer = Peer {
-                    session_id: event.session_id,
-                    session: event.session.get_cell(),
-                    connection_string: event.connection_string.clone().unwrap_or_default(),
-                    peer_addr: event.peer_addr.clone(),
-                    endpoint: None,
-                };
-                let sessions = self.ready.entry(name.clone()).or_default();
-                let first = sessions.is_empty();
-                sessions.retain(|p| p.session_id != peer.session_id);
-                sessions.push(peer);
-                if !self.endpoints.contains_key(name) {
-                    // The ready event follows the peer's pg sync; read pg in case our monitor's
-                    // notification has not arrived yet.
-                    for cell in ractor::pg::get_scoped_members(
-                        &SCOPE.to_string(),
-                        &ENDPOINT_GROUP.to_string(),
-                    ) {
-                        add_endpoint(&mut self.endpoints, &cell);
-                    }
-                }
-                self.publish();
-                if first && self.handovers.remove(name) {
-                    self.handover_addr.remove(name);
-                    tracing::debug!(node = %name, "a peer's session handed over to its other one");
-                } else if first {
-                    self.note_client(name);
-                    tracing::info!(node = %name, "node up");
-                    // Back (e.g. restarted): no longer a node that left.
-                    self.shared.peers.forget_left(name);
-                    let (shared, server) = (Arc::clone(&self.shared), self.server.clone());
-                    let (peer, session) = (name.clone(), event.session.get_cell());
-                    tokio::spawn(async move {
-                        if crate::node::version::check(&shared, &peer, &session).await {
-                            tokio::spawn(crate::node::labels::fetch(
-                                Arc::clone(&shared),
-                                peer.clone(),
-                            ));
-                            crate::node::mesh::introduce(shared, server, peer).await;
-                        }
-                    });
-                    let _ = self
-                        .shared
-                        .events
-                        .send(NodeEvent::Up { node: name.clone() });
-                }
-            }
+            (SessionStage::Ready, Some(name)) => self.on_ready(name, &event),
             (SessionStage::Disconnected, name) => {
                 self.on_disconnected(event.session_id, name.as_deref())
             }
@@ -170,6 +124,93 @@ impl ClusterState {
         }
         // Waiters in `connect` see the event after the table is updated.
         let _ = self.shared.sessions.send(event);
+    }
+
+    /// A session of `name` is ready: the peer is up unless another of its sessions is (or
+    /// was, in a handover) carrying it for the same process; a peer that restarted under the
+    /// same name and address (another incarnation) is reported down, then up.
+    fn on_ready(&mut self, name: &str, event: &SessionEvent) {
+        let peer = Peer {
+            session_id: event.session_id,
+            session: event.session.get_cell(),
+            connection_string: event.connection_string.clone().unwrap_or_default(),
+            peer_addr: event.peer_addr.clone(),
+            endpoint: None,
+        };
+        let seen = incarnation::of_session(event.node_id);
+        let recorded = self.incarnations.get(name).copied();
+        let sessions = self.ready.entry(name.to_string()).or_default();
+        let first = sessions.is_empty();
+        // Sessions of the process that was there before (its connection not seen closed yet):
+        // they carry nothing of the new one.
+        let mut stale = Vec::new();
+        if !first && incarnation::differs(recorded, seen) {
+            stale = std::mem::take(sessions);
+        }
+        sessions.retain(|p| p.session_id != peer.session_id);
+        let addr = peer.connection_string.clone();
+        sessions.push(peer);
+        if !self.endpoints.contains_key(name) || !stale.is_empty() {
+            // The ready event follows the peer's pg sync; read pg in case our monitor's
+            // notification has not arrived yet — the new session's endpoint last, so that it
+            // is the one kept for its name.
+            let (new, others): (Vec<_>, Vec<_>) =
+                ractor::pg::get_scoped_members(&SCOPE.to_string(), &ENDPOINT_GROUP.to_string())
+                    .into_iter()
+                    .partition(|cell| cell.get_id().node() == event.node_id);
+            for cell in others.iter().chain(&new) {
+                add_endpoint(&mut self.endpoints, cell);
+            }
+        }
+        self.publish();
+        let restarted = if !stale.is_empty() {
+            for old in &stale {
+                old.session.stop(Some("the peer restarted".into()));
+            }
+            let old_addr = stale.last().map(|p| p.connection_string.clone());
+            Some(old_addr.unwrap_or_default())
+        } else if first && self.handovers.remove(name) {
+            let old_addr = self.handover_addr.remove(name).map(|(addr, _)| addr);
+            let old_addr = old_addr.unwrap_or_default();
+            if old_addr == addr && !incarnation::differs(recorded, seen) {
+                tracing::debug!(node = %name, "a peer's session handed over to its other one");
+                if let Some(incarnation) = seen {
+                    self.incarnations.insert(name.to_string(), incarnation);
+                }
+                return;
+            }
+            Some(old_addr)
+        } else {
+            None
+        };
+        if let Some(old_addr) = restarted {
+            tracing::info!(node = %name, %old_addr, new_addr = %addr, "peer restarted (another process under its name)");
+            self.peer_down(name.to_string(), old_addr);
+        } else if !first {
+            return;
+        }
+        match seen {
+            Some(incarnation) => self.incarnations.insert(name.to_string(), incarnation),
+            None => self.incarnations.remove(name),
+        };
+        self.note_client(name);
+        tracing::info!(node = %name, "node up");
+        // Back (e.g. restarted): no longer a node that left.
+        self.shared.peers.forget_left(name);
+        let (shared, server) = (Arc::clone(&self.shared), self.server.clone());
+        let (peer, session) = (name.to_string(), event.session.get_cell());
+        tokio::spawn(async move {
+            if crate::node::version::check(&shared, &peer, &session).await {
+                tokio::spawn(crate::node::labels::fetch(
+                    Arc::clone(&shared),
+                    peer.clone(),
+                ));
+                crate::node::mesh::introduce(shared, server, peer).await;
+            }
+        });
+        let _ = self.shared.events.send(NodeEvent::Up {
+            node: name.to_string(),
+        });
     }
 
     /// Stops a newly authenticated session that claims the name of a ready peer at another
@@ -296,6 +337,7 @@ impl ClusterState {
         // sets don't grow with every `rpclb call` made against this node.
         self.shared.peers.note_down(&name);
         self.shared.peers.forget_labels(&name);
+        self.incarnations.remove(&name);
         let _ = self.shared.events.send(NodeEvent::Down { node: name });
     }
 }

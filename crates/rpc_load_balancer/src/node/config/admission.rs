@@ -56,7 +56,10 @@ impl NodeConfig {
     /// ([`DEFAULT_MAX_DIALS_IN_FLIGHT`](crate::DEFAULT_MAX_DIALS_IN_FLIGHT)), from 1 to 1,024
     /// (else [`Error::InvalidConfig`] naming `max_dials_in_flight` at start). Further dials —
     /// of configured peers, of peers learnt through the mesh, redials, [`Node::connect`] —
-    /// wait for a free slot (within their own bound). A node joining a large cluster learns of
+    /// wait for a free slot (within their own bound). A dial whose handshake makes no progress
+    /// for half its bound (`connect_timeout`; no TCP connect, TLS or session step) gives its
+    /// slot back and finishes without it, so peers that accept connections and never answer
+    /// cannot hold the slots for long. A node joining a large cluster learns of
     /// every member at once: dialling them all at once makes a burst of handshakes that,
     /// with every other node doing the same, starves the machine (slow handshakes time out and
     /// are dialled again, heartbeats go unanswered); a few at a time, the mesh forms faster.
