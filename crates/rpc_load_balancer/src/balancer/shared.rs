@@ -237,8 +237,13 @@ impl BalancerShared {
                 // Slow start inside, ejection outside: ejection looks at slow start's picks.
                 let metrics = EjectionMetrics::new(&config.name);
                 let ejecting = Arc::new(
-                    Ejecting::new(built, options.clone(), clock.clone())
-                        .with_listener(Box::new(move |event| metrics.record(event))),
+                    Ejecting::new(
+                        built,
+                        options.clone(),
+                        clock.clone(),
+                        crate::routing::ejection_rng(context.seed),
+                    )
+                    .with_listener(Box::new(move |event| metrics.record(event))),
                 );
                 // Suspicion reads each member's calls in flight.
                 needs = needs.in_flight();

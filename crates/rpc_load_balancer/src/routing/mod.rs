@@ -55,7 +55,7 @@ pub use algorithm::{Algorithm, BuildContext, CpuPolling, Needs};
 pub use clock::{Clock, ManualClock};
 pub use locality::Locality;
 pub use outcome::{Outcome, OutcomeKind};
-pub(crate) use outlier::{Ejecting, EjectionEvent};
+pub(crate) use outlier::{ejection_rng, Ejecting, EjectionEvent};
 pub use outlier::{EjectionStats, OutlierEjection};
 pub use per_list::PerList;
 pub use rng::Rng;

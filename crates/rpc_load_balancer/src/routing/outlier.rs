@@ -7,7 +7,7 @@ mod selector;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Algorithm, BuildContext, Needs, Selector};
+use super::{Algorithm, BuildContext, Needs, Rng, Selector};
 use crate::Error;
 
 pub use selector::EjectionStats;
@@ -248,6 +248,12 @@ struct WithEjection {
     name: &'static str,
 }
 
+/// Ejection's own random sequence under a build seed: the seed moved by a constant, so that
+/// its draws do not repeat the inner selector's (seeded from the same build seed).
+pub(crate) fn ejection_rng(seed: Option<u64>) -> Rng {
+    Rng::from_seed(seed.map(|seed| seed ^ 0x6A09_E667_F3BC_C909))
+}
+
 impl Algorithm for WithEjection {
     fn name(&self) -> &'static str {
         self.name
@@ -260,6 +266,7 @@ impl Algorithm for WithEjection {
             inner,
             self.options.clone(),
             context.clock.clone(),
+            ejection_rng(context.seed),
         )))
     }
 

@@ -111,10 +111,18 @@ pub(crate) struct Ejecting {
     ejections: AtomicU64,
     suspicions: AtomicU64,
     listener: Option<Listener>,
+    /// Where a pick away from an ejected member lands when redraws fail: seeded from the
+    /// build's seed (a test kit's, the lab's) so those picks repeat under it.
+    rng: Rng,
 }
 
 impl Ejecting {
-    pub(crate) fn new(inner: Box<dyn Selector>, options: OutlierEjection, clock: Clock) -> Self {
+    pub(crate) fn new(
+        inner: Box<dyn Selector>,
+        options: OutlierEjection,
+        clock: Clock,
+        rng: Rng,
+    ) -> Self {
         Self {
             inner_learns: inner.learns(),
             inner,
@@ -131,6 +139,7 @@ impl Ejecting {
             ejections: AtomicU64::new(0),
             suspicions: AtomicU64::new(0),
             listener: None,
+            rng,
         }
     }
 
@@ -661,12 +670,12 @@ impl Ejecting {
         // all of it to one neighbour). With most members out, the first in from a random place.
         let len = members.len();
         for _ in 0..RANDOM_LOOKS {
-            let i = Rng::Thread.below(len);
+            let i = self.rng.below(len);
             if !out(i) {
                 return Ok(i);
             }
         }
-        let start = Rng::Thread.below(len);
+        let start = self.rng.below(len);
         Ok((0..len)
             .map(|step| (start + step) % len)
             .find(|&i| !out(i))
