@@ -253,6 +253,18 @@ impl Budget {
         true
     }
 
+    /// Gives back, at `now_ns`, a token withdrawn for a retry or hedge that then could not be
+    /// sent (no member could take it).
+    pub(crate) fn refund(&self, now_ns: u64) {
+        if self.off {
+            return;
+        }
+        let mut slots = self.lock();
+        slots.advance(now_ns / self.slot_ns);
+        let current = (slots.current % SLOTS as u64) as usize;
+        slots.net[current] = slots.net[current].saturating_add(MILLI);
+    }
+
     /// Retries it would allow at `now_ns`, in whole tokens (the test kit's and tests' view).
     #[cfg(any(test, feature = "testkit"))]
     pub(crate) fn balance(&self, now_ns: u64) -> i64 {
@@ -297,6 +309,19 @@ mod tests {
         assert!(!budget.withdraw(9 * S));
         assert_eq!(budget.balance(10 * S), 100);
         assert!(budget.withdraw(10 * S));
+    }
+
+    #[test]
+    fn a_refund_gives_back_a_token_that_could_not_be_spent() {
+        let budget = Budget::new(&RetryBudget::new(0.0, 1, Duration::from_secs(1)));
+        assert!(budget.withdraw(0));
+        assert!(!budget.withdraw(0), "the reserve of 1 is spent");
+        budget.refund(0);
+        assert_eq!(budget.balance(0), 1);
+        assert!(budget.withdraw(0), "the refunded token");
+        let off = Budget::new(&RetryBudget::none());
+        off.refund(0);
+        assert!(!off.withdraw(0), "a budget that is off stays off");
     }
 
     #[test]

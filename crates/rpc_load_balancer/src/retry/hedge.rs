@@ -20,7 +20,7 @@ use crate::{Error, RetryBudget};
 pub enum HedgeDelay {
     /// A set time after the first copy was sent (greater than zero).
     Fixed(Duration),
-    /// The `percentile` (percent, within `0.0..100.0`, e.g. `95.0`) of the latencies of the
+    /// The `percentile` (percent, above 0 and below 100, e.g. `95.0`) of the latencies of the
     /// same function's calls through this balancer that may be hedged (a decaying histogram,
     /// recent calls weighing most), but never sooner than `min`. Until 100 of those calls
     /// have replied, no second copy is sent (a percentile of fewer says little about a
@@ -117,7 +117,8 @@ impl HedgePolicy {
     /// Checks the values.
     ///
     /// Errors: [`Error::InvalidConfig`] naming `hedge.delay` (a zero fixed delay),
-    /// `hedge.percentile` (not within `0.0..100.0`), `hedge.ratio` (not within `0.0..=1.0`) or
+    /// `hedge.percentile` (not above 0 and below 100: the 0th percentile, the
+    /// fastest reply, would send nearly every call twice), `hedge.ratio` (not within `0.0..=1.0`) or
     /// `hedge.window` (not whole seconds within 1 s to 60 s).
     pub(crate) fn validate(&self) -> Result<(), Error> {
         let invalid = |option, reason| Err(Error::InvalidConfig { option, reason });
@@ -128,10 +129,15 @@ impl HedgePolicy {
                     "must be greater than 0 (0 would send every call twice)".into(),
                 )
             }
-            HedgeDelay::Percentile { percentile, .. } if !(0.0..100.0).contains(&percentile) => {
+            HedgeDelay::Percentile { percentile, .. }
+                if !(percentile > 0.0 && percentile < 100.0) =>
+            {
                 return invalid(
                     "hedge.percentile",
-                    format!("{percentile} is not within 0.0..100.0 (percent)"),
+                    format!(
+                        "{percentile} is not above 0 and below 100 (percent; 0 would send \
+                         nearly every call twice)"
+                    ),
                 )
             }
             _ => {}
@@ -223,7 +229,7 @@ mod tests {
         let ms = Duration::from_millis;
         assert!(HedgePolicy::after(ms(10), 0.05, 1).validate().is_ok());
         assert!(HedgePolicy::at_percentile(95.0, 0.0, 0).validate().is_ok());
-        assert!(HedgePolicy::at_percentile(0.0, 1.0, 0).validate().is_ok());
+        assert!(HedgePolicy::at_percentile(0.1, 1.0, 0).validate().is_ok());
         for (policy, option) in [
             (HedgePolicy::after(Duration::ZERO, 0.05, 1), "hedge.delay"),
             (
@@ -234,6 +240,7 @@ mod tests {
                 HedgePolicy::at_percentile(-1.0, 0.05, 1),
                 "hedge.percentile",
             ),
+            (HedgePolicy::at_percentile(0.0, 0.05, 1), "hedge.percentile"),
             (
                 HedgePolicy::at_percentile(f64::NAN, 0.05, 1),
                 "hedge.percentile",

@@ -75,6 +75,12 @@ impl HedgeKit {
     pub fn withdraw(&self, now: Duration) -> bool {
         self.hedging.budget.withdraw(ns(now))
     }
+
+    /// A hedge withdrawn at `now` that could not be sent (no member could take it): its token
+    /// goes back, as the library's call does.
+    pub fn refund(&self, now: Duration) {
+        self.hedging.budget.refund(ns(now));
+    }
 }
 
 fn ns(time: Duration) -> u64 {

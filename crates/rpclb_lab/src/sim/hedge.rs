@@ -58,15 +58,20 @@ impl Sim<'_> {
             return;
         };
         let first = self.members[member as usize].node.as_str();
-        // Nobody else to take it: no second copy.
-        let Ok(next) = kit.pick_excluding(&[first], None) else {
+        // In the library's order: nobody else, then the budget, then the pick (so a hedge the
+        // budget refuses moves no selector state).
+        if kit.nodes().iter().all(|node| node == first) {
             return;
-        };
-        if !self.hedges[caller as usize].withdraw(Duration::from_nanos(self.now)) {
-            kit.release(next);
+        }
+        let now = Duration::from_nanos(self.now);
+        if !self.hedges[caller as usize].withdraw(now) {
             self.hedges_refused_in_window += u64::from(in_window);
             return;
         }
+        let Ok(next) = kit.pick_excluding(&[first], None) else {
+            self.hedges[caller as usize].refund(now);
+            return;
+        };
         let to = member_index(next.node());
         let copy = Call {
             caller,

@@ -90,6 +90,10 @@ pub(super) async fn run_hedged<'r, F: RemoteFunction>(
                     return ended;
                 }
                 chosen = route.choose::<F>(Kind::Call, &mut tried, true, &mut none, telemetry) => {
+                    if chosen.is_err() {
+                        // No member could take it: the token goes back.
+                        hedging.budget.refund(shared.budget_now());
+                    }
                     chosen.ok()
                 }
             }
