@@ -14,7 +14,9 @@ use crate::load::LoadReport;
 mod directory_entry;
 mod drain_report;
 
-pub use directory_entry::{DirectoryEntry, MAX_DIRECTORY_ENTRIES, MAX_ENTRY_BALANCERS};
+pub use directory_entry::{
+    DirectoryEntry, MAX_DIRECTORY_BYTES, MAX_DIRECTORY_ENTRIES, MAX_ENTRY_BALANCERS,
+};
 pub use drain_report::{DrainOutcome, DrainReport};
 
 /// A control request.

@@ -13,6 +13,22 @@ pub const MAX_DIRECTORY_ENTRIES: usize = 1_024;
 /// How many balancer names a decoded entry keeps in each of its two lists (the first ones).
 pub const MAX_ENTRY_BALANCERS: usize = 32;
 
+/// How many bytes a node's held directory may take encoded (its own entry included; bytes as
+/// counted by [`DirectoryEntry::encoded_bound`], an upper bound of the wire encoding): 1 MiB.
+/// [`MAX_DIRECTORY_ENTRIES`] entries of the longest names would take about 17 MB, over the
+/// 16 MiB frame of a node session, and a reply that large would end the session; so a node
+/// takes no new or grown entry that would bring its directory past this budget (about 10,000
+/// entries of ordinary size fit, so the entry cap binds first in practice).
+pub const MAX_DIRECTORY_BYTES: usize = 1 << 20;
+
+/// Bytes [`DirectoryEntry::encoded_bound`] counts for an entry besides its strings: a length
+/// prefix for each of its two names (at most 3 bytes each for names of up to 64 KiB), two
+/// `u64` varints (at most 10 bytes each) and two list lengths (at most 5 bytes each).
+const ENTRY_OVERHEAD_BYTES: usize = 3 + 3 + 10 + 10 + 5 + 5;
+
+/// Bytes counted per balancer name besides its own: its length prefix (at most 3 bytes).
+const NAME_OVERHEAD_BYTES: usize = 3;
+
 /// One node's entry in the node directory (issue 21: deterministic subsetting on real nodes):
 /// who it is, where to dial it, which balancers it is a member of and which it calls with
 /// subsetting, and its heartbeat counter. Nodes in the sparse mesh
@@ -40,6 +56,21 @@ pub struct DirectoryEntry {
     /// [`MAX_ENTRY_BALANCERS`].
     #[serde(deserialize_with = "first_names")]
     pub calls: Vec<String>,
+}
+
+impl DirectoryEntry {
+    /// An upper bound of the entry's encoded size in bytes (the wire's varint-prefixed
+    /// encoding): its strings' lengths plus fixed per-entry and per-name overheads. What
+    /// [`MAX_DIRECTORY_BYTES`] counts.
+    pub fn encoded_bound(&self) -> usize {
+        let names: usize = self
+            .serves
+            .iter()
+            .chain(&self.calls)
+            .map(|b| b.len() + NAME_OVERHEAD_BYTES)
+            .sum();
+        self.node.len() + self.addr.len() + ENTRY_OVERHEAD_BYTES + names
+    }
 }
 
 /// A visitor keeping the first `keep` elements of a sequence and decoding the rest one at a
@@ -123,6 +154,20 @@ mod tests {
             postcard::from_bytes::<ControlRequest>(&bytes).unwrap(),
             request
         );
+    }
+
+    #[test]
+    fn the_encoded_bound_is_never_below_the_wire_size() {
+        let long = "x".repeat(300);
+        let mut big = entry(u32::MAX as usize, MAX_ENTRY_BALANCERS);
+        big.node = long.clone();
+        big.incarnation = u64::MAX;
+        big.counter = u64::MAX;
+        big.calls = vec![long; MAX_ENTRY_BALANCERS];
+        for e in [entry(0, 0), entry(5, 3), big] {
+            let wire = postcard::to_allocvec(&e).unwrap().len();
+            assert!(e.encoded_bound() >= wire, "{} < {wire}", e.encoded_bound());
+        }
     }
 
     #[test]

@@ -17,6 +17,10 @@
 //! that is not taken), names and addresses of at most [`MAX_NAME_BYTES`], at most
 //! [`MAX_ENTRY_BALANCERS`] balancer names of at most [`MAX_NAME_BYTES`] per list (the
 //! decode keeps no more: `control::directory_entry`). Entries that break these are skipped.
+//! And at most [`MAX_DIRECTORY_BYTES`] encoded in all, its own entry included (counted by
+//! [`DirectoryEntry::encoded_bound`]): a new or grown entry that would pass it is not taken,
+//! so this node's exchanges and replies stay far below the session's frame limit whatever
+//! peers pad their entries with.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
@@ -24,7 +28,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use crate::control::{DirectoryEntry, MAX_DIRECTORY_ENTRIES, MAX_ENTRY_BALANCERS};
+use crate::control::{
+    DirectoryEntry, MAX_DIRECTORY_BYTES, MAX_DIRECTORY_ENTRIES, MAX_ENTRY_BALANCERS,
+};
 
 /// How long an entry whose counter does not advance is kept: 15 exchange periods.
 pub(crate) const ENTRY_TTL: Duration = Duration::from_secs(15);
@@ -139,10 +145,17 @@ impl Directory {
     /// Merges a peer's entries at `now`: an entry is taken when it is valid, not this node's,
     /// and newer by `(incarnation, counter)` than the one held (and than the word held when
     /// the node was seen going down); a new name only while fewer than
-    /// [`MAX_DIRECTORY_ENTRIES`] are held.
+    /// [`MAX_DIRECTORY_ENTRIES`] are held; and a new or grown entry only while the held
+    /// directory stays within [`MAX_DIRECTORY_BYTES`].
     pub(crate) fn merge(&self, entries: Vec<DirectoryEntry>, now: Instant) {
         let mut state = self.lock();
         let mut changed = false;
+        let mut bytes = state.own.encoded_bound()
+            + state
+                .others
+                .values()
+                .map(|(e, _)| e.encoded_bound())
+                .sum::<usize>();
         for entry in entries.into_iter().take(MAX_DIRECTORY_ENTRIES) {
             if entry.node == state.own.node || !is_valid(&entry) {
                 continue;
@@ -161,13 +174,19 @@ impl Directory {
                     if word <= (held.incarnation, held.counter) {
                         continue;
                     }
+                    let after = bytes - held.encoded_bound() + entry.encoded_bound();
+                    if after > MAX_DIRECTORY_BYTES && after > bytes {
+                        continue;
+                    }
+                    bytes = after;
                     changed |= held.addr != entry.addr
                         || held.serves != entry.serves
                         || held.calls != entry.calls;
                     *held = entry;
                     *advanced = now;
                 }
-                None if room => {
+                None if room && bytes + entry.encoded_bound() <= MAX_DIRECTORY_BYTES => {
+                    bytes += entry.encoded_bound();
                     state.down.remove(&entry.node);
                     state.others.insert(entry.node.clone(), (entry, now));
                     changed = true;

@@ -140,3 +140,48 @@ fn the_directory_holds_a_bounded_number_of_valid_entries() {
     assert_eq!(fresh.len(), 2, "{:?}", fresh.entries());
     assert_eq!(fresh.addr_of("ok@h").as_deref(), Some("ok@h:1"));
 }
+
+#[test]
+fn entries_padded_to_the_caps_never_bring_the_directory_past_its_byte_budget() {
+    let now = Instant::now();
+    let directory = Directory::new("me@h", "me:1", 1);
+    let pad = |i: usize, c: char| format!("{i}{}", c.to_string().repeat(MAX_NAME_BYTES - 8));
+    let padded = |i: usize, counter: u64| DirectoryEntry {
+        node: pad(i, 'n'),
+        addr: pad(i, 'a'),
+        incarnation: 1,
+        counter,
+        serves: (0..MAX_ENTRY_BALANCERS).map(|b| pad(b, 's')).collect(),
+        calls: (0..MAX_ENTRY_BALANCERS).map(|b| pad(b, 'c')).collect(),
+    };
+    // Small entries first, then (as two exchanges would) padded ones, then the small ones
+    // grown to the caps.
+    let small: Vec<DirectoryEntry> = (0..100)
+        .map(|i| entry(&format!("s{i}@h"), 1, 1, &["b"]))
+        .collect();
+    directory.merge(small, now);
+    directory.merge((0..300).map(|i| padded(i, 1)).collect(), now);
+    directory.merge(
+        (300..MAX_DIRECTORY_ENTRIES).map(|i| padded(i, 1)).collect(),
+        now,
+    );
+    let grown: Vec<DirectoryEntry> = (0..100)
+        .map(|i| {
+            let mut e = padded(i, 2);
+            e.node = format!("s{i}@h");
+            e
+        })
+        .collect();
+    directory.merge(grown, now);
+    let entries = directory.entries();
+    let held: usize = entries.iter().map(DirectoryEntry::encoded_bound).sum();
+    assert!(held <= MAX_DIRECTORY_BYTES, "{held}");
+    let request = postcard::to_allocvec(&crate::control::ControlRequest::Gossip(entries.clone()));
+    let reply = postcard::to_allocvec(&crate::control::ControlReply::Directory(entries));
+    for encoded in [request.unwrap().len(), reply.unwrap().len()] {
+        assert!(encoded <= MAX_DIRECTORY_BYTES, "{encoded} bytes encoded");
+    }
+    // The small entries are all still there; the budget took some padded ones, not all.
+    assert_eq!(directory.serving("b").len(), 100);
+    assert!(directory.len() > 101 && directory.len() < MAX_DIRECTORY_ENTRIES);
+}
