@@ -111,10 +111,15 @@ impl BalancerShared {
         let mut shape = self.node.directory.watch();
         let shared = Arc::downgrade(self);
         let (node, name) = (Arc::clone(&self.node), self.name.clone());
+        // This start's own wants: a restart under the same name has its own token, which this
+        // task's late unwant leaves alone.
+        let token = node.wanted.token();
         tokio::spawn(async move {
             loop {
                 match shared.upgrade() {
-                    Some(shared) if !shared.is_stopping() => shared.update_subset(&subsetting),
+                    Some(shared) if !shared.is_stopping() => {
+                        shared.update_subset(&subsetting, token)
+                    }
                     _ => break,
                 }
                 tokio::select! {
@@ -122,13 +127,13 @@ impl BalancerShared {
                     () = tokio::time::sleep(RECHECK) => {}
                 }
             }
-            node.wanted.unwant(&name);
+            node.wanted.unwant(&name, token);
         });
     }
 
-    /// Recomputes the subset; on a change, hands it to the node to dial and re-reads the
-    /// members.
-    fn update_subset(&self, subsetting: &Subsetting) {
+    /// Recomputes the subset; on a change, hands it to the node to dial (as the wants of
+    /// this balancer's start `token`) and re-reads the members.
+    fn update_subset(&self, subsetting: &Subsetting, token: u64) {
         let directory = &self.node.directory;
         let members = directory.serving(&self.name);
         let callers = directory.calling(&self.name);
@@ -137,7 +142,7 @@ impl BalancerShared {
             return;
         }
         tracing::debug!(balancer = %self.name, subset = ?chosen, members = members.len(), callers = callers.len(), "subset changed");
-        self.node.wanted.want(&self.name, chosen.clone());
+        self.node.wanted.want(&self.name, token, chosen.clone());
         self.subset.store(Some(Arc::new(chosen)));
         self.refresh_unless_stopping();
     }

@@ -32,8 +32,12 @@ pub(crate) struct WantedPeers {
 
 #[derive(Default)]
 struct Wanted {
-    /// By balancer: the nodes of its subset.
-    by_balancer: HashMap<String, Vec<String>>,
+    /// By balancer instance (its name and the token of its start, [`WantedPeers::token`]): the
+    /// nodes of its subset. Keyed by instance, not name: a balancer restarted under the same
+    /// name wants while the old one's task has yet to notice it stopped and unwant.
+    by_balancer: HashMap<(String, u64), Vec<String>>,
+    /// The last token handed out.
+    tokens: u64,
     /// Peers this node dialled for a subset, with when no balancer wanted them any more
     /// (`None` while one does).
     dialled: HashMap<String, Option<Instant>>,
@@ -44,15 +48,29 @@ impl WantedPeers {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// `balancer`'s subset is now `nodes` (full names): they are dialled if not connected.
-    pub(crate) fn want(&self, balancer: &str, nodes: Vec<String>) {
-        self.lock().by_balancer.insert(balancer.to_string(), nodes);
+    /// A token for one start of a balancer, distinct from every other this node handed out:
+    /// what [`want`](Self::want) and [`unwant`](Self::unwant) name the instance by.
+    pub(crate) fn token(&self) -> u64 {
+        let mut state = self.lock();
+        state.tokens += 1;
+        state.tokens
+    }
+
+    /// The subset of `balancer`'s instance `token` is now `nodes` (full names): they are
+    /// dialled if not connected.
+    pub(crate) fn want(&self, balancer: &str, token: u64, nodes: Vec<String>) {
+        self.lock()
+            .by_balancer
+            .insert((balancer.to_string(), token), nodes);
         self.changed.notify_one();
     }
 
-    /// `balancer` wants nobody any more (it stopped).
-    pub(crate) fn unwant(&self, balancer: &str) {
-        self.lock().by_balancer.remove(balancer);
+    /// `balancer`'s instance `token` wants nobody any more (it stopped); another instance of
+    /// the same name keeps its wants.
+    pub(crate) fn unwant(&self, balancer: &str, token: u64) {
+        self.lock()
+            .by_balancer
+            .remove(&(balancer.to_string(), token));
         self.changed.notify_one();
     }
 
@@ -158,17 +176,18 @@ mod tests {
     fn a_dialled_peer_is_pruned_only_after_the_grace_unwanted() {
         let wanted = WantedPeers::default();
         let start = Instant::now();
-        wanted.want("b", vec!["m1@h".into(), "m2@h".into()]);
+        let b = wanted.token();
+        wanted.want("b", b, vec!["m1@h".into(), "m2@h".into()]);
         wanted.note_dialled("m1@h");
         wanted.note_dialled("m2@h");
         assert!(wanted.to_prune(start).is_empty());
-        wanted.want("b", vec!["m2@h".into()]);
+        wanted.want("b", b, vec!["m2@h".into()]);
         assert!(!wanted.is_wanted("m1@h"));
         assert!(wanted.to_prune(start).is_empty(), "within the grace");
         // Wanted again within the grace: its clock restarts.
-        wanted.want("b", vec!["m1@h".into()]);
+        wanted.want("b", b, vec!["m1@h".into()]);
         assert!(wanted.to_prune(start + PRUNE_GRACE / 2).is_empty());
-        wanted.unwant("b");
+        wanted.unwant("b", b);
         assert!(wanted.to_prune(start + PRUNE_GRACE).is_empty());
         let mut pruned = wanted.to_prune(start + PRUNE_GRACE * 2);
         pruned.sort();
@@ -177,5 +196,21 @@ mod tests {
             wanted.to_prune(start + PRUNE_GRACE * 3).is_empty(),
             "pruned once"
         );
+    }
+
+    #[test]
+    fn a_stopped_balancer_unwanting_late_leaves_the_wants_of_its_restart_under_the_same_name() {
+        let wanted = WantedPeers::default();
+        let old = wanted.token();
+        wanted.want("b", old, vec!["m1@h".into()]);
+        // Restarted under the same name with the same subset; the old task unwants later.
+        let new = wanted.token();
+        assert_ne!(old, new);
+        wanted.want("b", new, vec!["m1@h".into()]);
+        wanted.unwant("b", old);
+        assert!(wanted.is_wanted("m1@h"));
+        assert_eq!(wanted.all(), HashSet::from(["m1@h".to_string()]));
+        wanted.unwant("b", new);
+        assert!(!wanted.is_wanted("m1@h"));
     }
 }
