@@ -114,6 +114,7 @@ impl BalancerShared {
         // This start's own wants: a restart under the same name has its own token, which this
         // task's late unwant leaves alone.
         let token = node.wanted.token();
+        let (hold, drain_timeout) = (self.call_hold(), self.config.drain_timeout);
         tokio::spawn(async move {
             loop {
                 match shared.upgrade() {
@@ -127,8 +128,18 @@ impl BalancerShared {
                     () = tokio::time::sleep(RECHECK) => {}
                 }
             }
-            node.wanted.unwant(&name, token);
+            // Its drain may still have calls in flight to the subset: kept for as long as
+            // they can last.
+            node.wanted.unwant(&name, token, hold.max(drain_timeout));
         });
+    }
+
+    /// How long a call of this balancer can last (its call timeout, else the node's): how
+    /// long the session to a node that left its subset is kept.
+    fn call_hold(&self) -> Duration {
+        self.config
+            .call_timeout
+            .unwrap_or(self.node.config.call_timeout)
     }
 
     /// Recomputes the subset; on a change, hands it to the node to dial (as the wants of
@@ -142,7 +153,9 @@ impl BalancerShared {
             return;
         }
         tracing::debug!(balancer = %self.name, subset = ?chosen, members = members.len(), callers = callers.len(), "subset changed");
-        self.node.wanted.want(&self.name, token, chosen.clone());
+        self.node
+            .wanted
+            .want(&self.name, token, chosen.clone(), self.call_hold());
         self.subset.store(Some(Arc::new(chosen)));
         self.refresh_unless_stopping();
     }

@@ -243,6 +243,16 @@ impl Directory {
         nodes
     }
 
+    /// Whether `node`'s entry says it calls, with subsetting, a balancer this node is a
+    /// member of (so it may want this node in its subset).
+    pub(crate) fn calls_a_balancer_served_here(&self, node: &str) -> bool {
+        let state = self.lock();
+        state
+            .others
+            .get(node)
+            .is_some_and(|(e, _)| e.calls.iter().any(|b| state.own.serves.contains(b)))
+    }
+
     /// The address `node` advertises, if its entry is held.
     pub(crate) fn addr_of(&self, node: &str) -> Option<String> {
         self.lock().others.get(node).map(|(e, _)| e.addr.clone())

@@ -3,6 +3,18 @@
 //! dialled at the address the node directory holds for each, redialled while still wanted,
 //! and, once no balancer wants them for [`PRUNE_GRACE`], closed (only the sessions this node
 //! dialled for a subset: a session a peer dialled is the peer's to keep).
+//!
+//! Not closed either, whatever the grace:
+//! - a session to a node that left a balancer's subset (or whose balancer stopped) less than
+//!   that balancer's hold ago — its call timeout, or when it stops the longer of that and its
+//!   drain timeout: calls picked before the change may still be in flight to the node, and a
+//!   call ends by its timeout. (Neither the node nor every algorithm counts calls in flight by
+//!   node, so the bound is by time; a call given a longer timeout of its own than its
+//!   balancer's may still lose its session.)
+//! - a session to a peer whose directory entry says it calls, with subsetting, a balancer
+//!   this node is a member of: that peer may want this node in its own subset, and would see
+//!   the session close as this node going down (dropping it from its directory and its
+//!   subset). So nodes that both call and serve keep the sessions they dialled to one another.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -38,6 +50,9 @@ struct Wanted {
     by_balancer: HashMap<(String, u64), Vec<String>>,
     /// The last token handed out.
     tokens: u64,
+    /// Nodes that left a subset whose calls may still be in flight to them, with until when
+    /// their sessions are kept.
+    held: HashMap<String, Instant>,
     /// Peers this node dialled for a subset, with when no balancer wanted them any more
     /// (`None` while one does).
     dialled: HashMap<String, Option<Instant>>,
@@ -57,20 +72,29 @@ impl WantedPeers {
     }
 
     /// The subset of `balancer`'s instance `token` is now `nodes` (full names): they are
-    /// dialled if not connected.
-    pub(crate) fn want(&self, balancer: &str, token: u64, nodes: Vec<String>) {
-        self.lock()
+    /// dialled if not connected. The sessions to the nodes that left its subset are kept for
+    /// `hold` at least (its calls to them may still be in flight).
+    pub(crate) fn want(&self, balancer: &str, token: u64, nodes: Vec<String>, hold: Duration) {
+        let mut state = self.lock();
+        let left = state
             .by_balancer
-            .insert((balancer.to_string(), token), nodes);
+            .insert((balancer.to_string(), token), nodes.clone())
+            .unwrap_or_default();
+        state.hold(left.into_iter().filter(|n| !nodes.contains(n)), hold);
+        drop(state);
         self.changed.notify_one();
     }
 
     /// `balancer`'s instance `token` wants nobody any more (it stopped); another instance of
-    /// the same name keeps its wants.
-    pub(crate) fn unwant(&self, balancer: &str, token: u64) {
-        self.lock()
+    /// the same name keeps its wants. The sessions to its subset are kept for `hold` at least.
+    pub(crate) fn unwant(&self, balancer: &str, token: u64, hold: Duration) {
+        let mut state = self.lock();
+        let left = state
             .by_balancer
-            .remove(&(balancer.to_string(), token));
+            .remove(&(balancer.to_string(), token))
+            .unwrap_or_default();
+        state.hold(left.into_iter(), hold);
+        drop(state);
         self.changed.notify_one();
     }
 
@@ -100,7 +124,14 @@ impl WantedPeers {
     /// `now` (forgotten here: the caller closes their sessions).
     fn to_prune(&self, now: Instant) -> Vec<String> {
         let mut state = self.lock();
-        let wanted: HashSet<String> = state.by_balancer.values().flatten().cloned().collect();
+        state.held.retain(|_, until| *until > now);
+        let wanted: HashSet<String> = state
+            .by_balancer
+            .values()
+            .flatten()
+            .chain(state.held.keys())
+            .cloned()
+            .collect();
         let mut pruned = Vec::new();
         state.dialled.retain(|node, unwanted_since| {
             if wanted.contains(node) {
@@ -115,6 +146,17 @@ impl WantedPeers {
             true
         });
         pruned
+    }
+}
+
+impl Wanted {
+    /// Keeps the sessions to `nodes` for `hold` from now at least.
+    fn hold(&mut self, nodes: impl Iterator<Item = String>, hold: Duration) {
+        let until = Instant::now() + hold;
+        for node in nodes {
+            let at = self.held.entry(node).or_insert(until);
+            *at = (*at).max(until);
+        }
     }
 }
 
@@ -159,7 +201,10 @@ fn check(shared: &Arc<NodeShared>, server: &ActorRef<NodeServerMessage>) {
         let Some(peer) = peers.get(&node) else {
             continue;
         };
-        if shared.is_configured(&peer.connection_string) || shared.wanted.is_wanted(&node) {
+        if shared.is_configured(&peer.connection_string)
+            || shared.wanted.is_wanted(&node)
+            || shared.directory.calls_a_balancer_served_here(&node)
+        {
             continue;
         }
         tracing::debug!(%node, "closing a session no subset needs any more");
@@ -177,17 +222,17 @@ mod tests {
         let wanted = WantedPeers::default();
         let start = Instant::now();
         let b = wanted.token();
-        wanted.want("b", b, vec!["m1@h".into(), "m2@h".into()]);
+        wanted.want("b", b, vec!["m1@h".into(), "m2@h".into()], Duration::ZERO);
         wanted.note_dialled("m1@h");
         wanted.note_dialled("m2@h");
         assert!(wanted.to_prune(start).is_empty());
-        wanted.want("b", b, vec!["m2@h".into()]);
+        wanted.want("b", b, vec!["m2@h".into()], Duration::ZERO);
         assert!(!wanted.is_wanted("m1@h"));
         assert!(wanted.to_prune(start).is_empty(), "within the grace");
         // Wanted again within the grace: its clock restarts.
-        wanted.want("b", b, vec!["m1@h".into()]);
+        wanted.want("b", b, vec!["m1@h".into()], Duration::ZERO);
         assert!(wanted.to_prune(start + PRUNE_GRACE / 2).is_empty());
-        wanted.unwant("b", b);
+        wanted.unwant("b", b, Duration::ZERO);
         assert!(wanted.to_prune(start + PRUNE_GRACE).is_empty());
         let mut pruned = wanted.to_prune(start + PRUNE_GRACE * 2);
         pruned.sort();
@@ -202,15 +247,41 @@ mod tests {
     fn a_stopped_balancer_unwanting_late_leaves_the_wants_of_its_restart_under_the_same_name() {
         let wanted = WantedPeers::default();
         let old = wanted.token();
-        wanted.want("b", old, vec!["m1@h".into()]);
+        wanted.want("b", old, vec!["m1@h".into()], Duration::ZERO);
         // Restarted under the same name with the same subset; the old task unwants later.
         let new = wanted.token();
         assert_ne!(old, new);
-        wanted.want("b", new, vec!["m1@h".into()]);
-        wanted.unwant("b", old);
+        wanted.want("b", new, vec!["m1@h".into()], Duration::ZERO);
+        wanted.unwant("b", old, Duration::ZERO);
         assert!(wanted.is_wanted("m1@h"));
         assert_eq!(wanted.all(), HashSet::from(["m1@h".to_string()]));
-        wanted.unwant("b", new);
+        wanted.unwant("b", new, Duration::ZERO);
         assert!(!wanted.is_wanted("m1@h"));
+    }
+
+    #[test]
+    fn a_node_that_left_a_subset_or_whose_balancer_stopped_is_kept_for_the_hold() {
+        let wanted = WantedPeers::default();
+        let start = Instant::now();
+        let hold = Duration::from_secs(10);
+        let b = wanted.token();
+        wanted.want("b", b, vec!["m1@h".into(), "m2@h".into()], hold);
+        wanted.note_dialled("m1@h");
+        wanted.note_dialled("m2@h");
+        // m1 leaves the subset (calls to it may be in flight), then the balancer stops (a
+        // drain under way).
+        wanted.want("b", b, vec!["m2@h".into()], hold);
+        wanted.unwant("b", b, hold);
+        assert!(!wanted.is_wanted("m1@h") && !wanted.is_wanted("m2@h"));
+        assert!(wanted.to_prune(start + PRUNE_GRACE * 2).is_empty());
+        assert!(
+            wanted.to_prune(start + hold / 2).is_empty(),
+            "within the hold"
+        );
+        let later = Instant::now() + hold;
+        assert!(wanted.to_prune(later).is_empty(), "the grace starts now");
+        let mut pruned = wanted.to_prune(later + PRUNE_GRACE);
+        pruned.sort();
+        assert_eq!(pruned, ["m1@h", "m2@h"]);
     }
 }

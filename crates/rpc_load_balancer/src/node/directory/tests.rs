@@ -185,3 +185,18 @@ fn entries_padded_to_the_caps_never_bring_the_directory_past_its_byte_budget() {
     assert_eq!(directory.serving("b").len(), 100);
     assert!(directory.len() > 101 && directory.len() < MAX_DIRECTORY_ENTRIES);
 }
+
+#[test]
+fn a_peer_calling_a_balancer_served_here_is_told_apart() {
+    let now = Instant::now();
+    let directory = Directory::new("me@h", "me:1", 1);
+    directory.set_own_roles(vec!["b".into()], vec!["c".into()]);
+    let mut caller = entry("a@h", 1, 1, &["c"]);
+    caller.calls = vec!["b".into()];
+    let mut other = entry("z@h", 1, 1, &["b"]);
+    other.calls = vec!["c".into()];
+    directory.merge(vec![caller, other], now);
+    assert!(directory.calls_a_balancer_served_here("a@h"));
+    assert!(!directory.calls_a_balancer_served_here("z@h"));
+    assert!(!directory.calls_a_balancer_served_here("unknown@h"));
+}
