@@ -146,7 +146,15 @@ impl BalancerShared {
     /// this balancer's start `token`) and re-reads the members.
     fn update_subset(&self, subsetting: &Subsetting, token: u64) {
         let directory = &self.node.directory;
-        let members = directory.serving(&self.name);
+        let now = std::time::Instant::now();
+        // A member that keeps failing its dials (or was refused) is left out while its
+        // backoff runs: the next member on the ring takes its slot.
+        let mut members = directory.serving(&self.name);
+        members.retain(|m| {
+            *m == self.node.name
+                || self.node.peers.is_connected(m)
+                || !(self.node.wanted.is_shunned(m, now) || self.node.peers.refusal(m).is_some())
+        });
         let callers = directory.calling(&self.name);
         let chosen = subset_of(subsetting, &self.node.name, &members, &callers);
         if self.subset.load().as_deref() == Some(&chosen) {

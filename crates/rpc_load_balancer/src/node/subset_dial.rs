@@ -4,6 +4,12 @@
 //! and, once no balancer wants them for [`PRUNE_GRACE`], closed (only the sessions this node
 //! dialled for a subset: a session a peer dialled is the peer's to keep).
 //!
+//! A member that cannot be dialled (a wrong advertised address, a refused wire version) is
+//! redialled with a backoff doubling from [`FIRST_BACKOFF`] to [`MAX_BACKOFF`]; after
+//! [`SHUN_AFTER`] failed dials in a row it is left out of the subset computation
+//! ([`WantedPeers::is_shunned`]) until its backoff ends or it connects, so the next member on
+//! the ring takes its slot.
+//!
 //! Not closed either, whatever the grace:
 //! - a session to a node that left a balancer's subset (or whose balancer stopped) less than
 //!   that balancer's hold ago — its call timeout, or when it stops the longer of that and its
@@ -35,6 +41,16 @@ const CHECK_INTERVAL: Duration = Duration::from_millis(500);
 /// wanted again at once.
 pub(crate) const PRUNE_GRACE: Duration = Duration::from_secs(2);
 
+/// The wait before redialling a member after its first failed dial; doubled each failure.
+pub(crate) const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+
+/// The longest wait between dials of a member that keeps failing.
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// After how many failed dials in a row a member is left out of subsets while its backoff
+/// runs.
+pub(crate) const SHUN_AFTER: u32 = 3;
+
 /// The peers the node's subsetting balancers want, and the sessions dialled for them.
 #[derive(Default)]
 pub(crate) struct WantedPeers {
@@ -56,6 +72,8 @@ struct Wanted {
     /// Peers this node dialled for a subset, with when no balancer wanted them any more
     /// (`None` while one does).
     dialled: HashMap<String, Option<Instant>>,
+    /// Members whose dials failed: how many times in a row, and when the next may start.
+    failures: HashMap<String, (u32, Instant)>,
 }
 
 impl WantedPeers {
@@ -117,7 +135,41 @@ impl WantedPeers {
     }
 
     fn note_dialled(&self, node: &str) {
-        self.lock().dialled.insert(node.to_string(), None);
+        let mut state = self.lock();
+        state.failures.remove(node);
+        state.dialled.insert(node.to_string(), None);
+    }
+
+    /// A dial of `node` failed at `now`: the next waits [`FIRST_BACKOFF`] doubled per failure
+    /// in a row, at most [`MAX_BACKOFF`].
+    fn dial_failed(&self, node: &str, now: Instant) {
+        let mut state = self.lock();
+        let (failed, next) = state.failures.entry(node.to_string()).or_insert((0, now));
+        *failed = failed.saturating_add(1);
+        let doublings = (*failed - 1).min(16);
+        *next = now + (FIRST_BACKOFF * 2u32.pow(doublings)).min(MAX_BACKOFF);
+    }
+
+    /// Whether `node` may be dialled at `now` (its backoff, if any, has ended).
+    fn may_dial(&self, node: &str, now: Instant) -> bool {
+        self.lock()
+            .failures
+            .get(node)
+            .is_none_or(|(_, next)| now >= *next)
+    }
+
+    /// `node` answered (a session to it is up): its failures are forgotten.
+    pub(crate) fn answered(&self, node: &str) {
+        self.lock().failures.remove(node);
+    }
+
+    /// Whether `node` failed [`SHUN_AFTER`] dials in a row and its backoff runs at `now`: a
+    /// subset leaves it out meanwhile.
+    pub(crate) fn is_shunned(&self, node: &str, now: Instant) -> bool {
+        self.lock()
+            .failures
+            .get(node)
+            .is_some_and(|(failed, next)| *failed >= SHUN_AFTER && now < *next)
     }
 
     /// The peers dialled for a subset that no balancer has wanted for [`PRUNE_GRACE`] at
@@ -125,6 +177,10 @@ impl WantedPeers {
     fn to_prune(&self, now: Instant) -> Vec<String> {
         let mut state = self.lock();
         state.held.retain(|_, until| *until > now);
+        // Failures of nodes no longer dialled (long past their backoff) are forgotten.
+        state
+            .failures
+            .retain(|_, (_, next)| now < *next + MAX_BACKOFF * 2);
         let wanted: HashSet<String> = state
             .by_balancer
             .values()
@@ -174,7 +230,14 @@ pub(crate) async fn run(shared: Arc<NodeShared>, server: ActorRef<NodeServerMess
 /// is a seed, or wanted again).
 fn check(shared: &Arc<NodeShared>, server: &ActorRef<NodeServerMessage>) {
     for node in shared.wanted.all() {
-        if node == shared.name || shared.peers.is_connected(&node) {
+        if node == shared.name {
+            continue;
+        }
+        if shared.peers.is_connected(&node) {
+            shared.wanted.answered(&node);
+            continue;
+        }
+        if !shared.wanted.may_dial(&node, Instant::now()) {
             continue;
         }
         let Some(addr) = shared.directory.addr_of(&node) else {
@@ -189,9 +252,13 @@ fn check(shared: &Arc<NodeShared>, server: &ActorRef<NodeServerMessage>) {
             match connect::connect(&shared, &server, &addr, bound).await {
                 Ok(name) if name == node => shared.wanted.note_dialled(&node),
                 Ok(other) => {
+                    shared.wanted.dial_failed(&node, Instant::now());
                     tracing::debug!(%node, %addr, %other, "a subset member's address answered for another node")
                 }
-                Err(error) => tracing::debug!(%node, %addr, %error, "subset dial failed"),
+                Err(error) => {
+                    shared.wanted.dial_failed(&node, Instant::now());
+                    tracing::debug!(%node, %addr, %error, "subset dial failed")
+                }
             }
             shared.peers.end_mesh_dial(&node);
         });
@@ -283,5 +350,42 @@ mod tests {
         let mut pruned = wanted.to_prune(later + PRUNE_GRACE);
         pruned.sort();
         assert_eq!(pruned, ["m1@h", "m2@h"]);
+    }
+
+    #[test]
+    fn failed_dials_back_off_doubling_and_a_member_failing_three_is_shunned_until_it_ends() {
+        let wanted = WantedPeers::default();
+        let t0 = Instant::now();
+        assert!(wanted.may_dial("m@h", t0) && !wanted.is_shunned("m@h", t0));
+        wanted.dial_failed("m@h", t0);
+        assert!(!wanted.may_dial("m@h", t0 + FIRST_BACKOFF / 2));
+        assert!(wanted.may_dial("m@h", t0 + FIRST_BACKOFF));
+        let t1 = t0 + FIRST_BACKOFF;
+        wanted.dial_failed("m@h", t1);
+        assert!(!wanted.may_dial("m@h", t1 + FIRST_BACKOFF), "doubled");
+        assert!(
+            !wanted.is_shunned("m@h", t1),
+            "two failures: still a member"
+        );
+        let t2 = t1 + FIRST_BACKOFF * 2;
+        wanted.dial_failed("m@h", t2);
+        assert!(wanted.is_shunned("m@h", t2));
+        assert!(wanted.may_dial("m@h", t2 + FIRST_BACKOFF * 4));
+        assert!(
+            !wanted.is_shunned("m@h", t2 + FIRST_BACKOFF * 4),
+            "its backoff ended"
+        );
+        let mut at = t2;
+        for _ in 0..20 {
+            wanted.dial_failed("m@h", at);
+            at += MAX_BACKOFF;
+        }
+        assert!(
+            !wanted.may_dial("m@h", at - MAX_BACKOFF / 2),
+            "capped, not past"
+        );
+        assert!(wanted.may_dial("m@h", at));
+        wanted.answered("m@h");
+        assert!(wanted.may_dial("m@h", t0) && !wanted.is_shunned("m@h", t0));
     }
 }
