@@ -46,11 +46,11 @@ pub(super) async fn run_hedged<'r, F: RemoteFunction>(
     hedging.budget.deposit(shared.budget_now());
     let estimate = hedging.estimate(F::NAME);
     let started = Instant::now();
-    // No second copy before the percentile has samples, or if it would leave at the deadline.
+    // No second copy before the percentile has samples, or if it would leave at the deadline
+    // (or later than an instant can say: a delay of `Duration::MAX` means never).
     let due = hedging
         .delay(estimate.as_deref())
-        .map(|delay| started + delay)
-        .filter(|due| *due < attempt.deadline);
+        .and_then(|delay| due_at(started, delay, attempt.deadline));
     // The second copy's bytes, made before the first copy takes the arguments.
     let spare = due.and_then(|_| spare::<F>(route, attempt, args, trace.as_ref()));
     let (Some(due), Some(spare)) = (due, spare) else {
@@ -208,5 +208,28 @@ fn spare<F: RemoteFunction>(
         }
         (None, Some(bytes)) => Some(bytes.clone()),
         (None, None) => None,
+    }
+}
+
+/// When a call started at `started` sends its second copy after `delay`: `None` if that is at
+/// or past its `deadline`, or later than an [`Instant`] can say (a delay of `Duration::MAX`
+/// means never, not a panic).
+fn due_at(started: Instant, delay: std::time::Duration, deadline: Instant) -> Option<Instant> {
+    started.checked_add(delay).filter(|due| *due < deadline)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    #[test]
+    fn a_delay_past_the_deadline_or_past_what_an_instant_holds_sends_no_second_copy() {
+        let now = Instant::now();
+        let deadline = now + Duration::from_secs(1);
+        let ms = Duration::from_millis;
+        assert_eq!(super::due_at(now, ms(10), deadline), Some(now + ms(10)));
+        assert_eq!(super::due_at(now, ms(1_000), deadline), None);
+        assert_eq!(super::due_at(now, Duration::MAX, deadline), None);
     }
 }
