@@ -21,6 +21,11 @@
 //!   this node is a member of: that peer may want this node in its own subset, and would see
 //!   the session close as this node going down (dropping it from its directory and its
 //!   subset). So nodes that both call and serve keep the sessions they dialled to one another.
+//!
+//! A dial may answer with a session the peer opened a moment before (simultaneous connect):
+//! it is then recorded as dialled here, and may be pruned. That is harmless: a peer dials a
+//! node as its seed (which it redials) or for its own subset, and then it calls a balancer
+//! this node serves, and such a session is not pruned (above).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
