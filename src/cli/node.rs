@@ -141,7 +141,7 @@ pub struct NodeArgs {
     pub subset_size: Option<u64>,
     /// The subsetting scheme of --subset-size: `aperture` (default), `rounds` or
     /// `rendezvous`.
-    #[arg(long, value_name = "SCHEME", default_value = "aperture", value_parser = subset_scheme)]
+    #[arg(long, value_name = "SCHEME", default_value = "aperture", value_parser = subset_scheme, requires = "subset_size")]
     pub subset_scheme: rpc_load_balancer::routing::SubsetScheme,
     #[command(flatten)]
     pub label_args: Box<LabelArgs>,

@@ -23,7 +23,7 @@ pub struct Hedging {
     /// A set delay, ms (> 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_ms: Option<f64>,
-    /// A percentile of the caller's recent latencies, percent (0–100).
+    /// A percentile of the caller's recent latencies, percent (above 0, below 100).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub percentile: Option<f64>,
     /// The shortest delay with `percentile`, ms (default 0).
@@ -62,9 +62,12 @@ impl Hedging {
         let ratio: f64 = ratio
             .parse()
             .map_err(|_| format!("{spec:?}: the ratio {ratio:?} is not a number"))?;
-        let min_per_second: u32 = floor
-            .parse()
-            .map_err(|_| format!("{spec:?}: the floor {floor:?} is not a whole number"))?;
+        let min_per_second: u32 = floor.parse().map_err(|_| {
+            format!(
+                "{spec:?}: the floor {floor:?} is not a whole number from 0 to {}",
+                u32::MAX
+            )
+        })?;
         let number = |text: &str| {
             text.parse::<f64>()
                 .map_err(|_| format!("{spec:?}: the delay {delay:?} is not pNN or NNms"))
@@ -109,6 +112,15 @@ impl Hedging {
                 "hedging".to_string(),
                 "give exactly one of delay_ms and percentile".to_string(),
             ));
+        }
+        if let Some(delay) = self.delay_ms {
+            // (`ms` would read a delay it cannot hold as 0: say what is wrong instead.)
+            if !(delay > 0.0 && Duration::try_from_secs_f64(delay / 1e3).is_ok()) {
+                return Err((
+                    "hedging.delay_ms".to_string(),
+                    format!("{delay} is not a delay above 0 ms that a duration can hold"),
+                ));
+            }
         }
         if !(self.min_delay_ms.is_finite() && self.min_delay_ms >= 0.0) {
             return Err((
@@ -182,5 +194,12 @@ mod tests {
         );
         let fixed = Hedging::parse("0ms,0.05,1").unwrap();
         assert_eq!(field(fixed), Some("hedging.delay_ms".into()));
+        // A delay no duration holds is named as such, not as 0.
+        for huge in ["1e300ms,0.05,1", "infms,0.05,1", "NaNms,0.05,1"] {
+            let hedging = Hedging::parse(huge).unwrap();
+            let (field, reason) = hedging.kit().map(|_| ()).unwrap_err();
+            assert_eq!(field, "hedging.delay_ms", "{huge}");
+            assert!(reason.contains("a duration can hold"), "{huge}: {reason}");
+        }
     }
 }

@@ -368,7 +368,8 @@ impl Scenario {
             return Err(ScenarioError::Invalid {
                 scenario: self.name.clone(),
                 field: "hedging".into(),
-                reason: "the lab does not model hedging and [retries] together".into(),
+                reason: "cannot be combined with [retries]: the lab does not model both together"
+                    .into(),
             });
         }
         Ok(())
