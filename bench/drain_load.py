@@ -130,6 +130,7 @@ def one_run(args, cookie):
                 reports.append({"unparsed": out[-500:]})
         return {
             "stopped_member": f"m{args.stop_index % len(ports)}@127.0.0.1",
+        "stopped_by": "stop_balancer" if args.stop_balancer else "sigterm",
             "drain": stopped.get("drains") if stopped else None,
             "exit_status": status,
             "exited_after_s": round(exited, 3),
@@ -183,7 +184,11 @@ def main():
         return
     for i, run in enumerate(runs, 1):
         drain = run["drain"][0] if run["drain"] else {}
-        print(f"run {i}: {run['stopped_member']} exit {run['exit_status']} after "
+        # With --stop-balancer the member keeps running: the status and time are those of
+        # the `rpclb control stop_balancer` command, whose reply is the drain report.
+        what = ("stop_balancer answered" if run["stopped_by"] == "stop_balancer"
+                else "exit")
+        print(f"run {i}: {run['stopped_member']} {what} {run['exit_status']} after "
               f"{run['exited_after_s']} s, drain {drain.get('outcome')} in {drain.get('took_ms')} ms")
         for c, caller in enumerate(run["callers"]):
             errors = sum((caller.get("errors") or {}).values())
