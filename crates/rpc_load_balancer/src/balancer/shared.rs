@@ -108,6 +108,10 @@ pub(crate) struct BalancerShared {
     pub(crate) subset: ArcSwapOption<Vec<String>>,
     /// Set once the task that recomputes the subset is started.
     pub(crate) subset_watched: AtomicBool,
+    /// With subsetting: the longest timeout, ms, a call of this balancer was given of its own
+    /// (0: none yet) — how long a session to a node that left the subset is kept is at least
+    /// that (`subset.rs`). Shared with the subset task, which reads it when the balancer stops.
+    pub(crate) longest_call_timeout_ms: Arc<AtomicU64>,
     /// The account of the balancer's retry budget (calls of idempotent functions).
     pub(crate) retry_budget: crate::retry::Budget,
     /// Hedged calls' state (boxed: most balancers have none, and calls that are not
@@ -295,6 +299,7 @@ impl BalancerShared {
             labels_watched: AtomicBool::new(false),
             subset: ArcSwapOption::empty(),
             subset_watched: AtomicBool::new(false),
+            longest_call_timeout_ms: Arc::new(AtomicU64::new(0)),
             retry_budget,
             hedging,
             budget_epoch: tokio::time::Instant::now(),

@@ -26,6 +26,18 @@ use crate::Error;
 /// notices the balancer stopping then).
 const RECHECK: Duration = Duration::from_secs(1);
 
+/// The longest a session to a node that left a subset is kept for calls that may still be in
+/// flight to it: a call given a longer timeout of its own than this may lose its session.
+const MAX_HOLD: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The hold of a balancer whose configured call timeout is `configured` and whose calls were
+/// given at most `longest_own_ms` of their own: the longer, at most [`MAX_HOLD`].
+fn hold_of(configured: Duration, longest_own_ms: u64) -> Duration {
+    configured
+        .max(Duration::from_millis(longest_own_ms))
+        .min(MAX_HOLD)
+}
+
 /// Checks `subsetting` for a balancer with `config` started on `node` over `source`.
 ///
 /// Errors: [`Error::InvalidConfig`] naming `subset_size` for a size of 0, `subsetting` for
@@ -114,7 +126,8 @@ impl BalancerShared {
         // This start's own wants: a restart under the same name has its own token, which this
         // task's late unwant leaves alone.
         let token = node.wanted.token();
-        let (hold, drain_timeout) = (self.call_hold(), self.config.drain_timeout);
+        let (configured, drain_timeout) = (self.configured_hold(), self.config.drain_timeout);
+        let longest_own = Arc::clone(&self.longest_call_timeout_ms);
         tokio::spawn(async move {
             loop {
                 match shared.upgrade() {
@@ -130,16 +143,40 @@ impl BalancerShared {
             }
             // Its drain may still have calls in flight to the subset: kept for as long as
             // they can last.
+            let hold = hold_of(configured, longest_own.load(Ordering::Relaxed));
             node.wanted.unwant(&name, token, hold.max(drain_timeout));
         });
     }
 
-    /// How long a call of this balancer can last (its call timeout, else the node's): how
-    /// long the session to a node that left its subset is kept.
+    /// How long a call of this balancer can last — its call timeout (else the node's), or
+    /// the longest a call of it was given of its own ([`note_call_timeout`](Self::note_call_timeout)),
+    /// at most [`MAX_HOLD`]: how long the session to a node that left its subset is kept.
     fn call_hold(&self) -> Duration {
+        hold_of(
+            self.configured_hold(),
+            self.longest_call_timeout_ms.load(Ordering::Relaxed),
+        )
+    }
+
+    /// The balancer's call timeout, else the node's.
+    fn configured_hold(&self) -> Duration {
         self.config
             .call_timeout
             .unwrap_or(self.node.config.call_timeout)
+    }
+
+    /// Notes that a call of this balancer was given `timeout` of its own (with subsetting
+    /// only: others keep no record). One relaxed load per call; a write only when it is the
+    /// longest yet.
+    pub(crate) fn note_call_timeout(&self, timeout: Duration) {
+        if self.config.subsetting.is_none() {
+            return;
+        }
+        let ms = u64::try_from(timeout.min(MAX_HOLD).as_millis()).unwrap_or(u64::MAX);
+        if ms > self.longest_call_timeout_ms.load(Ordering::Relaxed) {
+            self.longest_call_timeout_ms
+                .fetch_max(ms, Ordering::Relaxed);
+        }
     }
 
     /// Recomputes the subset; on a change, hands it to the node to dial (as the wants of
@@ -200,6 +237,48 @@ mod tests {
             Some("127.0.0.1:4100".into()),
             &config,
         ))
+    }
+
+    #[tokio::test]
+    async fn a_call_given_a_longer_timeout_of_its_own_lengthens_the_hold_of_left_nodes() {
+        use crate::balancer::call::options::CallOptions;
+        use crate::balancer::call::target::Target;
+        let node = node(true);
+        let config = BalancerConfig::new("b")
+            .subsetting(Subsetting::new(2))
+            .call_timeout(Duration::from_secs(2));
+        let shared = Arc::new(BalancerShared::new(config, Arc::clone(&node)).unwrap());
+        let target = Target::Balancer(Arc::clone(&shared));
+        let call = |timeout: Option<Duration>| CallOptions {
+            timeout,
+            ..CallOptions::default()
+        };
+        assert_eq!(
+            shared.call_hold(),
+            Duration::from_secs(2),
+            "the configured timeout"
+        );
+        call(Some(Duration::from_secs(600))).resolve(&node, &target);
+        assert_eq!(
+            shared.call_hold(),
+            Duration::from_secs(600),
+            "a call's own, longer"
+        );
+        call(Some(Duration::from_secs(5))).resolve(&node, &target);
+        call(None).resolve(&node, &target);
+        assert_eq!(
+            shared.call_hold(),
+            Duration::from_secs(600),
+            "the longest is kept"
+        );
+        call(Some(Duration::MAX)).resolve(&node, &target);
+        assert_eq!(shared.call_hold(), MAX_HOLD, "bounded");
+
+        // Without subsetting nothing is recorded.
+        let plain =
+            Arc::new(BalancerShared::new(BalancerConfig::new("p"), Arc::clone(&node)).unwrap());
+        call(Some(Duration::from_secs(600))).resolve(&node, &Target::Balancer(Arc::clone(&plain)));
+        assert_eq!(plain.longest_call_timeout_ms.load(Ordering::Relaxed), 0);
     }
 
     #[tokio::test]

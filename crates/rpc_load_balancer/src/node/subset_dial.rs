@@ -12,11 +12,11 @@
 //!
 //! Not closed either, whatever the grace:
 //! - a session to a node that left a balancer's subset (or whose balancer stopped) less than
-//!   that balancer's hold ago — its call timeout, or when it stops the longer of that and its
-//!   drain timeout: calls picked before the change may still be in flight to the node, and a
-//!   call ends by its timeout. (Neither the node nor every algorithm counts calls in flight by
-//!   node, so the bound is by time; a call given a longer timeout of its own than its
-//!   balancer's may still lose its session.)
+//!   that balancer's hold ago — its call timeout or the longest a call of it was given of its
+//!   own (at most a day), or when it stops the longer of that and its drain timeout: calls
+//!   picked before the change may still be in flight to the node, and a call ends by its
+//!   timeout. (Neither the node nor every algorithm counts calls in flight by node, so the
+//!   bound is by time.)
 //! - a session to a peer whose directory entry says it calls, with subsetting, a balancer
 //!   this node is a member of: that peer may want this node in its own subset, and would see
 //!   the session close as this node going down (dropping it from its directory and its

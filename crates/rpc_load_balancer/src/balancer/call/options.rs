@@ -52,6 +52,9 @@ impl CallOptions {
             Target::Node(_) | Target::RandomNode(_) => None,
         };
         let config = balancer.map(|b| &b.config);
+        if let (Some(own), Some(balancer)) = (self.timeout, balancer) {
+            balancer.note_call_timeout(own);
+        }
         Resolved {
             timeout: self
                 .timeout
