@@ -135,8 +135,14 @@ impl HedgePolicy {
                 return invalid(
                     "hedge.percentile",
                     format!(
-                        "{percentile} is not above 0 and below 100 (percent; 0 would send \
-                         nearly every call twice)"
+                        "{percentile} is not above 0 and below 100 (percent; {})",
+                        if percentile >= 100.0 {
+                            "100 would wait for the slowest reply seen and hedge almost nothing"
+                        } else if percentile <= 0.0 {
+                            "0 would send nearly every call twice"
+                        } else {
+                            "not a number"
+                        }
                     ),
                 )
             }
@@ -266,6 +272,22 @@ mod tests {
                 other => panic!("{policy:?}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn a_percentile_out_of_range_is_explained_by_its_own_end() {
+        let reason = |p: f64| match HedgePolicy::at_percentile(p, 0.05, 1).validate() {
+            Err(Error::InvalidConfig { reason, .. }) => reason,
+            other => panic!("{p}: {other:?}"),
+        };
+        assert!(
+            reason(100.0).contains("100 would wait"),
+            "{}",
+            reason(100.0)
+        );
+        assert!(!reason(100.0).contains("every call twice"));
+        assert!(reason(0.0).contains("every call twice"), "{}", reason(0.0));
+        assert!(reason(f64::NAN).contains("not a number"));
     }
 
     #[test]
