@@ -13,6 +13,15 @@ fn algorithms_or_all() -> Vec<&'static str> {
     BUILT_IN.iter().copied().chain(["all"]).collect()
 }
 
+/// Reads `--hedge`: `rpclb lab --hedge`'s spec, its values checked as the library checks a
+/// `HedgePolicy` (a usage error naming the field, e.g. `hedge.ratio`).
+pub(super) fn parse_hedge(spec: &str) -> Result<rpclb_lab::scenario::Hedging, String> {
+    let hedging = super::lab::parse_hedge(spec)?;
+    rpc_load_balancer::testkit::HedgeKit::new(hedging.policy())
+        .map(|_| hedging)
+        .map_err(|error| format!("{spec:?}: {error}"))
+}
+
 /// `rpclb demo`.
 #[derive(Debug, Clone, Args)]
 pub struct DemoArgs {
@@ -115,6 +124,17 @@ pub struct DemoArgs {
     /// --compare: how many real runs (the twin's figures are their medians).
     #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20), requires = "compare")]
     pub runs: u32,
+    /// --scenario: the callers hedge their calls, as `rpclb lab --hedge` (same spec):
+    /// `DELAY,RATIO,MIN_PER_SECOND`, `DELAY` a percentile of the caller's recent latencies
+    /// (`p95`) or a set delay (`20ms`), `RATIO` the extra calls the budget allows per call
+    /// (0–1) and `MIN_PER_SECOND` its floor, over 10 s — e.g. `p95,0.05,1`. Each caller's
+    /// balancer gets that `HedgePolicy` (and no retry budget, as the lab's `--hedge`), and
+    /// declares the twin's `work` calls idempotent: hedging sends a call twice, which only
+    /// an idempotent function may take (`work` just sleeps). The report adds the hedges sent,
+    /// won and refused by the budget, and the extra calls (`hedges` per run in --json); with
+    /// --compare the lab hedges the same way.
+    #[arg(long, value_name = "SPEC", value_parser = parse_hedge, requires = "scenario")]
+    pub hedge: Option<rpclb_lab::scenario::Hedging>,
     #[command(flatten)]
     pub shape: LoadShape,
 }
