@@ -236,4 +236,52 @@ mod tests {
         .is_err());
         assert!(demo(&["--scenario", "slow-member", "--callers", "0"]).is_err());
     }
+
+    #[test]
+    fn hedge_reads_the_labs_spec_checks_its_values_and_needs_a_scenario() {
+        let demo = |extra: &[&str]| match Cli::try_parse_from(["rpclb", "demo"].iter().chain(extra))
+            .map(|cli| cli.command)
+        {
+            Ok(Command::Demo(args)) => Ok(args),
+            Ok(other) => panic!("{other:?}"),
+            Err(error) => Err(error),
+        };
+        let args = demo(&["--scenario", "stragglers", "--hedge", "p95,0.05,1"]).unwrap();
+        let hedge = args.hedge.unwrap();
+        assert_eq!(
+            (hedge.percentile, hedge.ratio, hedge.min_per_second),
+            (Some(95.0), 0.05, 1)
+        );
+        assert_eq!(demo(&["--scenario", "stragglers"]).unwrap().hedge, None);
+        let fixed = demo(&["--scenario", "slow-member", "--hedge", "20ms,0.1,0"]).unwrap();
+        assert_eq!(fixed.hedge.unwrap().delay_ms, Some(20.0));
+        for (spec, says) in [
+            ("p95,0.05", "DELAY,RATIO,MIN_PER_SECOND"),
+            ("95,0.05,1", "pNN or NNms"),
+            ("p95,2,1", "hedge.ratio"),
+            ("p100,0.05,1", "hedge.percentile"),
+            ("p0,0.05,1", "hedge.percentile"),
+            ("0ms,0.05,1", "hedge.delay"),
+            ("NaNms,0.05,1", "hedge.delay"),
+            ("p95,0.05,-1", "floor"),
+        ] {
+            let error = demo(&["--scenario", "stragglers", "--hedge", spec]).unwrap_err();
+            assert_eq!(
+                error.kind(),
+                clap::error::ErrorKind::ValueValidation,
+                "{spec}"
+            );
+            let text = error.to_string();
+            assert!(
+                text.contains("--hedge") && text.contains(says),
+                "{spec}: {text}"
+            );
+        }
+        let error = demo(&["--hedge", "p95,0.05,1"]).unwrap_err();
+        assert_eq!(
+            error.kind(),
+            clap::error::ErrorKind::MissingRequiredArgument
+        );
+        assert!(error.to_string().contains("--scenario"), "{error}");
+    }
 }

@@ -203,7 +203,8 @@ async fn drive(
     calls.shutdown().await;
     let mut tally = tally.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(counters) = counters {
-        tally.report.hedges = Some(counters.since(hedged_before.unwrap_or_else(|| counters.read())));
+        tally.report.hedges =
+            Some(counters.since(hedged_before.unwrap_or_else(|| counters.read())));
     }
     let histogram = tally.histogram.clone();
     tally.report.latency_us = histogram

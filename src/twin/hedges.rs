@@ -15,9 +15,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use metrics::{
-    Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit,
-};
+use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 use rpc_load_balancer::telemetry::{HEDGE, HEDGE_BUDGET_EXHAUSTED, HEDGE_WON};
 use serde::{Deserialize, Serialize};
 

@@ -443,6 +443,45 @@ mod tests {
     }
 
     #[test]
+    fn stragglers_straggle_on_every_member_from_the_start_and_carry_the_hedging() {
+        let plan = Plan::new("stragglers", knobs()).unwrap();
+        assert_eq!(
+            plan.fault,
+            TwinFault::Stragglers {
+                fraction: 0.01,
+                factor: 20.0
+            }
+        );
+        assert_eq!(plan.fault.member(), None, "no one faulty member");
+        assert_eq!((plan.members, plan.all_members()), (4, 4));
+        assert_eq!(plan.fault_span(), (Duration::ZERO, Duration::from_secs(14)));
+        assert_eq!(plan.scenario.hedging, None);
+        let hedge = Hedging::parse("p95,0.05,1").unwrap();
+        let hedged = Plan::new(
+            "stragglers",
+            Knobs {
+                hedge: Some(hedge),
+                ..knobs()
+            },
+        )
+        .unwrap();
+        assert_eq!(hedged.scenario.hedging, Some(hedge));
+        // The spec the callers are given reads back as the same hedging.
+        for spec in ["p95,0.05,1", "20ms,0.1,0", "p99.5,1,7"] {
+            let hedging = Hedging::parse(spec).unwrap();
+            assert_eq!(Hedging::parse(&hedge_spec(&hedging)), Ok(hedging), "{spec}");
+        }
+        // A hedging the lab refuses is a usage error naming --hedge.
+        let bad = Knobs {
+            hedge: Some(Hedging::parse("p95,2,1").unwrap()),
+            ..knobs()
+        };
+        assert!(Plan::new("stragglers", bad)
+            .unwrap_err()
+            .starts_with("--hedge"));
+    }
+
+    #[test]
     fn scenarios_without_a_twin_and_bad_knobs_are_refused() {
         assert!(Plan::new("uniform", knobs())
             .unwrap_err()

@@ -390,9 +390,8 @@ mod tests {
             seed: 3,
             ..Default::default()
         };
-        let draws = |w: Arc<Work>| -> Vec<Duration> {
-            (0..5000).map(|_| w.draw().unwrap()).collect()
-        };
+        let draws =
+            |w: Arc<Work>| -> Vec<Duration> { (0..5000).map(|_| w.draw().unwrap()).collect() };
         let (a, b) = (draws(work(settings)), draws(work(settings)));
         assert_eq!(a, b, "same seed, same stragglers");
         let slow = a
