@@ -38,7 +38,11 @@ async fn the_stragglers_twin_hedges_within_the_budget() {
     assert_eq!(report["scenario"]["name"], "stragglers", "{report}");
     assert_eq!(report["scenario"]["callers"], 2, "{report}");
     let run = &report["runs"][0];
-    assert_eq!(run["faulty_member"], Value::Null, "every member straggles: {run}");
+    assert_eq!(
+        run["faulty_member"],
+        Value::Null,
+        "every member straggles: {run}"
+    );
     let calls = run["calls"].as_u64().unwrap();
     let (ok, errors) = (run["ok"].as_u64().unwrap(), run["errors"].as_u64().unwrap());
     assert!(calls > 100, "{run}");
@@ -55,5 +59,8 @@ async fn the_stragglers_twin_hedges_within_the_budget() {
     assert!((share - sent as f64 / calls as f64).abs() < 1e-9, "{run}");
     // The budget: 5 % of the calls plus each caller's reserve of 1/s × 10 s.
     let budget = 0.05 * calls as f64 + 2.0 * 10.0;
-    assert!(sent as f64 <= budget, "{sent} hedges, budget {budget}: {run}");
+    assert!(
+        sent as f64 <= budget,
+        "{sent} hedges, budget {budget}: {run}"
+    );
 }
