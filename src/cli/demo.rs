@@ -50,7 +50,7 @@ pub struct DemoArgs {
     #[arg(long, value_name = "SPEC", requires = "burn")]
     pub burn_sampler: Option<CpuSampler>,
     /// Run the real-process twin of a lab scenario instead: `slow-member`, `paused-member`,
-    /// `failing-member` or `new-member`. Its members are `rpclb node`s serving the
+    /// `failing-member`, `new-member` or `stragglers`. Its members are `rpclb node`s serving the
     /// capacity-limited `work` function (--service-ms, --capacity; their utilization is their
     /// CPU reading), --callers caller processes call it open loop at --load of the cluster's
     /// capacity, the scenario's fault is played on the processes, and the lab's table is
