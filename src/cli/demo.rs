@@ -13,6 +13,15 @@ fn algorithms_or_all() -> Vec<&'static str> {
     BUILT_IN.iter().copied().chain(["all"]).collect()
 }
 
+/// Reads `--hedge`: `rpclb lab --hedge`'s spec, its values checked as the library checks a
+/// `HedgePolicy` (a usage error naming the field, e.g. `hedge.ratio`).
+pub(super) fn parse_hedge(spec: &str) -> Result<rpclb_lab::scenario::Hedging, String> {
+    let hedging = super::lab::parse_hedge(spec)?;
+    rpc_load_balancer::testkit::HedgeKit::new(hedging.policy())
+        .map(|_| hedging)
+        .map_err(|error| format!("{spec:?}: {error}"))
+}
+
 /// `rpclb demo`.
 #[derive(Debug, Clone, Args)]
 pub struct DemoArgs {
@@ -41,7 +50,7 @@ pub struct DemoArgs {
     #[arg(long, value_name = "SPEC", requires = "burn")]
     pub burn_sampler: Option<CpuSampler>,
     /// Run the real-process twin of a lab scenario instead: `slow-member`, `paused-member`,
-    /// `failing-member` or `new-member`. Its members are `rpclb node`s serving the
+    /// `failing-member`, `new-member` or `stragglers`. Its members are `rpclb node`s serving the
     /// capacity-limited `work` function (--service-ms, --capacity; their utilization is their
     /// CPU reading), --callers caller processes call it open loop at --load of the cluster's
     /// capacity, the scenario's fault is played on the processes, and the lab's table is
@@ -115,6 +124,17 @@ pub struct DemoArgs {
     /// --compare: how many real runs (the twin's figures are their medians).
     #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20), requires = "compare")]
     pub runs: u32,
+    /// --scenario: the callers hedge their calls, as `rpclb lab --hedge` (same spec):
+    /// `DELAY,RATIO,MIN_PER_SECOND`, `DELAY` a percentile of the caller's recent latencies
+    /// (`p95`) or a set delay (`20ms`), `RATIO` the extra calls the budget allows per call
+    /// (0–1) and `MIN_PER_SECOND` its floor, over 10 s — e.g. `p95,0.05,1`. Each caller's
+    /// balancer gets that `HedgePolicy` (and no retry budget, as the lab's `--hedge`), and
+    /// declares the twin's `work` calls idempotent: hedging sends a call twice, which only
+    /// an idempotent function may take (`work` just sleeps). The report adds the hedges sent,
+    /// won and refused by the budget, and the extra calls (`hedges` per run in --json); with
+    /// --compare the lab hedges the same way.
+    #[arg(long, value_name = "SPEC", value_parser = parse_hedge, requires = "scenario")]
+    pub hedge: Option<rpclb_lab::scenario::Hedging>,
     #[command(flatten)]
     pub shape: LoadShape,
 }
@@ -215,5 +235,53 @@ mod tests {
         ])
         .is_err());
         assert!(demo(&["--scenario", "slow-member", "--callers", "0"]).is_err());
+    }
+
+    #[test]
+    fn hedge_reads_the_labs_spec_checks_its_values_and_needs_a_scenario() {
+        let demo = |extra: &[&str]| match Cli::try_parse_from(["rpclb", "demo"].iter().chain(extra))
+            .map(|cli| cli.command)
+        {
+            Ok(Command::Demo(args)) => Ok(args),
+            Ok(other) => panic!("{other:?}"),
+            Err(error) => Err(error),
+        };
+        let args = demo(&["--scenario", "stragglers", "--hedge", "p95,0.05,1"]).unwrap();
+        let hedge = args.hedge.unwrap();
+        assert_eq!(
+            (hedge.percentile, hedge.ratio, hedge.min_per_second),
+            (Some(95.0), 0.05, 1)
+        );
+        assert_eq!(demo(&["--scenario", "stragglers"]).unwrap().hedge, None);
+        let fixed = demo(&["--scenario", "slow-member", "--hedge", "20ms,0.1,0"]).unwrap();
+        assert_eq!(fixed.hedge.unwrap().delay_ms, Some(20.0));
+        for (spec, says) in [
+            ("p95,0.05", "DELAY,RATIO,MIN_PER_SECOND"),
+            ("95,0.05,1", "pNN or NNms"),
+            ("p95,2,1", "hedge.ratio"),
+            ("p100,0.05,1", "hedge.percentile"),
+            ("p0,0.05,1", "hedge.percentile"),
+            ("0ms,0.05,1", "hedge.delay"),
+            ("NaNms,0.05,1", "hedge.delay"),
+            ("p95,0.05,-1", "floor"),
+        ] {
+            let error = demo(&["--scenario", "stragglers", "--hedge", spec]).unwrap_err();
+            assert_eq!(
+                error.kind(),
+                clap::error::ErrorKind::ValueValidation,
+                "{spec}"
+            );
+            let text = error.to_string();
+            assert!(
+                text.contains("--hedge") && text.contains(says),
+                "{spec}: {text}"
+            );
+        }
+        let error = demo(&["--hedge", "p95,0.05,1"]).unwrap_err();
+        assert_eq!(
+            error.kind(),
+            clap::error::ErrorKind::MissingRequiredArgument
+        );
+        assert!(error.to_string().contains("--scenario"), "{error}");
     }
 }

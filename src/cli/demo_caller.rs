@@ -49,6 +49,11 @@ pub struct DemoCallerArgs {
     /// The fault's end (exclusive), µs from the run's start.
     #[arg(long, requires = "fault_member")]
     pub fault_to_us: Option<u64>,
+    /// Hedge the calls (`rpclb demo --hedge`'s spec, `DELAY,RATIO,MIN_PER_SECOND`): the
+    /// calls of `work` are idempotent and the balancer has that `HedgePolicy` (and no retry
+    /// budget); the report's `hedges` counts what it did.
+    #[arg(long, value_name = "SPEC", value_parser = super::demo::parse_hedge)]
+    pub hedge: Option<rpclb_lab::scenario::Hedging>,
 }
 
 /// Parses a rate in calls/s: finite, above 0, at most 1,000,000.

@@ -135,7 +135,7 @@ pub(super) fn algorithm_name(name: &str) -> Result<String, String> {
     }
 }
 
-/// Reads `--hedge`'s spec.
-fn parse_hedge(spec: &str) -> Result<rpclb_lab::scenario::Hedging, String> {
+/// Reads `--hedge`'s spec (also `rpclb demo --hedge`'s, before its range checks).
+pub(super) fn parse_hedge(spec: &str) -> Result<rpclb_lab::scenario::Hedging, String> {
     rpclb_lab::scenario::Hedging::parse(spec)
 }

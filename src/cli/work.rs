@@ -33,6 +33,14 @@ pub struct WorkArgs {
     /// work: this fraction of calls (0–1) fails at once, unserved (lab fault `fail`).
     #[arg(long, value_name = "FRACTION", default_value_t = 0.0)]
     pub work_fail_fraction: f64,
+    /// work: this fraction of calls (0–1) are stragglers, their service time
+    /// --work-straggler-factor times longer (the lab's `[stragglers]`; drawn from the
+    /// --work-seed RNG).
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.0)]
+    pub work_straggler_fraction: f64,
+    /// work: a straggler's service-time multiplier (1–1000).
+    #[arg(long, value_name = "FACTOR", default_value_t = 1.0)]
+    pub work_straggler_factor: f64,
     /// The node's CPU reading (for LeastCpu) is the work function's utilization — mean calls
     /// in service ÷ --work-capacity since the previous sample, in % — instead of
     /// --cpu-sampler's (sleeping burns no CPU).
@@ -51,6 +59,8 @@ impl WorkArgs {
             slow_factor: self.work_slow_factor,
             slow_for: self.work_slow_for_ms.map(Duration::from_millis),
             fail_fraction: self.work_fail_fraction,
+            straggler_fraction: self.work_straggler_fraction,
+            straggler_factor: self.work_straggler_factor,
         }
     }
 }
@@ -81,6 +91,10 @@ mod tests {
             "3000",
             "--work-fail-fraction",
             "0.5",
+            "--work-straggler-fraction",
+            "0.01",
+            "--work-straggler-factor",
+            "20",
             "--cpu-from-work",
         ])
         .unwrap();
@@ -92,6 +106,10 @@ mod tests {
         assert_eq!((settings.seed, settings.slow_factor), (9, 5.0));
         assert_eq!(settings.slow_for, Some(Duration::from_secs(3)));
         assert_eq!(settings.fail_fraction, 0.5);
+        assert_eq!(
+            (settings.straggler_fraction, settings.straggler_factor),
+            (0.01, 20.0)
+        );
         assert!(args.work.cpu_from_work);
     }
 }

@@ -6,7 +6,8 @@
 //! hdrhistogram's recorded values), their outcomes, which member served each call (in
 //! total, and per 100 ms of the whole run for the shed time), and, when told the fault's span
 //! (`--fault-member`, `--fault-from-us`, `--fault-to-us`), the calls around it
-//! ([`FaultCounts`]).
+//! ([`FaultCounts`]). With `--hedge` its balancer hedges the calls (declared idempotent) and
+//! the report counts the hedges of the window ([`super::hedges`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -16,12 +17,13 @@ use hdrhistogram::Histogram;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rpc_load_balancer::cpu::CpuSampler;
-use rpc_load_balancer::{Balancer, BalancerConfig, Error, Node, NodeConfig};
+use rpc_load_balancer::{Balancer, BalancerConfig, Error, Node, NodeConfig, RetryBudget};
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::fault_window::{FaultCounts, FaultWindow};
+use super::hedges::{HedgeCounters, HedgeTally};
 use crate::cli::DemoCallerArgs;
 use crate::work::WorkFn;
 use crate::CmdResult;
@@ -60,6 +62,11 @@ pub struct CallerReport {
     /// line, and from an older caller's) when the caller was not told the fault's span.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault: Option<FaultCounts>,
+    /// What hedging did from the window's start until the caller stopped waiting for its
+    /// calls (`--hedge`); `None` (absent) without hedging, or when the library counts nothing
+    /// (built without `telemetry`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hedges: Option<HedgeTally>,
 }
 
 /// The caller's running tally.
@@ -94,22 +101,28 @@ pub async fn run(args: DemoCallerArgs) -> CmdResult<i32> {
         .apply(NodeConfig::new(&args.name, "127.0.0.1:0"))
         .cpu_sampler(CpuSampler::Process)
         .cpu_sample_interval(crate::demo_cmd::DEMO_SAMPLE_INTERVAL);
+    // (Before anything the library counts with: the recorder is read at its first count.)
+    let counters = args.hedge.and_then(|_| HedgeCounters::install());
     let node = Node::start(config).await?;
     node.connect(&args.peer).await?;
     let algorithm = crate::demo_cmd::demo_algorithm(&args.algorithm)?;
-    let balancer = Balancer::start(
-        BalancerConfig::new(crate::demo_cmd::DEMO_BALANCER)
-            .algorithm_arc(algorithm)
-            .node_match_list(Vec::<String>::new()),
-    )
-    .await?;
+    let mut balancer_config = BalancerConfig::new(crate::demo_cmd::DEMO_BALANCER)
+        .algorithm_arc(algorithm)
+        .node_match_list(Vec::<String>::new());
+    if let Some(hedge) = &args.hedge {
+        // Hedging alone, as the lab's `--hedge`: no retries of the idempotent calls.
+        balancer_config = balancer_config
+            .hedge(hedge.policy())
+            .retry_budget(RetryBudget::none());
+    }
+    let balancer = Balancer::start(balancer_config).await?;
     crate::load::wait_for_members(&balancer, args.members as usize, Duration::from_secs(15))
         .await?;
     let now_unix = unix_ms();
     let late_ms = now_unix.saturating_sub(args.start_at_unix_ms);
     let start =
         Instant::now() + Duration::from_millis(args.start_at_unix_ms.saturating_sub(now_unix));
-    let report = drive(&balancer, &args, start, late_ms).await;
+    let report = drive(&balancer, &args, start, late_ms, counters.as_ref()).await;
     println!("{}", serde_json::to_string(&report)?);
     balancer.stop().await;
     node.shutdown().await;
@@ -117,13 +130,16 @@ pub async fn run(args: DemoCallerArgs) -> CmdResult<i32> {
 }
 
 /// The open loop: Poisson arrivals at `args.rate` from `start` for the warm-up and the
-/// window; waits (≤ timeout + 2 s) for the calls still running at the end.
+/// window; waits (≤ timeout + 2 s) for the calls still running at the end. `counters`: the
+/// hedge counters, read at the window's start and at the end.
 async fn drive(
     balancer: &Balancer,
     args: &DemoCallerArgs,
     start: Instant,
     late_ms: u64,
+    counters: Option<&HedgeCounters>,
 ) -> CallerReport {
+    let idempotent = args.hedge.is_some();
     let warmup = Duration::from_millis(args.warmup_ms);
     let window_start = start + warmup;
     let end = window_start + Duration::from_millis(args.measure_ms);
@@ -148,6 +164,7 @@ async fn drive(
     let mut rng = StdRng::seed_from_u64(args.seed);
     let mut calls = JoinSet::new();
     let mut next = start;
+    let mut hedged_before = None;
     loop {
         let gap = -(1.0 - rng.random::<f64>()).ln() / args.rate;
         next += Duration::from_secs_f64(gap.min(60.0));
@@ -157,12 +174,16 @@ async fn drive(
         tokio::time::sleep_until(next).await;
         let issued = Instant::now();
         let measured = issued >= window_start;
+        if measured && hedged_before.is_none() {
+            hedged_before = counters.map(HedgeCounters::read);
+        }
         let bucket =
             (issued.saturating_duration_since(start).as_millis() as u64 / BUCKET_MS) as usize;
         let (balancer, tally) = (balancer.clone(), Arc::clone(&tally));
         calls.spawn(async move {
             let outcome = balancer
                 .call::<WorkFn>(())
+                .idempotent(idempotent)
                 .timeout(timeout)
                 .with_node()
                 .await;
@@ -181,6 +202,10 @@ async fn drive(
     .await;
     calls.shutdown().await;
     let mut tally = tally.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(counters) = counters {
+        tally.report.hedges =
+            Some(counters.since(hedged_before.unwrap_or_else(|| counters.read())));
+    }
     let histogram = tally.histogram.clone();
     tally.report.latency_us = histogram
         .iter_recorded()

@@ -45,7 +45,7 @@ impl FaultWindow {
     pub fn of(plan: &Plan, members: &[String]) -> Option<FaultWindow> {
         let (from, to) = plan.fault_span();
         let window = FaultWindow {
-            member: members.get(plan.fault.member())?.clone(),
+            member: members.get(plan.fault.member()?)?.clone(),
             from_us: from.as_micros() as u64,
             to_us: to.as_micros() as u64,
         };
@@ -133,6 +133,7 @@ mod tests {
                 capacity: 8,
                 callers: 2,
                 load: 0.5,
+                hedge: None,
             },
         )
         .unwrap();

@@ -15,9 +15,13 @@
 //!
 //! "While the fault lasted" is [`Plan::fault_span`]: the pause, the failing member's time
 //! from its fault on, the new member's slow time, a slow member's whole run. All three are
-//! absent when no caller reported its counts.
+//! absent when no caller reported its counts, and for `stragglers`, which has no faulty
+//! member.
+//!
+//! `hedges` (with `--hedge`): the callers' [`super::hedges::HedgeTally`]s summed, the extra
+//! share being the hedges ÷ the window's calls, as the lab's.
 
-use rpclb_lab::{Latency, Little, RunReport, ShareOverTime};
+use rpclb_lab::{HedgeCounts, Latency, Little, RunReport, ShareOverTime};
 
 use super::caller::{CallerReport, BUCKET_MS};
 use super::fault_window::{FaultCounts, FaultWindow};
@@ -97,7 +101,7 @@ pub fn run_report(
             .scenario
             .changes()
             .then(|| share_over_time(plan, members, callers)),
-        faulty_member: Some(fault_member),
+        faulty_member: fault_member,
         shed_ms: shed_ms(plan, members, callers),
         fault_goodput_ratio: fault.goodput_ratio,
         faulty_picks_per_caller: fault.picks_per_caller,
@@ -105,7 +109,7 @@ pub fn run_report(
         member_in_flight: Vec::new(),
         calls_moved_from_home: None,
         retries: None,
-        hedges: None,
+        hedges: hedge_counts(calls, callers),
         little: Little::default(),
         simulated_calls: callers.iter().map(|c| c.totals.iter().sum::<u64>()).sum(),
         overloaded_at_s: None,
@@ -143,6 +147,26 @@ fn fault_figures(window: Option<&FaultWindow>, callers: &[CallerReport]) -> Faul
             .max()
             .map(|us| us as f64 / 1e3),
     }
+}
+
+/// The callers' hedging figures summed, as the lab's (`None` when no caller counted any:
+/// no `--hedge`).
+fn hedge_counts(calls: u64, callers: &[CallerReport]) -> Option<HedgeCounts> {
+    let tallies: Vec<_> = callers.iter().filter_map(|c| c.hedges).collect();
+    if tallies.is_empty() {
+        return None;
+    }
+    let hedges: u64 = tallies.iter().map(|t| t.sent).sum();
+    Some(HedgeCounts {
+        hedges,
+        extra_share: if calls == 0 {
+            0.0
+        } else {
+            hedges as f64 / calls as f64
+        },
+        won: tallies.iter().map(|t| t.won).sum(),
+        refused_by_budget: tallies.iter().map(|t| t.refused_by_budget).sum(),
+    })
 }
 
 /// Per member, its picks per bucket summed over the callers; and every call's per bucket.
@@ -201,7 +225,7 @@ fn share_over_time(plan: &Plan, members: &[String], callers: &[CallerReport]) ->
 /// after it: a paused member picked again right after it resumed is not "never shed").
 fn shed_ms(plan: &Plan, members: &[String], callers: &[CallerReport]) -> Option<f64> {
     let (per_member, totals) = picks(members, callers);
-    let faulty = per_member.get(plan.fault.member())?;
+    let faulty = per_member.get(plan.fault.member()?)?;
     let (start, end) = plan.fault_span();
     let start_ms = start.as_millis() as u64;
     let first = start_ms.div_ceil(BUCKET_MS) as usize;
@@ -243,6 +267,7 @@ mod tests {
                 capacity: 8,
                 callers: 2,
                 load: 0.5,
+                hedge: None,
             },
         )
         .unwrap();
@@ -298,6 +323,7 @@ mod tests {
                 capacity: 8,
                 callers: 2,
                 load: 0.5,
+                hedge: None,
             },
         )
         .unwrap()
@@ -391,6 +417,7 @@ mod tests {
                 capacity: 8,
                 callers: 1,
                 load: 0.5,
+                hedge: None,
             },
         )
         .unwrap();
@@ -417,6 +444,7 @@ mod tests {
                 capacity: 8,
                 callers: 1,
                 load: 0.5,
+                hedge: None,
             },
         )
         .unwrap();

@@ -1,11 +1,13 @@
 //! `rpclb demo --scenario NAME`: the real-process twin of a lab scenario (`slow-member`,
-//! `paused-member`, `failing-member`, `new-member`). It starts the scenario's members as
+//! `paused-member`, `failing-member`, `new-member`, `stragglers`). It starts the scenario's members as
 //! `rpclb node` children on 127.0.0.1 serving the capacity-limited `work` function
 //! ([`crate::work`]: sleep-based service times, utilization as the CPU reading), and for each
 //! algorithm in turn starts the caller processes ([`caller`]: `rpclb demo-caller`, open loop
 //! at the lab's load fraction of the cluster's capacity), plays the scenario's fault on the
 //! processes ([`plan::TwinFault`]: a slow member from its start, SIGSTOP/SIGCONT for a pause,
-//! the `work_fault` function for a failing member, a 5th node started mid-run), merges the
+//! the `work_fault` function for a failing member, a 5th node started mid-run, every
+//! member's stragglers from its start), with `--hedge` hedges the callers' calls
+//! ([`hedges`]), merges the
 //! callers' latencies and picks into the lab's [`RunReport`] ([`merge`]) and prints the lab's
 //! table (or `--json`). With `--compare` it runs the whole thing `--runs` times and the lab on
 //! the same plan (seeds 1–10), and prints for each algorithm p99 ÷ Random's p99 on both sides.
@@ -15,6 +17,7 @@
 pub mod caller;
 pub mod compare;
 pub mod fault_window;
+pub mod hedges;
 pub mod merge;
 pub mod plan;
 mod processes;
@@ -44,6 +47,28 @@ fn summaries(algorithms: &[String], runs: &[RunReport]) -> Vec<Summary> {
         .collect()
 }
 
+/// One line per run that hedged: the hedges sent (the extra calls' share), won and refused
+/// by the budget; empty without `--hedge`.
+fn hedge_lines(runs: &[RunReport]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    for run in runs {
+        if let Some(h) = &run.hedges {
+            let _ = writeln!(
+                out,
+                "hedges, {} run {}: {} sent ({:.2} % extra calls), {} won, {} refused by the budget",
+                run.algorithm,
+                run.seed,
+                h.hedges,
+                h.extra_share * 100.0,
+                h.won,
+                h.refused_by_budget
+            );
+        }
+    }
+    out
+}
+
 /// A usage error: said on stderr (and as the `--json` document); exit status 2.
 fn usage(args: &DemoArgs, message: String) -> i32 {
     eprintln!("error: {message}");
@@ -65,6 +90,7 @@ pub async fn run(args: DemoArgs, scenario: &str) -> CmdResult<i32> {
         capacity: args.capacity,
         callers: args.callers as usize,
         load: args.load,
+        hedge: args.hedge,
     };
     let plan = match Plan::new(scenario, knobs) {
         Ok(plan) => plan,
@@ -188,6 +214,7 @@ pub async fn run(args: DemoArgs, scenario: &str) -> CmdResult<i32> {
                 }
             );
             print!("{}", crate::lab_cmd::table(&results));
+            print!("{}", hedge_lines(&results.runs));
         }
         if let Some(agreement) = &agreement {
             print!("{}", compare::agreement_table(agreement, runs));

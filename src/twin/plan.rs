@@ -7,10 +7,11 @@
 //! at `D/6` into the twin's; a lab duration within the window is scaled by `D/60` (the new
 //! member's 30 s of slowness), except a pause, which keeps its length (5 s): a pause is
 //! measured against the heartbeat timeout (3 s), which is real time on both sides.
+//! `stragglers` has no timeline: every member straggles from its start.
 
 use std::time::Duration;
 
-use rpclb_lab::scenario::{Action, Service};
+use rpclb_lab::scenario::{Action, Hedging, Service};
 use rpclb_lab::{LoadPoint, Scenario};
 
 /// The scenarios that have a real-process twin.
@@ -19,6 +20,7 @@ pub const TWIN_SCENARIOS: &[&str] = &[
     "paused-member",
     "failing-member",
     "new-member",
+    "stragglers",
 ];
 
 /// The lab's measured window, s, to which the twin's timeline is scaled.
@@ -98,6 +100,16 @@ fn seconds_in(text: &str, min: f64, max: f64) -> Result<f64, String> {
     }
 }
 
+/// `hedging` as the `--hedge` spec `DELAY,RATIO,MIN_PER_SECOND` that reads back as it (the
+/// spec's own fields: a minimum delay and a window other than the spec's are not written).
+pub fn hedge_spec(hedging: &Hedging) -> String {
+    let delay = match (hedging.percentile, hedging.delay_ms) {
+        (Some(p), _) => format!("p{p}"),
+        (None, delay) => format!("{}ms", delay.unwrap_or(0.0)),
+    };
+    format!("{delay},{},{}", hedging.ratio, hedging.min_per_second)
+}
+
 /// A twin's fault, as the demo plays it on the real processes.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum TwinFault {
@@ -139,16 +151,26 @@ pub enum TwinFault {
         /// How long it lasts.
         length: Duration,
     },
+    /// Every member, from its start, makes `fraction` of its calls stragglers that take
+    /// `factor` times their service time (`rpclb node --work-straggler-fraction
+    /// --work-straggler-factor`; the lab's `[stragglers]`).
+    Stragglers {
+        /// The straggling fraction of calls (0–1).
+        fraction: f64,
+        /// A straggler's service-time multiplier.
+        factor: f64,
+    },
 }
 
 impl TwinFault {
-    /// The member the fault hits.
-    pub fn member(&self) -> usize {
+    /// The member the fault hits; `None` when it hits every member (stragglers).
+    pub fn member(&self) -> Option<usize> {
         match *self {
             Self::Slow { member, .. }
             | Self::Pause { member, .. }
             | Self::Fail { member, .. }
-            | Self::Join { member, .. } => member,
+            | Self::Join { member, .. } => Some(member),
+            Self::Stragglers { .. } => None,
         }
     }
 }
@@ -186,6 +208,8 @@ pub struct Knobs {
     pub callers: usize,
     /// The open-loop load, a fraction of the uniform cluster's capacity.
     pub load: f64,
+    /// The callers' hedging (`--hedge`; the calls are then idempotent), or `None`.
+    pub hedge: Option<Hedging>,
 }
 
 impl Plan {
@@ -269,6 +293,12 @@ impl Plan {
                 })
             });
         }
+        if fault.is_none() {
+            fault = scenario.stragglers.map(|s| TwinFault::Stragglers {
+                fraction: s.fraction,
+                factor: s.factor,
+            });
+        }
         let fault = fault.ok_or_else(|| format!("scenario {name} has no fault to play"))?;
         scenario.warmup_s = knobs.warmup_s;
         scenario.measure_s = knobs.measure_s;
@@ -285,7 +315,14 @@ impl Plan {
         scenario.callers = knobs.callers;
         scenario.load.open_loop = vec![knobs.load];
         scenario.load.closed_loop_tasks = None;
-        scenario.validate().map_err(|e| e.to_string())?;
+        scenario.hedging = knobs.hedge;
+        scenario.validate().map_err(|e| {
+            if knobs.hedge.is_some() && e.to_string().contains("hedging") {
+                format!("--hedge: {e}")
+            } else {
+                e.to_string()
+            }
+        })?;
         let members = scenario.members - usize::from(matches!(fault, TwinFault::Join { .. }));
         let rate_per_s = knobs.load * scenario.uniform_capacity_per_s();
         Ok(Plan {
@@ -328,7 +365,7 @@ impl Plan {
     pub fn fault_span(&self) -> (Duration, Duration) {
         let end = self.warmup + self.measure;
         match self.fault {
-            TwinFault::Slow { .. } => (Duration::ZERO, end),
+            TwinFault::Slow { .. } | TwinFault::Stragglers { .. } => (Duration::ZERO, end),
             TwinFault::Fail { at, .. } => (at, end),
             TwinFault::Pause { at, length, .. } | TwinFault::Join { at, length, .. } => {
                 (at, (at + length).min(end))
@@ -349,6 +386,7 @@ mod tests {
             capacity: 8,
             callers: 2,
             load: 0.5,
+            hedge: None,
         }
     }
 
@@ -402,6 +440,45 @@ mod tests {
         assert_eq!((new.members, new.all_members()), (4, 5));
         assert_eq!(new.fault_span(), (at, Duration::from_secs(10)));
         assert_eq!(new.scenario.loads().len(), 1);
+    }
+
+    #[test]
+    fn stragglers_straggle_on_every_member_from_the_start_and_carry_the_hedging() {
+        let plan = Plan::new("stragglers", knobs()).unwrap();
+        assert_eq!(
+            plan.fault,
+            TwinFault::Stragglers {
+                fraction: 0.01,
+                factor: 20.0
+            }
+        );
+        assert_eq!(plan.fault.member(), None, "no one faulty member");
+        assert_eq!((plan.members, plan.all_members()), (4, 4));
+        assert_eq!(plan.fault_span(), (Duration::ZERO, Duration::from_secs(14)));
+        assert_eq!(plan.scenario.hedging, None);
+        let hedge = Hedging::parse("p95,0.05,1").unwrap();
+        let hedged = Plan::new(
+            "stragglers",
+            Knobs {
+                hedge: Some(hedge),
+                ..knobs()
+            },
+        )
+        .unwrap();
+        assert_eq!(hedged.scenario.hedging, Some(hedge));
+        // The spec the callers are given reads back as the same hedging.
+        for spec in ["p95,0.05,1", "20ms,0.1,0", "p99.5,1,7"] {
+            let hedging = Hedging::parse(spec).unwrap();
+            assert_eq!(Hedging::parse(&hedge_spec(&hedging)), Ok(hedging), "{spec}");
+        }
+        // A hedging the lab refuses is a usage error naming --hedge.
+        let bad = Knobs {
+            hedge: Some(Hedging::parse("p95,2,1").unwrap()),
+            ..knobs()
+        };
+        assert!(Plan::new("stragglers", bad)
+            .unwrap_err()
+            .starts_with("--hedge"));
     }
 
     #[test]

@@ -73,6 +73,14 @@ fn member_args(plan: &Plan, index: usize) -> Vec<String> {
                 length.as_millis().to_string(),
             ]);
         }
+        TwinFault::Stragglers { fraction, factor } => {
+            args.extend([
+                "--work-straggler-fraction".into(),
+                fraction.to_string(),
+                "--work-straggler-factor".into(),
+                factor.to_string(),
+            ]);
+        }
         _ => {}
     }
     args
@@ -146,6 +154,9 @@ impl Twin {
                 .args(["--measure-ms", &plan.measure.as_millis().to_string()])
                 .args(["--timeout-ms", &timeout_ms.to_string()])
                 .args(["--seed", &(run * 1_000 + k as u64).to_string()]);
+            if let Some(hedge) = &plan.scenario.hedging {
+                command.args(["--hedge", &super::plan::hedge_spec(hedge)]);
+            }
             if let Some(window) = &window {
                 command
                     .args(["--fault-member", &window.member])
@@ -212,7 +223,7 @@ impl Twin {
     /// Plays the fault at its time; the member that joined, if any.
     async fn play_fault(&self, plan: &Plan, start: Instant) -> Option<NodeProcess> {
         match plan.fault {
-            TwinFault::Slow { .. } => None,
+            TwinFault::Slow { .. } | TwinFault::Stragglers { .. } => None,
             TwinFault::Pause { member, at, length } => {
                 tokio::time::sleep_until(start + at).await;
                 let process = self.members.get(member)?;
@@ -301,7 +312,7 @@ impl Twin {
                     eprintln!("warning: {name} did not come back within 15 s of its pause");
                 }
             }
-            TwinFault::Slow { .. } | TwinFault::Join { .. } => {}
+            TwinFault::Slow { .. } | TwinFault::Join { .. } | TwinFault::Stragglers { .. } => {}
         }
     }
 

@@ -3,7 +3,9 @@
 //! tokio [`Semaphore`]; the rest wait in its FIFO queue), each sleeps a lognormal service time
 //! (median `median_ms`, shape σ, from a seeded [`StdRng`]), and the node can be made slow
 //! (service × a factor, for ever or for its first seconds) or failing (a fraction of calls fail
-//! at once, unserved) — the lab's `slow`, `join` with a factor and `fail` faults.
+//! at once, unserved) — the lab's `slow`, `join` with a factor and `fail` faults — and can
+//! have stragglers (a fraction of its calls take a factor times their service time, drawn
+//! from the same seeded RNG: the lab's `[stragglers]`).
 //!
 //! Sleeping burns no CPU, so the work reports its own **utilization** instead: the mean of
 //! calls in service ÷ capacity since the previous reading, in percent
@@ -78,6 +80,8 @@ pub struct Work {
     capacity: u32,
     median_ms: f64,
     sigma: f64,
+    /// The straggling fraction and factor (`[stragglers]`; fraction 0: none).
+    stragglers: (f64, f64),
     slots: Semaphore,
     rng: Mutex<StdRng>,
     fault: Mutex<Fault>,
@@ -110,6 +114,7 @@ impl Work {
             capacity: settings.capacity,
             median_ms: settings.median_ms,
             sigma: settings.sigma,
+            stragglers: (settings.straggler_fraction, settings.straggler_factor),
             slots: Semaphore::new(settings.capacity as usize),
             rng: Mutex::new(StdRng::seed_from_u64(settings.seed)),
             fault: Mutex::new(Fault {
@@ -149,7 +154,8 @@ impl Work {
     }
 
     /// One lognormal service time, `median · e^(σ·Z)` (Z standard normal, Box–Muller), times
-    /// the factor in force, at most [`MAX_SERVICE`]; `None` when the call fails instead.
+    /// the factor in force and, for a straggler (with the straggling fraction), the
+    /// straggler factor, at most [`MAX_SERVICE`]; `None` when the call fails instead.
     fn draw(&self) -> Option<Duration> {
         let factor = self.factor(Instant::now());
         let fail = lock(&self.fault).fail_fraction;
@@ -160,7 +166,12 @@ impl Work {
         let u1 = 1.0 - rng.random::<f64>();
         let u2 = rng.random::<f64>();
         let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
-        let ms = self.median_ms * (self.sigma * z).exp() * factor;
+        let mut ms = self.median_ms * (self.sigma * z).exp() * factor;
+        // (No draw without stragglers: the other faults' service times are unchanged.)
+        let (fraction, straggler) = self.stragglers;
+        if fraction > 0.0 && rng.random::<f64>() < fraction {
+            ms *= straggler;
+        }
         Some(Duration::from_secs_f64(
             (ms / 1e3).clamp(0.0, MAX_SERVICE.as_secs_f64()),
         ))
@@ -288,6 +299,20 @@ mod tests {
             }),
             "fail_fraction"
         );
+        assert_eq!(
+            bad(WorkSettings {
+                straggler_fraction: 1.5,
+                ..ok
+            }),
+            "straggler_fraction"
+        );
+        assert_eq!(
+            bad(WorkSettings {
+                straggler_factor: 0.5,
+                ..ok
+            }),
+            "straggler_factor"
+        );
         let w = work(ok);
         let e = w
             .set_fault(WorkFault {
@@ -354,6 +379,31 @@ mod tests {
         })
         .unwrap();
         assert_eq!(slow.draw(), None);
+    }
+
+    #[test]
+    fn stragglers_take_the_factor_with_their_fraction_and_repeat_with_the_seed() {
+        let settings = WorkSettings {
+            sigma: 0.0,
+            straggler_fraction: 0.1,
+            straggler_factor: 20.0,
+            seed: 3,
+            ..Default::default()
+        };
+        let draws =
+            |w: Arc<Work>| -> Vec<Duration> { (0..5000).map(|_| w.draw().unwrap()).collect() };
+        let (a, b) = (draws(work(settings)), draws(work(settings)));
+        assert_eq!(a, b, "same seed, same stragglers");
+        let slow = a
+            .iter()
+            .filter(|&&d| d == Duration::from_millis(200))
+            .count();
+        let ordinary = a
+            .iter()
+            .filter(|&&d| d == Duration::from_millis(10))
+            .count();
+        assert_eq!(slow + ordinary, 5000, "each call is one or the other");
+        assert!((400..600).contains(&slow), "{slow} of 5000 straggled");
     }
 
     #[tokio::test]

@@ -22,6 +22,11 @@ pub struct WorkSettings {
     pub slow_for: Option<Duration>,
     /// The fraction of calls (0–1) that fail at once, unserved.
     pub fail_fraction: f64,
+    /// The fraction of calls (0–1) that are stragglers: their service time is
+    /// `straggler_factor` times its draw (the lab's `[stragglers]`); 0 = none.
+    pub straggler_fraction: f64,
+    /// A straggler's service-time multiplier (1–1,000).
+    pub straggler_factor: f64,
 }
 
 impl Default for WorkSettings {
@@ -34,6 +39,8 @@ impl Default for WorkSettings {
             slow_factor: 1.0,
             slow_for: None,
             fail_fraction: 0.0,
+            straggler_fraction: 0.0,
+            straggler_factor: 1.0,
         }
     }
 }
@@ -42,7 +49,8 @@ impl Default for WorkSettings {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("work setting {field} = {value} is out of range: {range}")]
 pub struct WorkSettingError {
-    /// The setting (`capacity`, `median_ms`, `sigma`, `slow_factor`, `fail_fraction`).
+    /// The setting (`capacity`, `median_ms`, `sigma`, `slow_factor`, `fail_fraction`,
+    /// `straggler_fraction`, `straggler_factor`).
     pub field: &'static str,
     /// Its value, as given.
     pub value: String,
@@ -110,6 +118,18 @@ impl WorkSettings {
             "0 to 3",
         )?;
         check_slow(self.slow_factor)?;
-        check_fail(self.fail_fraction)
+        check_fail(self.fail_fraction)?;
+        check(
+            "straggler_fraction",
+            self.straggler_fraction,
+            (0.0..=1.0).contains(&self.straggler_fraction),
+            "0 to 1",
+        )?;
+        check(
+            "straggler_factor",
+            self.straggler_factor,
+            (1.0..=1_000.0).contains(&self.straggler_factor),
+            "1 to 1000",
+        )
     }
 }

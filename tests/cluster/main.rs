@@ -67,6 +67,8 @@ mod tower;
 mod trace;
 mod tutorial;
 mod twin;
+#[cfg(feature = "telemetry")]
+mod twin_hedging;
 mod unauthenticated;
 mod wire_fields;
 mod wire_version;
