@@ -49,6 +49,10 @@ pub struct DemoCallerArgs {
     /// The fault's end (exclusive), µs from the run's start.
     #[arg(long, requires = "fault_member")]
     pub fault_to_us: Option<u64>,
+    /// Exit when stdin reaches end of file: the demo holds the pipe, so the caller ends with
+    /// the demo that started it, even a SIGKILLed one (as `rpclb node --exit-with-stdin`).
+    #[arg(long)]
+    pub exit_with_stdin: bool,
 }
 
 /// Parses a rate in calls/s: finite, above 0, at most 1,000,000.

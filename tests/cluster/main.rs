@@ -67,6 +67,7 @@ mod tower;
 mod trace;
 mod tutorial;
 mod twin;
+mod twin_parent_death;
 mod unauthenticated;
 mod wire_fields;
 mod wire_version;
