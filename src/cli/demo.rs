@@ -20,7 +20,7 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=32))]
     pub nodes: u32,
     /// Calls per algorithm (≥ 1).
-    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 20_000, value_parser = super::values::at_least_one)]
     pub calls: u64,
     /// An algorithm's name, or `all`.
     #[arg(long, default_value = "all", value_parser = PossibleValuesParser::new(algorithms_or_all()))]

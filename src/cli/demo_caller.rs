@@ -34,7 +34,7 @@ pub struct DemoCallerArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub measure_ms: u64,
     /// Timeout of each call, ms.
-    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 1_000, value_parser = super::values::at_least_one)]
     pub timeout_ms: u64,
     /// Seed of the arrivals.
     #[arg(long, default_value_t = 1)]

@@ -55,7 +55,7 @@ pub struct LabArgs {
     pub warmup_s: Option<f64>,
     /// Deterministic subsetting: each caller balances over only K members (its subset of the
     /// members present), instead of each scenario's own `subset` (at least 1).
-    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "K", value_parser = super::values::at_least_one)]
     pub subset: Option<u64>,
     /// The subsetting scheme, `aperture` (the library's default), `rounds` or `rendezvous`,
     /// instead of each scenario's own `subset_scheme`; repeatable (or comma-separated): each

@@ -19,6 +19,7 @@ mod least_cpu;
 mod load;
 mod node;
 mod runtime;
+mod values;
 mod work;
 
 pub use bench::{parse_size, BenchArgs, MAX_BENCH_PAYLOAD};
