@@ -157,7 +157,10 @@ pub struct NodeArgs {
     /// The balancers started with --balancer call only K of their members, chosen by
     /// deterministic subsetting (BalancerConfig::subsetting; needs --sparse-mesh; refused
     /// with hash_ring and call_direct). Give it to the caller nodes only: a node started
-    /// with it counts as a caller of its --balancers.
+    /// with it counts as a caller of its --balancers. With K or fewer members the subset is
+    /// every member (not refused: members come and go); an INFO log line
+    /// (`RUST_LOG=rpc_load_balancer=info`) says so when the first members are known and each
+    /// time that changes.
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub subset_size: Option<u64>,
     /// The subsetting scheme of --subset-size: `aperture` (default), `rounds` or
