@@ -1,11 +1,10 @@
 //! `rpclb`: run rpc_load_balancer cluster nodes and talk to them. See `rpclb --help`.
 
-use clap::Parser;
 use rpclb::cli::{Cli, Command};
 use tracing_subscriber::EnvFilter;
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = Cli::parse_checked();
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env()

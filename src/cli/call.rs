@@ -20,7 +20,7 @@ pub struct CallArgs {
     #[arg(long)]
     pub balancer: Option<String>,
     /// Call timeout in ms (≥ 1).
-    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 10_000, value_parser = super::values::at_least_one)]
     pub timeout_ms: u64,
     /// Print one JSON object instead of text: `{"ok":true,"node":..,"balancer":..,"reply":..,
     /// "latency_us":..}`, or on any failure (joining the cluster, a usage error, the call)

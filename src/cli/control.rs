@@ -32,7 +32,7 @@ pub struct ControlArgs {
     /// How long to wait for the answer, in ms (≥ 1). Default: 60,000 for stop_balancer (it
     /// answers when the drain has ended, up to the node's --drain-timeout-ms, 15,000 by
     /// default), 10,000 for every other request.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_parser = super::values::at_least_one)]
     pub timeout_ms: Option<u64>,
     /// ping, nodes, functions, stats, labels (the node's labels, KEY=VALUE one a line),
     /// cpu_reading (the node's own CPU reading and its age),

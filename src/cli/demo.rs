@@ -29,7 +29,7 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=32))]
     pub nodes: u32,
     /// Calls per algorithm (≥ 1).
-    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 20_000, value_parser = super::values::at_least_one)]
     pub calls: u64,
     /// An algorithm's name, or `all`.
     #[arg(long, default_value = "all", value_parser = PossibleValuesParser::new(algorithms_or_all()))]
@@ -133,7 +133,7 @@ pub struct DemoArgs {
     /// an idempotent function may take (`work` just sleeps). The report adds the hedges sent,
     /// won and refused by the budget, and the extra calls (`hedges` per run in --json); with
     /// --compare the lab hedges the same way.
-    #[arg(long, value_name = "SPEC", value_parser = parse_hedge, requires = "scenario")]
+    #[arg(long, value_name = "SPEC", value_parser = parse_hedge, requires = "scenario", allow_hyphen_values = true)]
     pub hedge: Option<rpclb_lab::scenario::Hedging>,
     #[command(flatten)]
     pub shape: LoadShape,

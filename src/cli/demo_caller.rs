@@ -34,7 +34,7 @@ pub struct DemoCallerArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub measure_ms: u64,
     /// Timeout of each call, ms.
-    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 1_000, value_parser = super::values::at_least_one)]
     pub timeout_ms: u64,
     /// Seed of the arrivals.
     #[arg(long, default_value_t = 1)]
@@ -54,6 +54,10 @@ pub struct DemoCallerArgs {
     /// budget); the report's `hedges` counts what it did.
     #[arg(long, value_name = "SPEC", value_parser = super::demo::parse_hedge)]
     pub hedge: Option<rpclb_lab::scenario::Hedging>,
+    /// Exit when stdin reaches end of file: the demo holds the pipe, so the caller ends with
+    /// the demo that started it, even a SIGKILLed one (as `rpclb node --exit-with-stdin`).
+    #[arg(long)]
+    pub exit_with_stdin: bool,
 }
 
 /// Parses a rate in calls/s: finite, above 0, at most 1,000,000.

@@ -55,7 +55,7 @@ pub struct LabArgs {
     pub warmup_s: Option<f64>,
     /// Deterministic subsetting: each caller balances over only K members (its subset of the
     /// members present), instead of each scenario's own `subset` (at least 1).
-    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "K", value_parser = super::values::at_least_one)]
     pub subset: Option<u64>,
     /// The subsetting scheme, `aperture` (the library's default), `rounds` or `rendezvous`,
     /// instead of each scenario's own `subset_scheme`; repeatable (or comma-separated): each
@@ -82,7 +82,9 @@ pub struct LabArgs {
     /// (`p95`) or a set delay (`20ms`), `RATIO` the extra calls the budget allows per call
     /// (0–1) and `MIN_PER_SECOND` its floor, over 10 s — e.g. `p95,0.05,1`. As a scenario with
     /// that `[hedging]`; a scenario's own `[hedging]` is kept. Issue 22.
-    #[arg(long, value_name = "SPEC", value_parser = parse_hedge)]
+    /// The delay must be above 0: `--hedge -5ms,0.05,1` is read as the flag's value (not as
+    /// another flag) and refused for its delay.
+    #[arg(long, value_name = "SPEC", value_parser = parse_hedge, allow_hyphen_values = true)]
     pub hedge: Option<rpclb_lab::scenario::Hedging>,
     /// Runs at once, on this many threads (each run is single-threaded and deterministic:
     /// the report does not depend on it).
@@ -135,7 +137,59 @@ pub(super) fn algorithm_name(name: &str) -> Result<String, String> {
     }
 }
 
-/// Reads `--hedge`'s spec (also `rpclb demo --hedge`'s, before its range checks).
+/// Reads `--hedge`'s spec (also `rpclb demo --hedge`'s) and checks its values (a delay above
+/// 0, a ratio of 0–1, ...),
+/// naming the part of the spec that is wrong.
 pub(super) fn parse_hedge(spec: &str) -> Result<rpclb_lab::scenario::Hedging, String> {
-    rpclb_lab::scenario::Hedging::parse(spec)
+    let hedging = rpclb_lab::scenario::Hedging::parse(spec)?;
+    hedging.check().map_err(|(field, reason)| {
+        let part = match field.as_str() {
+            "hedging.delay_ms" | "hedging.percentile" => "DELAY",
+            "hedging.ratio" => "RATIO",
+            _ => field.as_str(),
+        };
+        format!("{spec:?}: {part}: {reason}")
+    })?;
+    Ok(hedging)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+
+    fn hedge(args: &[&str]) -> Result<Option<rpclb_lab::scenario::Hedging>, String> {
+        match Cli::try_parse_from(["rpclb", "lab"].iter().chain(args)) {
+            Ok(Cli {
+                command: Command::Lab(lab),
+                ..
+            }) => Ok(lab.hedge),
+            Ok(other) => panic!("{other:?}"),
+            Err(error) => Err(error.to_string()),
+        }
+    }
+
+    /// `--hedge -5ms...` reaches the spec's parser (not clap's "unexpected argument"), and a
+    /// negative delay is refused there, as with `--hedge=-5ms...`.
+    #[test]
+    fn a_negative_hedge_delay_is_refused_by_the_spec_check_however_written() {
+        for args in [&["--hedge", "-5ms,0.05,1"][..], &["--hedge=-5ms,0.05,1"]] {
+            let error = hedge(args).unwrap_err();
+            assert!(!error.contains("unexpected argument"), "{args:?}: {error}");
+            assert!(
+                error.contains("DELAY: -5 is not a delay above 0 ms"),
+                "{args:?}: {error}"
+            );
+        }
+        let error = hedge(&["--hedge", "-5ms"]).unwrap_err();
+        assert!(
+            error.contains("expected DELAY,RATIO,MIN_PER_SECOND"),
+            "{error}"
+        );
+        let error = hedge(&["--hedge", "p95,1.5,1"]).unwrap_err();
+        assert!(error.contains("RATIO: "), "{error}");
+        let p95 = hedge(&["--hedge", "p95,0.05,1"]).unwrap().unwrap();
+        assert_eq!(p95.percentile, Some(95.0));
+    }
 }

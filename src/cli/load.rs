@@ -13,7 +13,7 @@ pub struct LoadShape {
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub concurrency: u32,
     /// Timeout of each call, in ms (≥ 1).
-    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 10_000, value_parser = super::values::at_least_one)]
     pub timeout_ms: u64,
     /// Print one JSON object on stdout instead of tables (`rpclb load`: also when it fails
     /// before any call, with no calls counted and the `error` object).
@@ -45,7 +45,7 @@ pub struct LoadArgs {
     #[arg(long)]
     pub arg: Option<String>,
     /// Number of calls (≥ 1).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_parser = super::values::at_least_one)]
     pub calls: Option<u64>,
     /// Run for this many seconds instead (> 0, at most 86,400).
     #[arg(long)]

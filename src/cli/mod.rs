@@ -19,6 +19,7 @@ mod least_cpu;
 mod load;
 mod node;
 mod runtime;
+mod values;
 mod work;
 
 pub use bench::{parse_size, BenchArgs, MAX_BENCH_PAYLOAD};
@@ -52,6 +53,36 @@ pub struct Cli {
     /// What to run.
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// The process's arguments, parsed as [`Parser::parse`] does and then [checked](Self::check):
+    /// on an error, clap's usage message and exit status 2.
+    pub fn parse_checked() -> Self {
+        let cli = Self::parse();
+        if let Err(error) = cli.check() {
+            error.exit();
+        }
+        cli
+    }
+
+    /// Checks what no single flag's parser can (e.g. how many `rpclb node --label` keys), so
+    /// that the message names the flags the user typed.
+    ///
+    /// Errors: clap's value-validation error with the message.
+    pub fn check(&self) -> Result<(), clap::Error> {
+        let problem = match &self.command {
+            Command::Node(args) => args.label_args.check().err(),
+            _ => None,
+        };
+        match problem {
+            Some(message) => {
+                use clap::CommandFactory;
+                Err(Self::command().error(clap::error::ErrorKind::ValueValidation, message))
+            }
+            None => Ok(()),
+        }
+    }
 }
 
 /// The subcommands.

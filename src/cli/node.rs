@@ -70,14 +70,35 @@ pub struct LabelArgs {
     pub node_match_label: Vec<(String, String)>,
     /// A label of this node, e.g. `zone=eu-1` or `version=2` (repeat for several; a later
     /// value of a key replaces an earlier one): known to every peer, matched by label filters
-    /// and by balancers' locality. At most 32; KEY 1-64 bytes of letters, digits, `.`, `_`,
-    /// `/`, `-`; VALUE at most 256 bytes (refused at start otherwise).
+    /// and by balancers' locality. At most 32 keys; KEY 1-64 bytes of letters, digits, `.`,
+    /// `_`, `/`, `-`; VALUE at most 256 bytes (refused otherwise, naming --label).
     #[arg(long = "label", value_name = "KEY=VALUE", value_parser = label_pair)]
     pub labels: Vec<(String, String)>,
     /// The balancers started with --balancer prefer the members whose label KEY (e.g. `zone`)
     /// is this node's while one of them can take the call (locality; off by default).
     #[arg(long = "locality", value_name = "KEY")]
     pub locality: Option<String>,
+}
+
+impl LabelArgs {
+    /// Checks what a single `--label` value cannot show: at most
+    /// [`MAX_LABELS`](rpc_load_balancer::MAX_LABELS) distinct keys (a later value of a key
+    /// replaces an earlier one, so repeats of a key count once). The library refuses more at
+    /// start naming its option, `labels`; this says it as the flag the user typed.
+    ///
+    /// Errors: the message, naming `--label`.
+    pub fn check(&self) -> Result<(), String> {
+        let keys: std::collections::BTreeSet<&str> =
+            self.labels.iter().map(|(key, _)| key.as_str()).collect();
+        if keys.len() > rpc_load_balancer::MAX_LABELS {
+            return Err(format!(
+                "--label given for {} keys: at most {} (a repeated key counts once)",
+                keys.len(),
+                rpc_load_balancer::MAX_LABELS
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The concurrency caps of `rpclb node` (pushback).
@@ -136,7 +157,10 @@ pub struct NodeArgs {
     /// The balancers started with --balancer call only K of their members, chosen by
     /// deterministic subsetting (BalancerConfig::subsetting; needs --sparse-mesh; refused
     /// with hash_ring and call_direct). Give it to the caller nodes only: a node started
-    /// with it counts as a caller of its --balancers.
+    /// with it counts as a caller of its --balancers. With K or fewer members the subset is
+    /// every member (not refused: members come and go); an INFO log line
+    /// (`RUST_LOG=rpc_load_balancer=info`) says so when the first members are known and each
+    /// time that changes.
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub subset_size: Option<u64>,
     /// The subsetting scheme of --subset-size: `aperture` (default), `rounds` or
@@ -348,6 +372,30 @@ pub(super) mod tests {
             Command::Node(args) => Ok(args),
             other => panic!("not a node command: {other:?}"),
         }
+    }
+
+    /// 33 label keys are refused naming the flag typed, `--label`, not the library's option
+    /// `labels`; 32 keys, or 33 `--label`s with a repeated key, are taken.
+    #[test]
+    fn too_many_labels_are_refused_naming_the_label_flag() {
+        let labels = |keys: usize, extra: &[&str]| {
+            let mut args: Vec<String> = (0..keys)
+                .flat_map(|i| ["--label".to_string(), format!("k{i}=v")])
+                .collect();
+            args.extend(extra.iter().map(|a| a.to_string()));
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let cli =
+                Cli::try_parse_from(["rpclb", "node", "--name", "a"].iter().chain(&args)).unwrap();
+            cli.check().map_err(|e| e.to_string())
+        };
+        let error = labels(33, &[]).unwrap_err();
+        assert!(
+            error.contains("--label given for 33 keys: at most 32"),
+            "{error}"
+        );
+        assert!(!error.contains("`labels`"), "{error}");
+        assert!(labels(32, &[]).is_ok());
+        assert!(labels(32, &["--label", "k0=w"]).is_ok());
     }
 
     #[test]

@@ -12,6 +12,8 @@ use super::{HarnessError, NodeProcess, READY_TIMEOUT};
 #[derive(Debug, Clone)]
 pub struct NodeSpec {
     capture_stderr: bool,
+    /// `RUST_LOG` of the child (else this process's, else [`crate::DEFAULT_LOG_FILTER`]).
+    log_filter: Option<String>,
     name: String,
     cookie: String,
     peers: Vec<String>,
@@ -24,6 +26,7 @@ impl NodeSpec {
     pub fn new(name: impl Into<String>, cookie: impl Into<String>) -> Self {
         Self {
             capture_stderr: false,
+            log_filter: None,
             name: name.into(),
             cookie: cookie.into(),
             peers: Vec::new(),
@@ -97,6 +100,14 @@ impl NodeSpec {
         self
     }
 
+    /// Runs the child with `RUST_LOG` set to `filter` (e.g. `warn,rpc_load_balancer=info`)
+    /// instead of this process's `RUST_LOG` (or, without one, [`crate::DEFAULT_LOG_FILTER`]):
+    /// with [`capture_stderr`](Self::capture_stderr), to read a log line in a test.
+    pub fn log_filter(mut self, filter: impl Into<String>) -> Self {
+        self.log_filter = Some(filter.into());
+        self
+    }
+
     /// Starts the child from the `rpclb` binary at `bin` and waits (≤ [`READY_TIMEOUT`]) for
     /// its ready line.
     ///
@@ -116,7 +127,9 @@ impl NodeSpec {
             ])
             .args(self.peers.iter().flat_map(|p| ["--peer", p.as_str()]))
             .args(&self.args);
-        if std::env::var_os("RUST_LOG").is_none() {
+        if let Some(filter) = &self.log_filter {
+            command.env("RUST_LOG", filter);
+        } else if std::env::var_os("RUST_LOG").is_none() {
             command.env("RUST_LOG", crate::DEFAULT_LOG_FILTER);
         }
         let stderr = if self.capture_stderr {

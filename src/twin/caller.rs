@@ -94,8 +94,32 @@ fn unix_ms() -> u64 {
 }
 
 /// Runs one caller; exit status 0 (its report printed), or an error before any call
-/// (joining, members not coming within 15 s).
+/// (joining, members not coming within 15 s). With `--exit-with-stdin`, an error as soon as
+/// stdin reaches end of file (the demo that started it is gone): nothing is printed.
 pub async fn run(args: DemoCallerArgs) -> CmdResult<i32> {
+    if !args.exit_with_stdin {
+        return run_calls(args).await;
+    }
+    tokio::select! {
+        outcome = run_calls(args) => outcome,
+        () = stdin_closed() => Err("stdin closed: the demo that started this caller ended".into()),
+    }
+}
+
+/// Resolves when this process's stdin reaches end of file (or fails).
+async fn stdin_closed() {
+    use tokio::io::AsyncReadExt;
+    let mut stdin = tokio::io::stdin();
+    let mut buf = [0u8; 256];
+    while let Ok(n) = stdin.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+    }
+}
+
+/// [`run`]'s calls.
+async fn run_calls(args: DemoCallerArgs) -> CmdResult<i32> {
     let config = args
         .cluster
         .apply(NodeConfig::new(&args.name, "127.0.0.1:0"))

@@ -12,7 +12,9 @@
 //! table (or `--json`). With `--compare` it runs the whole thing `--runs` times and the lab on
 //! the same plan (seeds 1–10), and prints for each algorithm p99 ÷ Random's p99 on both sides.
 //!
-//! Every child is this process's own and is killed at the end (and when it is dropped).
+//! Every child is this process's own and is killed at the end (and when it is dropped); the
+//! members and callers also exit when this process dies, even by SIGKILL (each runs with
+//! `--exit-with-stdin` and this process holds its stdin).
 
 pub mod caller;
 pub mod compare;

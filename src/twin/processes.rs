@@ -164,7 +164,8 @@ impl Twin {
                     .args(["--fault-to-us", &window.to_us.to_string()]);
             }
             command
-                .stdin(Stdio::null())
+                .arg("--exit-with-stdin")
+                .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .process_group(0)
                 .kill_on_drop(true);
@@ -173,6 +174,9 @@ impl Twin {
             }
             children.push(command.spawn()?);
         }
+        // Each caller exits when its stdin closes: held until they are done, and closed by
+        // the kernel if this process dies (even by SIGKILL), so no caller outlives it.
+        let _stdins: Vec<_> = children.iter_mut().map(|c| c.stdin.take()).collect();
         // Each caller prints one line at its end: waiting for them in turn blocks none.
         let outputs = async {
             let mut outputs = Vec::with_capacity(children.len());

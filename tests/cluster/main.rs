@@ -69,6 +69,7 @@ mod tutorial;
 mod twin;
 #[cfg(feature = "telemetry")]
 mod twin_hedging;
+mod twin_parent_death;
 mod unauthenticated;
 mod wire_fields;
 mod wire_version;

@@ -196,3 +196,61 @@ async fn callers_dial_and_route_to_their_subsets_only_and_replace_a_killed_membe
     drop(nodes);
     drop(seed);
 }
+
+/// A caller with `--subset-size 5` over 2 members is not refused: its subset is both members,
+/// and it says so in an INFO log line (with the size and the member count) once it knows them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subset_size_over_the_member_count_takes_every_member_and_says_so() {
+    let cookie = random_cookie();
+    let seed = child("member_0", &cookie, None, &[]).await;
+    let other = child("member_1", &cookie, Some(seed.addr()), &[]).await;
+    let mut spec = NodeSpec::new("caller_0", &cookie)
+        .capture_stderr()
+        .log_filter("warn,rpc_load_balancer=info")
+        .peer(seed.addr());
+    for arg in [
+        "--sparse-mesh",
+        "--balancer",
+        BALANCER,
+        "--node-match",
+        "member",
+        "--algorithm",
+        "round_robin",
+        "--subset-size",
+        "5",
+    ] {
+        spec = spec.arg(arg);
+    }
+    let caller = spec.start(BIN).await.unwrap();
+    let me = Node::start(
+        NodeConfig::new("tester", "127.0.0.1:0")
+            .cookie(&cookie)
+            .client(true),
+    )
+    .await
+    .unwrap();
+    me.connect(caller.addr()).await.unwrap();
+    let both: BTreeSet<String> = [full("member_0"), full("member_1")].into();
+    wait_for_subset(&me, caller.node(), &both).await;
+    // The line comes with the subset that has both members, or before it with one.
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    let line = loop {
+        let log = caller.stderr();
+        let said = log
+            .lines()
+            .find(|l| l.contains("the subset is every member"))
+            .map(str::to_string);
+        if let Some(line) = said {
+            break line;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no subset line in the caller's log:\n{log}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(line.contains("subset_size=5"), "{line}");
+    assert!(line.contains(&format!("balancer={BALANCER}")), "{line}");
+    me.shutdown().await;
+    drop((caller, other, seed));
+}

@@ -11,8 +11,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::load::LoadReport;
 
+mod bounded;
 mod directory_entry;
 mod drain_report;
+
+pub use bounded::{MAX_PEERS, MAX_PEER_NAME_BYTES};
 
 pub use directory_entry::{
     DirectoryEntry, MAX_DIRECTORY_BYTES, MAX_DIRECTORY_ENTRIES, MAX_ENTRY_BALANCERS,
@@ -183,8 +186,11 @@ pub enum ControlReply {
     Members(Option<Vec<String>>),
     /// The request was carried out.
     Done,
-    /// `(full name, host:port)` of each connected peer, sorted by name.
-    Peers(Vec<(String, String)>),
+    /// `(full name, host:port)` of each connected peer, sorted by name. A receiver keeps the
+    /// first [`MAX_PEERS`] pairs whose name and address are at most [`MAX_PEER_NAME_BYTES`]
+    /// bytes each — already while decoding: the others are read one at a time and dropped,
+    /// so a long list holds no more memory than that many pairs.
+    Peers(#[serde(deserialize_with = "bounded::first_peers")] Vec<(String, String)>),
     /// `(member node, calls in flight to it)` per member, sorted by node; `None` if the
     /// balancer is not started there. Counted only by algorithms that read the counts
     /// (LeastConnections, PowerOfTwo; see

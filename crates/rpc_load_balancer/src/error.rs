@@ -5,11 +5,13 @@
 //! through [`Error::code`], so dashboards and callers that branch on the original's codes keep
 //! working.
 
+mod called;
 mod code;
 mod detail;
 
 use std::time::Duration;
 
+use called::Called;
 pub use code::ErrorCode;
 pub use detail::{PayloadDirection, RemoteFailure, Unavailable};
 
@@ -120,18 +122,20 @@ pub enum Error {
         /// The function's `NAME`.
         name: String,
     },
-    /// The balancer has no members (the original's `service_unavailable`, "no members
-    /// registered").
-    #[error("no members registered for balancer {balancer}")]
+    /// The balancer (or actor group) has no members (the original's `service_unavailable`, "no
+    /// members registered"). The message names what was called: `balancer {name}`, or
+    /// `actor group {scope}/{group}`.
+    #[error("no members registered for {}", Called(balancer))]
     NoMembers {
-        /// The balancer's name.
+        /// The balancer's name; for an [actor group](crate::group) `"{scope}/{group}"` (a
+        /// balancer's name never holds a `/`).
         balancer: String,
     },
     /// The balancer has members, but the algorithm may pick none of them (e.g. every member
     /// weighs 0 under WeightedRoundRobin).
-    #[error("no eligible member for balancer {balancer}: {reason}")]
+    #[error("no eligible member for {}: {reason}", Called(balancer))]
     NoEligibleMembers {
-        /// The balancer's name.
+        /// The balancer's name; for an actor group `"{scope}/{group}"`.
         balancer: String,
         /// Why none is eligible.
         reason: String,
@@ -146,9 +150,12 @@ pub enum Error {
     },
     /// The chosen member already has `limit` calls in flight from this node (the balancer's
     /// `max_in_flight_per_member`): refused at once instead of queueing.
-    #[error("{node} already has {limit} calls in flight from this node for balancer {balancer}")]
+    #[error(
+        "{node} already has {limit} calls in flight from this node for {}",
+        Called(balancer)
+    )]
     Overloaded {
-        /// The balancer's name.
+        /// The balancer's name; for an actor group `"{scope}/{group}"`.
         balancer: String,
         /// Full name of the member.
         node: String,
@@ -156,9 +163,9 @@ pub enum Error {
         limit: usize,
     },
     /// No balancer of that name was started on this node.
-    #[error("balancer {balancer} is not started on this node")]
+    #[error("{} is not started on this node", Called(balancer))]
     UnknownBalancer {
-        /// The balancer's name.
+        /// The balancer's name; for a stopped actor group `"{scope}/{group}"`.
         balancer: String,
     },
     /// A balancer of that name is already running on this node.
@@ -325,5 +332,45 @@ mod tests {
         };
         assert!(cfg.to_string().contains("max_payload_bytes"));
         assert_eq!(cfg.kind(), "invalid_config");
+    }
+
+    /// Errors of an actor group (its `balancer` field `"{scope}/{group}"`) name the group, and
+    /// a balancer's name the balancer; the field keeps the name as it was.
+    #[test]
+    fn messages_name_an_actor_group_or_a_balancer() {
+        let group = Error::NoMembers {
+            balancer: "app/doublers".into(),
+        };
+        assert_eq!(
+            group.to_string(),
+            "no members registered for actor group app/doublers"
+        );
+        let balancer = Error::NoMembers {
+            balancer: "reports".into(),
+        };
+        assert_eq!(
+            balancer.to_string(),
+            "no members registered for balancer reports"
+        );
+        let stopped = Error::UnknownBalancer {
+            balancer: "app/doublers".into(),
+        };
+        assert_eq!(
+            stopped.to_string(),
+            "actor group app/doublers is not started on this node"
+        );
+        let none = Error::NoEligibleMembers {
+            balancer: "app/doublers".into(),
+            reason: "every weight is 0".into(),
+        };
+        assert!(none
+            .to_string()
+            .starts_with("no eligible member for actor group app/doublers"));
+        let full = Error::Overloaded {
+            balancer: "app/doublers".into(),
+            node: "a@h".into(),
+            limit: 2,
+        };
+        assert!(full.to_string().ends_with("for actor group app/doublers"));
     }
 }

@@ -257,6 +257,8 @@ impl BalancerConfig {
     /// in its place; with aperture a subset changes by a member or two); the members a call
     /// picks from are the subset's members that are connected (the balancer's pg group
     /// filtered to the subset). Until the directory names a member, the balancer has none.
+    /// With `K` or fewer members the subset is every member (not refused: members come and
+    /// go); an INFO event says so when the first members are known and each time that flips.
     ///
     /// Refused when the balancer starts ([`Error::InvalidConfig`] naming `subsetting`): with
     /// HashRing (bounded or not) or CallDirect

@@ -129,10 +129,17 @@ impl BalancerShared {
         let (configured, drain_timeout) = (self.configured_hold(), self.config.drain_timeout);
         let longest_own = Arc::clone(&self.longest_call_timeout_ms);
         tokio::spawn(async move {
+            // Whether the last subset computed was every member (`None` before any member).
+            let mut told = None;
             loop {
                 match shared.upgrade() {
                     Some(shared) if !shared.is_stopping() => {
-                        shared.update_subset(&subsetting, token)
+                        let members = shared.update_subset(&subsetting, token);
+                        let covers = covers_all(subsetting.size(), members);
+                        if covers.is_some() && covers != told {
+                            tell_coverage(&shared.name, subsetting.size(), members);
+                            told = covers;
+                        }
                     }
                     _ => break,
                 }
@@ -180,8 +187,9 @@ impl BalancerShared {
     }
 
     /// Recomputes the subset; on a change, hands it to the node to dial (as the wants of
-    /// this balancer's start `token`) and re-reads the members.
-    fn update_subset(&self, subsetting: &Subsetting, token: u64) {
+    /// this balancer's start `token`) and re-reads the members. Returns how many members the
+    /// subset was drawn from.
+    fn update_subset(&self, subsetting: &Subsetting, token: u64) -> usize {
         let directory = &self.node.directory;
         let now = std::time::Instant::now();
         // A member that keeps failing its dials (or was refused) is left out while its
@@ -195,7 +203,7 @@ impl BalancerShared {
         let callers = directory.calling(&self.name);
         let chosen = subset_of(subsetting, &self.node.name, &members, &callers);
         if self.subset.load().as_deref() == Some(&chosen) {
-            return;
+            return members.len();
         }
         tracing::debug!(balancer = %self.name, subset = ?chosen, members = members.len(), callers = callers.len(), "subset changed");
         self.node
@@ -203,12 +211,52 @@ impl BalancerShared {
             .want(&self.name, token, chosen.clone(), self.call_hold());
         self.subset.store(Some(Arc::new(chosen)));
         self.refresh_unless_stopping();
+        members.len()
+    }
+}
+
+/// Whether a subset of `size` drawn from `members` members is all of them (so subsetting
+/// spreads nothing: [`Subsetting::subset`] takes every member when there are at most `size`);
+/// `None` while there is no member.
+fn covers_all(size: usize, members: usize) -> Option<bool> {
+    (members > 0).then_some(members <= size)
+}
+
+/// Logs (INFO) whether balancer `name`'s subset of `size` is every one of its `members`
+/// members: once when the first members are known, and again each time that flips (members
+/// come and go, so it is no error).
+fn tell_coverage(name: &str, size: usize, members: usize) {
+    if members <= size {
+        tracing::info!(
+            balancer = %name,
+            subset_size = size,
+            members,
+            "subset_size is at least the member count: the subset is every member"
+        );
+    } else {
+        tracing::info!(
+            balancer = %name,
+            subset_size = size,
+            members,
+            "the subset is subset_size of the members"
+        );
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_subset_covers_every_member_when_there_are_at_most_its_size() {
+        assert_eq!(covers_all(5, 0), None);
+        assert_eq!(covers_all(5, 3), Some(true));
+        assert_eq!(covers_all(5, 5), Some(true));
+        assert_eq!(covers_all(5, 6), Some(false));
+        // What the scheme does, which the log line reports.
+        let members: Vec<String> = (0..3).map(|i| format!("m{i}")).collect();
+        assert_eq!(Subsetting::new(5).subset(&members, 0, 2), [0, 1, 2]);
+    }
 
     #[test]
     fn a_caller_counts_itself_before_the_directory_names_it() {

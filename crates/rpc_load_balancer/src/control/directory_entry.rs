@@ -2,9 +2,9 @@
 //! sparse-mesh nodes ([`ControlRequest::Gossip`](super::ControlRequest::Gossip)), and how a
 //! receiver bounds what it decodes.
 
-use std::marker::PhantomData;
-
 use serde::{Deserialize, Serialize};
+
+use super::bounded::first_of;
 
 /// How many entries a decoded directory keeps (the first ones; the rest are read one at a
 /// time and dropped, so a reply of many entries holds no more memory than this many).
@@ -73,50 +73,26 @@ impl DirectoryEntry {
     }
 }
 
-/// A visitor keeping the first `keep` elements of a sequence and decoding the rest one at a
-/// time only to drop them (the format is not self-describing).
-struct FirstOf<T> {
-    keep: usize,
-    what: &'static str,
-    elements: PhantomData<T>,
-}
-
-impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for FirstOf<T> {
-    type Value = Vec<T>;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.what)
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut kept = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(self.keep));
-        while let Some(element) = seq.next_element::<T>()? {
-            if kept.len() < self.keep {
-                kept.push(element);
-            }
-        }
-        Ok(kept)
-    }
-}
-
 /// Decodes a list of balancer names, keeping the first [`MAX_ENTRY_BALANCERS`].
 fn first_names<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
-    deserializer.deserialize_seq(FirstOf {
-        keep: MAX_ENTRY_BALANCERS,
-        what: "a sequence of balancer names",
-        elements: PhantomData,
-    })
+    first_of(
+        deserializer,
+        MAX_ENTRY_BALANCERS,
+        |_| true,
+        "a sequence of balancer names",
+    )
 }
 
 /// Decodes a list of directory entries, keeping the first [`MAX_DIRECTORY_ENTRIES`].
 pub(crate) fn first_entries<'de, D: serde::Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Vec<DirectoryEntry>, D::Error> {
-    deserializer.deserialize_seq(FirstOf {
-        keep: MAX_DIRECTORY_ENTRIES,
-        what: "a sequence of directory entries",
-        elements: PhantomData,
-    })
+    first_of(
+        deserializer,
+        MAX_DIRECTORY_ENTRIES,
+        |_| true,
+        "a sequence of directory entries",
+    )
 }
 
 #[cfg(test)]

@@ -255,7 +255,13 @@ async fn hash_ring_with_a_key_is_stable_and_casts_and_filters_apply() {
     .await
     .unwrap();
     assert!(none.members().is_empty());
-    assert!(matches!(none.select(None), Err(Error::NoMembers { .. })));
+    match none.select(None) {
+        Err(error @ Error::NoMembers { .. }) => assert_eq!(
+            error.to_string(),
+            "no members registered for actor group group_tests/ring"
+        ),
+        other => panic!("{other:?}"),
+    }
     let some = ActorGroup::<Work>::start(
         ActorGroupConfig::new("group_tests", "ring").node_match_list(["group_ring"]),
     )

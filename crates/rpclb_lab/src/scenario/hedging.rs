@@ -102,6 +102,15 @@ impl Hedging {
         policy.window(Duration::from_secs(self.window_s))
     }
 
+    /// Checks the values as a scenario's check does (for a command line to refuse a bad
+    /// `--hedge` where it is read).
+    ///
+    /// Errors: as a scenario's: the field that is wrong (`hedging.delay_ms`,
+    /// `hedging.percentile`, `hedging.ratio`, `hedging.window_s`) and why.
+    pub fn check(&self) -> Result<(), (String, String)> {
+        self.kit().map(drop)
+    }
+
     /// A caller's hedging decisions.
     ///
     /// Errors: the field that is wrong (`hedging.delay_ms`, `hedging.percentile`,
