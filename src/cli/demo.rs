@@ -258,11 +258,12 @@ mod tests {
         for (spec, says) in [
             ("p95,0.05", "DELAY,RATIO,MIN_PER_SECOND"),
             ("95,0.05,1", "pNN or NNms"),
-            ("p95,2,1", "hedge.ratio"),
-            ("p100,0.05,1", "hedge.percentile"),
-            ("p0,0.05,1", "hedge.percentile"),
-            ("0ms,0.05,1", "hedge.delay"),
-            ("NaNms,0.05,1", "hedge.delay"),
+            ("p95,2,1", "RATIO"),
+            ("p100,0.05,1", "DELAY"),
+            ("p0,0.05,1", "DELAY"),
+            ("0ms,0.05,1", "DELAY"),
+            ("NaNms,0.05,1", "DELAY"),
+            ("-5ms,0.05,1", "DELAY"),
             ("p95,0.05,-1", "floor"),
         ] {
             let error = demo(&["--scenario", "stragglers", "--hedge", spec]).unwrap_err();
