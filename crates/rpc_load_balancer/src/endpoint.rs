@@ -418,6 +418,12 @@ async fn admin<S: Serving + ?Sized>(
             }
             ControlReply::Done
         }
+        ControlRequest::Reserved26 => {
+            return Err(crate::Error::BadRequest {
+                node: transport.name.clone(),
+                message: "control request 26 is reserved".into(),
+            })
+        }
         ControlRequest::StartBalancer { .. }
         | ControlRequest::StopBalancer(_)
         | ControlRequest::StopBalancerReport(_)
@@ -435,6 +441,8 @@ async fn admin<S: Serving + ?Sized>(
         | ControlRequest::Labels
         | ControlRequest::Heartbeat(_)
         | ControlRequest::Gossip(_)
+        | ControlRequest::GossipDigest(_)
+        | ControlRequest::GossipEntries(_)
         | ControlRequest::Directory
         | ControlRequest::ConnectionOf(_)
         | ControlRequest::Peers
