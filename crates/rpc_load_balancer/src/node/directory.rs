@@ -271,9 +271,9 @@ impl Directory {
 fn is_valid(entry: &DirectoryEntry) -> bool {
     is_valid_name(&entry.node)
         && is_valid_name(&entry.addr)
-        && [&entry.serves, &entry.calls].iter().all(|list| {
-            list.len() <= MAX_ENTRY_BALANCERS && list.iter().all(|b| is_valid_name(b))
-        })
+        && [&entry.serves, &entry.calls]
+            .iter()
+            .all(|list| list.len() <= MAX_ENTRY_BALANCERS && list.iter().all(|b| is_valid_name(b)))
 }
 
 /// Whether a node name, address or balancer name is non-empty and within [`MAX_NAME_BYTES`].

@@ -263,7 +263,10 @@ mod tests {
                 wants: Vec::new(),
             }
         );
-        assert_eq!(answer_entries(&full, vec![peer_entry()]), ControlReply::Done);
+        assert_eq!(
+            answer_entries(&full, vec![peer_entry()]),
+            ControlReply::Done
+        );
         assert!(full.directory.serving("b").is_empty(), "nothing merged");
     }
 }

@@ -35,7 +35,10 @@ fn the_digest_exchange_keeps_its_wire_indices_and_round_trips() {
     let digest = ControlRequest::GossipDigest(vec![DigestItem::of(&entry(&["b"], &[]))]);
     let bytes = postcard::to_allocvec(&digest).unwrap();
     assert_eq!(bytes[0], 27);
-    assert_eq!(postcard::from_bytes::<ControlRequest>(&bytes).unwrap(), digest);
+    assert_eq!(
+        postcard::from_bytes::<ControlRequest>(&bytes).unwrap(),
+        digest
+    );
     let delta = ControlReply::GossipDelta {
         entries: vec![entry(&[], &["c"])],
         beats: vec![DigestItem::of(&entry(&[], &[]))],
@@ -74,5 +77,8 @@ fn a_decoded_digest_and_delta_keep_the_first_items() {
     else {
         panic!("not a delta");
     };
-    assert_eq!((beats.len(), wants.len()), (MAX_DIRECTORY_ENTRIES, MAX_DIRECTORY_ENTRIES));
+    assert_eq!(
+        (beats.len(), wants.len()),
+        (MAX_DIRECTORY_ENTRIES, MAX_DIRECTORY_ENTRIES)
+    );
 }

@@ -54,7 +54,8 @@ impl Directory {
         let mut state = self.lock();
         let state = &mut *state;
         let mut delta = Delta::default();
-        let mut seen: HashSet<String> = HashSet::with_capacity(digest.len().min(MAX_DIRECTORY_ENTRIES));
+        let mut seen: HashSet<String> =
+            HashSet::with_capacity(digest.len().min(MAX_DIRECTORY_ENTRIES));
         for item in digest.into_iter().take(MAX_DIRECTORY_ENTRIES) {
             let word = (item.incarnation, item.counter);
             if item.node == state.own.node {

@@ -54,7 +54,10 @@ fn a_settled_pair_exchanges_only_counters_and_both_end_with_the_newer() {
     assert_eq!(pushed, 1);
     assert_eq!(first.entries.len(), 1, "b's own entry");
     assert_eq!(b.serving("s"), ["a@h"]);
-    assert_eq!(a.entries(), b.entries().into_iter().rev().collect::<Vec<_>>());
+    assert_eq!(
+        a.entries(),
+        b.entries().into_iter().rev().collect::<Vec<_>>()
+    );
     // Both counters move on; the next exchange carries beats only, no whole entry.
     a.tick(now);
     b.tick(now);
@@ -64,7 +67,10 @@ fn a_settled_pair_exchanges_only_counters_and_both_end_with_the_newer() {
     assert!(second.wants.is_empty(), "a's counter was in its digest");
     assert_eq!(pushed, 0);
     assert_eq!(second.beats.len(), 1);
-    assert_eq!((second.beats[0].node.as_str(), second.beats[0].counter), ("b@h", 2));
+    assert_eq!(
+        (second.beats[0].node.as_str(), second.beats[0].counter),
+        ("b@h", 2)
+    );
     assert_eq!(counter_of(&a, "b@h"), Some(2));
     assert_eq!(counter_of(&b, "a@h"), Some(1), "taken from a's digest");
 }
@@ -100,7 +106,10 @@ fn a_changed_entry_goes_whole_and_a_relayed_counter_keeps_it_alive() {
         c.tick(now);
         let (to_b, _) = exchange(&a, &b, now);
         let (to_c, _) = exchange(&c, &b, now);
-        assert!(to_b.entries.is_empty() && to_c.entries.is_empty(), "{to_b:?} {to_c:?}");
+        assert!(
+            to_b.entries.is_empty() && to_c.entries.is_empty(),
+            "{to_b:?} {to_c:?}"
+        );
         assert_eq!(c.serving("s"), ["a@h"], "period {period}");
     }
     assert_eq!(counter_of(&c, "a@h"), Some(7));
@@ -121,7 +130,10 @@ fn a_digest_never_brings_back_a_node_seen_down_nor_speaks_for_the_receiver() {
     ];
     let delta = me.reconcile(digest, now);
     assert!(delta.wants.is_empty(), "{delta:?}");
-    assert!(delta.entries.is_empty() && delta.beats.is_empty(), "{delta:?}");
+    assert!(
+        delta.entries.is_empty() && delta.beats.is_empty(),
+        "{delta:?}"
+    );
     assert_eq!(me.entries()[0].incarnation, 1);
     // Newer word of the node seen down is wanted (it is alive after all).
     let delta = me.reconcile(vec![item(&entry("x@h", 1, 6, &[]))], now);
@@ -145,12 +157,18 @@ fn beats_of_entries_held_otherwise_are_ignored_and_the_shape_does_not_change() {
     let other_content = entry("a@h", 1, 9, &["t"]);
     let other_run = entry("a@h", 2, 9, &["s"]);
     let unknown = entry("z@h", 1, 9, &[]);
-    me.take_beats(vec![item(&other_content), item(&other_run), item(&unknown)], now);
+    me.take_beats(
+        vec![item(&other_content), item(&other_run), item(&unknown)],
+        now,
+    );
     assert_eq!(counter_of(&me, "a@h"), Some(1));
     assert_eq!(me.len(), 2);
     me.take_beats(vec![item(&entry("a@h", 1, 7, &["s"]))], now);
     assert_eq!(counter_of(&me, "a@h"), Some(7));
-    assert!(!shape.has_changed().unwrap(), "a counter is not a shape change");
+    assert!(
+        !shape.has_changed().unwrap(),
+        "a counter is not a shape change"
+    );
     // In another run or content, a digest item asks for the whole entry.
     let delta = me.reconcile(vec![item(&other_content), item(&other_run)], now);
     assert_eq!(delta.wants, ["a@h", "a@h"]);
