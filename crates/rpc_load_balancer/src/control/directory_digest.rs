@@ -7,7 +7,8 @@
 //!
 //! A heartbeat counter moves every period while an entry's address and balancer lists
 //! almost never do, so most of what two nodes tell each other is "node X's counter is now
-//! c": a digest item (about 30 bytes) says it, where a whole entry (about 100) did.
+//! c": a digest item says it, where a whole entry did (and only for the entries the other
+//! side holds older).
 
 use std::marker::PhantomData;
 

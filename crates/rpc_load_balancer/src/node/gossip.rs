@@ -10,14 +10,17 @@
 //! ([`ControlRequest::GossipDigest`]: per entry its node, run, counter and content hash);
 //! the peer takes the newer counters and answers [`ControlReply::GossipDelta`] with the
 //! whole entries the node lacks or holds in another run or content, the newer counters of
-//! the others, and the nodes it wants whole; the node sends those
+//! the others ("beats"), and the nodes it wants whole; the node sends those
 //! ([`ControlRequest::GossipEntries`]) — a third message only when an entry is new or
 //! changed, which in a settled cluster is almost never.
 //!
-//! Cost: the digest and the beats are still one short item per node of the cluster (every
-//! counter moves every period: a gossip failure detector's counters must reach every node),
-//! about 30 bytes against the whole entry's 100, and taken without rebuilding or re-sorting
-//! the directory; the number of exchanges per node does not grow with the cluster.
+//! Cost: the digest is still one item per node of the cluster, and the beats one per node
+//! whose counter the peer holds older (every counter moves every period: a gossip failure
+//! detector's counters must reach every node). An item is a little shorter than a whole entry
+//! (about 40 bytes against 50 with short names and one balancer), decodes with one
+//! allocation instead of four, and is taken without cloning or re-sorting the directory; the
+//! number of exchanges per node does not grow with the cluster. Measured in bench/README.md
+//! ("Issue 21: a sparse-mesh node's idle CPU as N grows").
 //!
 //! Mixed versions: a peer older than the digest exchange answers it with
 //! [`Error::BadRequest`]; this node then exchanges whole directories with that peer
