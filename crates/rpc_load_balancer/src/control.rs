@@ -12,11 +12,12 @@ use serde::{Deserialize, Serialize};
 use crate::load::LoadReport;
 
 mod bounded;
+mod directory_digest;
 mod directory_entry;
 mod drain_report;
 
 pub use bounded::{MAX_PEERS, MAX_PEER_NAME_BYTES};
-
+pub use directory_digest::DigestItem;
 pub use directory_entry::{
     DirectoryEntry, MAX_DIRECTORY_BYTES, MAX_DIRECTORY_ENTRIES, MAX_ENTRY_BALANCERS,
 };
@@ -156,6 +157,26 @@ pub enum ControlRequest {
     /// The target's node directory as it is now, unchanged: [`ControlReply::Directory`]. For
     /// diagnostics and tests; not admin-gated.
     Directory,
+    /// The sender's node directory in digest form: one [`DigestItem`] per entry it holds, its
+    /// own included (Scuttlebutt-style anti-entropy; sent instead of
+    /// [`ControlRequest::Gossip`] once per exchange period by a sparse-mesh node). The target
+    /// takes each item's counter for the entries it holds alike but older, and answers
+    /// [`ControlReply::GossipDelta`]: the entries the sender lacks or holds in another run or
+    /// content, beats for those it holds alike but older, and the names whose whole entries
+    /// it wants (the sender then sends them: [`ControlRequest::GossipEntries`]). Not
+    /// admin-gated. A node older than it answers [`Error::BadRequest`](crate::Error::BadRequest)
+    /// (the sender falls back to [`ControlRequest::Gossip`] for that peer); a node outside the
+    /// sparse mesh takes nothing and answers an empty delta. The target keeps at most
+    /// [`MAX_DIRECTORY_ENTRIES`] items of it, already while decoding.
+    GossipDigest(#[serde(deserialize_with = "directory_digest::first_items")] Vec<DigestItem>),
+    /// Whole directory entries the target asked for in its [`ControlReply::GossipDelta`]: it
+    /// merges them as those of a [`ControlRequest::Gossip`] and answers
+    /// [`ControlReply::Done`]. Not admin-gated; a node outside the sparse mesh merges nothing.
+    /// The target keeps at most [`MAX_DIRECTORY_ENTRIES`] entries of it, already while
+    /// decoding.
+    GossipEntries(
+        #[serde(deserialize_with = "directory_entry::first_entries")] Vec<DirectoryEntry>,
+    ),
 }
 
 /// The answer to a [`ControlRequest`]. (Only `PartialEq`: CPU readings carry an `f64`.)
@@ -229,6 +250,23 @@ pub enum ControlReply {
     /// its own entry first, then the live entries it knows, sorted by node. A receiver keeps
     /// the first [`MAX_DIRECTORY_ENTRIES`], already while decoding.
     Directory(#[serde(deserialize_with = "directory_entry::first_entries")] Vec<DirectoryEntry>),
+    /// The answer to a [`ControlRequest::GossipDigest`]: what the target holds newer than the
+    /// sender's digest said, and what it wants. A receiver keeps at most
+    /// [`MAX_DIRECTORY_ENTRIES`] of each list, already while decoding.
+    GossipDelta {
+        /// Whole entries: those the sender's digest lacks, or holds in an older run or with
+        /// other content (an older [`DirectoryEntry::content_hash`]).
+        #[serde(deserialize_with = "directory_entry::first_entries")]
+        entries: Vec<DirectoryEntry>,
+        /// Newer counters of entries the sender holds alike (same run and content hash).
+        #[serde(deserialize_with = "directory_digest::first_items")]
+        beats: Vec<DigestItem>,
+        /// Nodes whose whole entries the target wants (the sender's digest said newer, in a
+        /// run or with content it does not hold): the sender sends them in a
+        /// [`ControlRequest::GossipEntries`].
+        #[serde(deserialize_with = "directory_digest::first_nodes")]
+        wants: Vec<String>,
+    },
 }
 
 /// How many label pairs a decoded [`ControlReply::Labels`] keeps (the node layer's
@@ -325,6 +363,8 @@ mod tests {
             (23, ControlRequest::Heartbeat(name())),
             (24, ControlRequest::Gossip(Vec::new())),
             (25, ControlRequest::Directory),
+            (26, ControlRequest::GossipDigest(Vec::new())),
+            (27, ControlRequest::GossipEntries(Vec::new())),
         ];
         for (index, request) in requests {
             let bytes = postcard::to_allocvec(&request).unwrap();

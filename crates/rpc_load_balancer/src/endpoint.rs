@@ -435,6 +435,8 @@ async fn admin<S: Serving + ?Sized>(
         | ControlRequest::Labels
         | ControlRequest::Heartbeat(_)
         | ControlRequest::Gossip(_)
+        | ControlRequest::GossipDigest(_)
+        | ControlRequest::GossipEntries(_)
         | ControlRequest::Directory
         | ControlRequest::ConnectionOf(_)
         | ControlRequest::Peers

@@ -71,6 +71,48 @@ impl DirectoryEntry {
             .sum();
         self.node.len() + self.addr.len() + ENTRY_OVERHEAD_BYTES + names
     }
+
+    /// A hash of what the entry says besides its node, run and counter — its address and
+    /// its two balancer lists — that every node computes alike (64-bit FNV-1a over each
+    /// string's length as 8 little-endian bytes and then its bytes: `addr`, the number of
+    /// `serves` names and each, the number of `calls` names and each). Two nodes holding the
+    /// same node's entry in the same run with the same hash hold the same entry but for the
+    /// counter ([`DigestItem`](super::DigestItem)).
+    pub fn content_hash(&self) -> u64 {
+        let mut hash = Fnv1a::default();
+        hash.str(&self.addr);
+        for list in [&self.serves, &self.calls] {
+            hash.bytes(&(list.len() as u64).to_le_bytes());
+            for name in list {
+                hash.str(name);
+            }
+        }
+        hash.0
+    }
+}
+
+/// 64-bit FNV-1a (Fowler, Noll and Vo): a fixed function, the same on every platform and
+/// build.
+struct Fnv1a(u64);
+
+impl Default for Fnv1a {
+    fn default() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Fnv1a {
+    fn bytes(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 ^= u64::from(*b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+
+    fn str(&mut self, s: &str) {
+        self.bytes(&(s.len() as u64).to_le_bytes());
+        self.bytes(s.as_bytes());
+    }
 }
 
 /// Decodes a list of balancer names, keeping the first [`MAX_ENTRY_BALANCERS`].

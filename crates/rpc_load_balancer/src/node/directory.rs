@@ -5,8 +5,9 @@
 //! In a full mesh every node sees every other through its sessions; in the sparse mesh
 //! ([`NodeConfig::sparse_mesh`](crate::NodeConfig::sparse_mesh)) a node is connected to a few,
 //! so the member list and the caller list a subsetting balancer needs (issue 21) come from
-//! here instead. Nodes exchange their directories with connected peers (push-pull,
-//! `gossip.rs`) and merge entries by `(incarnation, counter)`. Failure detection is
+//! here instead. Nodes reconcile their directories with connected peers (digests, then only
+//! the newer counters and the new or changed entries: `gossip.rs`, `directory/anti_entropy.rs`)
+//! and merge entries by `(incarnation, counter)`. Failure detection is
 //! gossip-style (van Renesse, Minsky and Hayden, "A Gossip-Style Failure Detection Service",
 //! Middleware 1998): each node bumps its own counter once per period, and an entry whose
 //! counter has not advanced for [`ENTRY_TTL`] is dropped. A node this one saw go down while it
@@ -268,13 +269,19 @@ impl Directory {
 /// Whether an entry keeps the bounds: non-empty name and address and balancer names within
 /// [`MAX_NAME_BYTES`], at most [`MAX_ENTRY_BALANCERS`] per list.
 fn is_valid(entry: &DirectoryEntry) -> bool {
-    let name_ok = |s: &str| !s.is_empty() && s.len() <= MAX_NAME_BYTES;
-    name_ok(&entry.node)
-        && name_ok(&entry.addr)
+    is_valid_name(&entry.node)
+        && is_valid_name(&entry.addr)
         && [&entry.serves, &entry.calls]
             .iter()
-            .all(|list| list.len() <= MAX_ENTRY_BALANCERS && list.iter().all(|b| name_ok(b)))
+            .all(|list| list.len() <= MAX_ENTRY_BALANCERS && list.iter().all(|b| is_valid_name(b)))
 }
+
+/// Whether a node name, address or balancer name is non-empty and within [`MAX_NAME_BYTES`].
+fn is_valid_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= MAX_NAME_BYTES
+}
+
+mod anti_entropy;
 
 #[cfg(test)]
 mod tests;

@@ -30,6 +30,8 @@ impl Serving for NodeShared {
             ControlRequest::Peers => ControlReply::Peers(self.peers.addresses()),
             ControlRequest::Labels => ControlReply::Labels(self.config.labels.to_pairs()),
             ControlRequest::Gossip(entries) => super::gossip::answer(&self, entries),
+            ControlRequest::GossipDigest(digest) => super::gossip::answer_digest(&self, digest),
+            ControlRequest::GossipEntries(entries) => super::gossip::answer_entries(&self, entries),
             ControlRequest::Directory => ControlReply::Directory(self.directory.entries()),
             ControlRequest::Heartbeat(node) => {
                 super::heartbeat::on_heartbeat(&self, &node);

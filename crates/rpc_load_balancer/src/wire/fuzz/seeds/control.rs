@@ -66,6 +66,14 @@ pub(super) fn add(seeds: &mut Seeds) {
         ),
         ("gossip", ControlRequest::Gossip(vec![directory_entry()])),
         ("directory", ControlRequest::Directory),
+        (
+            "gossip-digest",
+            ControlRequest::GossipDigest(vec![crate::control::DigestItem::of(&directory_entry())]),
+        ),
+        (
+            "gossip-entries",
+            ControlRequest::GossipEntries(vec![directory_entry()]),
+        ),
     ];
     for (name, request) in &requests {
         seeds.add(&format!("control-{name}"), control(request));

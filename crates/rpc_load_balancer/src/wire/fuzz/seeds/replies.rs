@@ -143,6 +143,16 @@ pub(super) fn add(seeds: &mut Seeds) {
             "directory",
             ControlReply::Directory(vec![super::control::directory_entry()]),
         ),
+        (
+            "gossip-delta",
+            ControlReply::GossipDelta {
+                entries: vec![super::control::directory_entry()],
+                beats: vec![crate::control::DigestItem::of(
+                    &super::control::directory_entry(),
+                )],
+                wants: vec!["b@127.0.0.1".into()],
+            },
+        ),
     ];
     for (name, value) in &replies {
         seeds.add(&format!("reply-ok-{name}"), encode_ok(value).unwrap());
