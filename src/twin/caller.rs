@@ -6,7 +6,9 @@
 //! hdrhistogram's recorded values), their outcomes, which member served each call (in
 //! total, and per 100 ms of the whole run for the shed time), and, when told the fault's span
 //! (`--fault-member`, `--fault-from-us`, `--fault-to-us`), the calls around it
-//! ([`FaultCounts`]).
+//! ([`FaultCounts`]). With `--retries` its calls are idempotent (retried under the balancer's
+//! default retry budget) and the report counts the window's retries ([`super::retries`]);
+//! with `--fail-kind retryable` it reads the failing member's failures as lost connections.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -22,8 +24,9 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::fault_window::{FaultCounts, FaultWindow};
+use super::retries::{RetryCounters, RetryTally};
 use crate::cli::DemoCallerArgs;
-use crate::work::WorkFn;
+use crate::work::{FailKind, WorkFn};
 use crate::CmdResult;
 
 /// The width of the per-member pick counts over time, ms.
@@ -60,6 +63,11 @@ pub struct CallerReport {
     /// line, and from an older caller's) when the caller was not told the fault's span.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault: Option<FaultCounts>,
+    /// What the retries did from the window's start until the caller stopped waiting for its
+    /// calls (`--retries`, [`super::retries`]); `None` (absent) without retries, or when the
+    /// library counts nothing (built without `telemetry`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<RetryTally>,
 }
 
 /// The caller's running tally.
@@ -94,6 +102,11 @@ pub async fn run(args: DemoCallerArgs) -> CmdResult<i32> {
         .apply(NodeConfig::new(&args.name, "127.0.0.1:0"))
         .cpu_sampler(CpuSampler::Process)
         .cpu_sample_interval(crate::demo_cmd::DEMO_SAMPLE_INTERVAL);
+    read_failures_as_lost(args.fail_kind)?;
+    if args.retries {
+        // (Before anything the library counts with: the recorder is read at its first count.)
+        RetryCounters::install();
+    }
     let node = Node::start(config).await?;
     node.connect(&args.peer).await?;
     let algorithm = crate::demo_cmd::demo_algorithm(&args.algorithm)?;
@@ -114,6 +127,23 @@ pub async fn run(args: DemoCallerArgs) -> CmdResult<i32> {
     balancer.stop().await;
     node.shutdown().await;
     Ok(0)
+}
+
+/// With `--fail-kind retryable`, sets the library's hook that reads `work`'s failures of the
+/// retryable kind as lost connections.
+///
+/// Errors: the binary was built without the `test-hooks` feature (which has the hook).
+fn read_failures_as_lost(kind: FailKind) -> CmdResult<()> {
+    if kind != FailKind::Retryable {
+        return Ok(());
+    }
+    #[cfg(feature = "test-hooks")]
+    {
+        rpc_load_balancer::read_failures_as_lost_connections(crate::work::LOST_CONNECTION);
+        Ok(())
+    }
+    #[cfg(not(feature = "test-hooks"))]
+    Err("--fail-kind retryable needs rpclb built with the `test-hooks` feature".into())
 }
 
 /// The open loop: Poisson arrivals at `args.rate` from `start` for the warm-up and the
@@ -148,6 +178,8 @@ async fn drive(
     let mut rng = StdRng::seed_from_u64(args.seed);
     let mut calls = JoinSet::new();
     let mut next = start;
+    let retried = RetryCounters::installed();
+    let mut retried_before = None;
     loop {
         let gap = -(1.0 - rng.random::<f64>()).ln() / args.rate;
         next += Duration::from_secs_f64(gap.min(60.0));
@@ -157,12 +189,17 @@ async fn drive(
         tokio::time::sleep_until(next).await;
         let issued = Instant::now();
         let measured = issued >= window_start;
+        if measured && retried_before.is_none() {
+            retried_before = retried.map(RetryCounters::read);
+        }
         let bucket =
             (issued.saturating_duration_since(start).as_millis() as u64 / BUCKET_MS) as usize;
         let (balancer, tally) = (balancer.clone(), Arc::clone(&tally));
+        let retries = args.retries;
         calls.spawn(async move {
             let outcome = balancer
                 .call::<WorkFn>(())
+                .idempotent(retries)
                 .timeout(timeout)
                 .with_node()
                 .await;
@@ -181,6 +218,10 @@ async fn drive(
     .await;
     calls.shutdown().await;
     let mut tally = tally.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(counters) = retried {
+        tally.report.retries =
+            Some(counters.since(retried_before.unwrap_or_else(|| counters.read())));
+    }
     let histogram = tally.histogram.clone();
     tally.report.latency_us = histogram
         .iter_recorded()

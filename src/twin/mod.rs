@@ -18,6 +18,7 @@ pub mod fault_window;
 pub mod merge;
 pub mod plan;
 mod processes;
+pub mod retries;
 
 use rpc_load_balancer::algorithm::BUILT_IN;
 use rpclb_lab::{RunReport, Summary};
@@ -66,7 +67,9 @@ pub async fn run(args: DemoArgs, scenario: &str) -> CmdResult<i32> {
         callers: args.callers as usize,
         load: args.load,
     };
-    let plan = match Plan::new(scenario, knobs) {
+    let plan = match Plan::new(scenario, knobs)
+        .and_then(|plan| plan.with_failures(args.fail_kind, args.retries))
+    {
         Ok(plan) => plan,
         Err(message) => return Ok(usage(&args, message)),
     };
@@ -192,6 +195,7 @@ pub async fn run(args: DemoArgs, scenario: &str) -> CmdResult<i32> {
         if let Some(agreement) = &agreement {
             print!("{}", compare::agreement_table(agreement, runs));
         }
+        print!("{}", retries::lines(&results.runs));
     }
     Ok(if interrupted {
         eprintln!("interrupted: the nodes and callers are stopped");

@@ -3,7 +3,8 @@
 //! tokio [`Semaphore`]; the rest wait in its FIFO queue), each sleeps a lognormal service time
 //! (median `median_ms`, shape σ, from a seeded [`StdRng`]), and the node can be made slow
 //! (service × a factor, for ever or for its first seconds) or failing (a fraction of calls fail
-//! at once, unserved) — the lab's `slow`, `join` with a factor and `fail` faults.
+//! at once, unserved, with an error reply or a failure of the retryable kind: [`FailKind`]) —
+//! the lab's `slow`, `join` with a factor and `fail` faults.
 //!
 //! Sleeping burns no CPU, so the work reports its own **utilization** instead: the mean of
 //! calls in service ÷ capacity since the previous reading, in percent
@@ -14,7 +15,7 @@
 //! | name | args | reply | does |
 //! |---|---|---|---|
 //! | `work` | `()` | `()` | waits for a free slot, sleeps one service time (or fails at once, with the failing fraction) |
-//! | `work_fault` | [`WorkFault`] | `()` | sets this node's slow factor and failing fraction from now on |
+//! | `work_fault` | [`WorkFault`] | `()` | sets this node's slow factor, failing fraction and failure kind from now on |
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -27,9 +28,11 @@ use tokio::sync::Semaphore;
 // tokio's clock: the same as std's in a node, and paused time in tests.
 use tokio::time::Instant;
 
+mod fail_kind;
 mod settings;
 
 use settings::{check_fail, check_slow};
+pub use fail_kind::{FailKind, LOST_CONNECTION};
 pub use settings::{WorkSettingError, WorkSettings, MAX_CAPACITY};
 
 /// The longest service time `work` sleeps, whatever the sample and factor: a cast (no
@@ -43,6 +46,10 @@ pub struct WorkFault {
     pub slow_factor: f64,
     /// Fraction of calls (0–1) that fail at once; 0 = none.
     pub fail_fraction: f64,
+    /// How they fail (default: an error reply of the function); absent from JSON means
+    /// [`FailKind::Application`].
+    #[serde(default)]
+    pub fail_kind: FailKind,
 }
 
 /// The fault state: the slow factor (until when) and the failing fraction.
@@ -51,6 +58,7 @@ struct Fault {
     slow_factor: f64,
     slow_until: Option<Instant>,
     fail_fraction: f64,
+    fail_kind: FailKind,
 }
 
 /// Calls in service, integrated over time, for the utilization readings.
@@ -116,6 +124,7 @@ impl Work {
                 slow_factor: settings.slow_factor,
                 slow_until: settings.slow_for.and_then(|d| now.checked_add(d)),
                 fail_fraction: settings.fail_fraction,
+                fail_kind: FailKind::Application,
             }),
             busy: Mutex::new(Busy {
                 in_service: 0,
@@ -136,6 +145,7 @@ impl Work {
         state.slow_factor = fault.slow_factor;
         state.slow_until = None;
         state.fail_fraction = fault.fail_fraction;
+        state.fail_kind = fault.fail_kind;
         Ok(())
     }
 
@@ -169,9 +179,10 @@ impl Work {
     /// Serves one call: a failure at once with the failing fraction, else a slot then a sleep.
     async fn serve(&self) -> Result<(), FunctionError> {
         let Some(service) = self.draw() else {
-            return Err(FunctionError::new(
-                "work: failed (the node's failing fraction)",
-            ));
+            return Err(FunctionError::new(match lock(&self.fault).fail_kind {
+                FailKind::Application => "work: failed (the node's failing fraction)",
+                FailKind::Retryable => LOST_CONNECTION,
+            }));
         };
         let _slot = self
             .slots
@@ -293,6 +304,7 @@ mod tests {
             .set_fault(WorkFault {
                 slow_factor: 1.0,
                 fail_fraction: -0.1,
+                fail_kind: FailKind::Application,
             })
             .unwrap_err();
         assert_eq!(e.field, "fail_fraction");
@@ -344,6 +356,7 @@ mod tests {
         slow.set_fault(WorkFault {
             slow_factor: 1.0,
             fail_fraction: 0.5,
+            fail_kind: FailKind::Application,
         })
         .unwrap();
         let failed = (0..2000).filter(|_| slow.draw().is_none()).count();
@@ -351,9 +364,35 @@ mod tests {
         slow.set_fault(WorkFault {
             slow_factor: 1.0,
             fail_fraction: 1.0,
+            fail_kind: FailKind::Application,
         })
         .unwrap();
         assert_eq!(slow.draw(), None);
+    }
+
+    #[tokio::test]
+    async fn a_failing_fraction_fails_with_its_kind_and_the_kind_defaults_to_application() {
+        let w = work(WorkSettings::default());
+        let fail_all = |fail_kind| WorkFault {
+            slow_factor: 1.0,
+            fail_fraction: 1.0,
+            fail_kind,
+        };
+        w.set_fault(fail_all(FailKind::Application)).unwrap();
+        let message = w.serve().await.unwrap_err().message().to_string();
+        assert_ne!(message, LOST_CONNECTION);
+        w.set_fault(fail_all(FailKind::Retryable)).unwrap();
+        let message = w.serve().await.unwrap_err().message().to_string();
+        assert_eq!(message, LOST_CONNECTION);
+        // `rpclb call work_fault` of the release before: no kind.
+        let fault: WorkFault =
+            serde_json::from_str(r#"{"slow_factor": 1, "fail_fraction": 0.5}"#).unwrap();
+        assert_eq!(fault.fail_kind, FailKind::Application);
+        let fault: WorkFault = serde_json::from_str(
+            r#"{"slow_factor": 1, "fail_fraction": 0.5, "fail_kind": "retryable"}"#,
+        )
+        .unwrap();
+        assert_eq!(fault.fail_kind, FailKind::Retryable);
     }
 
     #[tokio::test]
