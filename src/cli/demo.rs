@@ -245,7 +245,10 @@ mod tests {
             Err(error) => Err(error),
         };
         let args = demo(&["--scenario", "failing-member"]).unwrap();
-        assert_eq!((args.fail_kind, args.retries), (FailKind::Application, false));
+        assert_eq!(
+            (args.fail_kind, args.retries),
+            (FailKind::Application, false)
+        );
         let args = demo(&[
             "--scenario",
             "failing-member",
@@ -299,7 +302,10 @@ mod tests {
             }
         };
         let args = caller(&[]).unwrap();
-        assert_eq!((args.fail_kind, args.retries), (FailKind::Application, false));
+        assert_eq!(
+            (args.fail_kind, args.retries),
+            (FailKind::Application, false)
+        );
         let args = caller(&["--fail-kind", "retryable", "--retries"]).unwrap();
         assert_eq!((args.fail_kind, args.retries), (FailKind::Retryable, true));
         assert!(caller(&["--fail-kind", "nope"]).is_err());

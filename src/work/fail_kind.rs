@@ -15,9 +15,7 @@ pub const LOST_CONNECTION: &str =
     "work: failed with the retryable kind (the node's failing fraction): read as a lost connection";
 
 /// How a failing `work` node fails its calls.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum,
-)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum FailKind {
     /// An error reply of the function (`Error::Remote`): it ran, and is never sent again.

@@ -31,8 +31,8 @@ use tokio::time::Instant;
 mod fail_kind;
 mod settings;
 
-use settings::{check_fail, check_slow};
 pub use fail_kind::{FailKind, LOST_CONNECTION};
+use settings::{check_fail, check_slow};
 pub use settings::{WorkSettingError, WorkSettings, MAX_CAPACITY};
 
 /// The longest service time `work` sleeps, whatever the sample and factor: a cast (no

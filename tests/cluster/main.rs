@@ -67,6 +67,9 @@ mod tower;
 mod trace;
 mod tutorial;
 mod twin;
+// (The retry figures are the library's metrics.)
+#[cfg(feature = "telemetry")]
+mod twin_retries;
 mod unauthenticated;
 mod wire_fields;
 mod wire_version;

@@ -18,7 +18,10 @@ fn only_a_failure_with_the_set_message_reads_as_lost_and_the_message_is_set_once
     assert!(!read_failures_as_lost_connections("another"), "set once");
     assert!(is_lost(&remote(RemoteFailure::Failed, marker)));
     assert!(!is_lost(&remote(RemoteFailure::Failed, "another")));
-    assert!(!is_lost(&remote(RemoteFailure::Panicked, marker)), "a panic ran");
+    assert!(
+        !is_lost(&remote(RemoteFailure::Panicked, marker)),
+        "a panic ran"
+    );
     assert!(!is_lost(&Ok::<(), Error>(())));
     assert!(!is_lost(&Err::<(), Error>(Error::BadRequest {
         node: "n".into(),
