@@ -137,6 +137,23 @@ pub struct DemoArgs {
     pub hedge: Option<rpclb_lab::scenario::Hedging>,
     #[command(flatten)]
     pub shape: LoadShape,
+    /// --scenario failing-member: how the failing member fails its calls: `application` (an
+    /// error reply of `work`, which no caller sends again) or `retryable` (a failure of the
+    /// retryable kind, as the lab's `fail` with `--retries`: the callers read it as a
+    /// connection lost after the send — the library's `test-hooks` hook
+    /// `read_failures_as_lost_connections` — which their balancers retry for an idempotent
+    /// call as the retry budget allows). Other scenarios refuse `retryable` (a usage error).
+    #[arg(long, value_name = "KIND", value_enum, default_value_t = crate::work::FailKind::Application, requires = "scenario")]
+    pub fail_kind: crate::work::FailKind,
+    /// --scenario: the callers declare their `work` calls idempotent and keep the library's
+    /// default retry budget (`RetryBudget::default()`: 20 % of calls plus 10 per second over
+    /// 10 s, at most 3 retries a call), as `rpclb lab --retries`: a call failed with the
+    /// retryable kind (`--fail-kind retryable`) goes to another member within its deadline
+    /// while the budget allows. The report adds the retries sent, their share of the calls
+    /// and those the budget refused (`retries` per run in --json); with --compare the lab
+    /// retries the same way.
+    #[arg(long, requires = "scenario", conflicts_with = "hedge")]
+    pub retries: bool,
 }
 
 #[cfg(test)]
@@ -284,5 +301,82 @@ mod tests {
             clap::error::ErrorKind::MissingRequiredArgument
         );
         assert!(error.to_string().contains("--scenario"), "{error}");
+    }
+
+    #[test]
+    fn fail_kind_and_retries_parse_default_off_and_need_a_scenario() {
+        use crate::work::FailKind;
+        let demo = |extra: &[&str]| match Cli::try_parse_from(["rpclb", "demo"].iter().chain(extra))
+            .map(|cli| cli.command)
+        {
+            Ok(Command::Demo(args)) => Ok(args),
+            Ok(other) => panic!("{other:?}"),
+            Err(error) => Err(error),
+        };
+        let args = demo(&["--scenario", "failing-member"]).unwrap();
+        assert_eq!(
+            (args.fail_kind, args.retries),
+            (FailKind::Application, false)
+        );
+        let args = demo(&[
+            "--scenario",
+            "failing-member",
+            "--fail-kind",
+            "retryable",
+            "--retries",
+        ])
+        .unwrap();
+        assert_eq!((args.fail_kind, args.retries), (FailKind::Retryable, true));
+        assert_eq!(
+            demo(&["--scenario", "failing-member", "--fail-kind", "application"])
+                .unwrap()
+                .fail_kind,
+            FailKind::Application
+        );
+        let error = demo(&["--scenario", "failing-member", "--fail-kind", "pushback"]).unwrap_err();
+        assert!(error.to_string().contains("--fail-kind"), "{error}");
+        assert!(demo(&["--retries"]).is_err(), "needs --scenario");
+        assert!(
+            demo(&["--fail-kind", "retryable"]).is_err(),
+            "needs --scenario"
+        );
+        // The caller process takes the same two.
+        let caller = |extra: &[&str]| {
+            let base = [
+                "rpclb",
+                "demo-caller",
+                "--peer",
+                "127.0.0.1:1",
+                "--cookie",
+                "c",
+                "--name",
+                "caller0",
+                "--algorithm",
+                "random",
+                "--members",
+                "4",
+                "--rate",
+                "10",
+                "--start-at-unix-ms",
+                "0",
+                "--warmup-ms",
+                "0",
+                "--measure-ms",
+                "1000",
+            ];
+            match Cli::try_parse_from(base.iter().chain(extra)).map(|cli| cli.command) {
+                Ok(Command::DemoCaller(args)) => Ok(args),
+                Ok(other) => panic!("{other:?}"),
+                Err(error) => Err(error),
+            }
+        };
+        let args = caller(&[]).unwrap();
+        assert_eq!(
+            (args.fail_kind, args.retries),
+            (FailKind::Application, false)
+        );
+        let args = caller(&["--fail-kind", "retryable", "--retries"]).unwrap();
+        assert_eq!((args.fail_kind, args.retries), (FailKind::Retryable, true));
+        assert!(caller(&["--fail-kind", "nope"]).is_err());
     }
 }

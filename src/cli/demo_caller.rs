@@ -39,6 +39,15 @@ pub struct DemoCallerArgs {
     /// Seed of the arrivals.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// How the failing member fails (`rpclb demo --fail-kind`): with `retryable` this caller
+    /// reads `work`'s failures of the retryable kind as lost connections (the library's
+    /// `test-hooks` hook `read_failures_as_lost_connections`).
+    #[arg(long, value_name = "KIND", value_enum, default_value_t = crate::work::FailKind::Application)]
+    pub fail_kind: crate::work::FailKind,
+    /// Declare the calls of `work` idempotent, under the balancer's default retry budget
+    /// (`rpclb demo --retries`); the report's `retries` counts what it did.
+    #[arg(long)]
+    pub retries: bool,
     /// The faulty member's full node name: the caller counts the calls around its fault
     /// (the report's `fault`), which spans `--fault-from-us`..`--fault-to-us`.
     #[arg(long, requires_all = ["fault_from_us", "fault_to_us"])]

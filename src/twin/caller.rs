@@ -7,7 +7,10 @@
 //! total, and per 100 ms of the whole run for the shed time), and, when told the fault's span
 //! (`--fault-member`, `--fault-from-us`, `--fault-to-us`), the calls around it
 //! ([`FaultCounts`]). With `--hedge` its balancer hedges the calls (declared idempotent) and
-//! the report counts the hedges of the window ([`super::hedges`]).
+//! the report counts the hedges of the window ([`super::hedges`]). With `--retries` its calls
+//! are idempotent (retried under the balancer's default retry budget) and the report counts
+//! the window's retries ([`super::retries`]); with `--fail-kind retryable` it reads the
+//! failing member's failures as lost connections.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -24,8 +27,9 @@ use tokio::time::Instant;
 
 use super::fault_window::{FaultCounts, FaultWindow};
 use super::hedges::{HedgeCounters, HedgeTally};
+use super::retries::{RetryCounters, RetryTally};
 use crate::cli::DemoCallerArgs;
-use crate::work::WorkFn;
+use crate::work::{FailKind, WorkFn};
 use crate::CmdResult;
 
 /// The width of the per-member pick counts over time, ms.
@@ -67,6 +71,11 @@ pub struct CallerReport {
     /// (built without `telemetry`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hedges: Option<HedgeTally>,
+    /// What the retries did from the window's start until the caller stopped waiting for its
+    /// calls (`--retries`, [`super::retries`]); `None` (absent) without retries, or when the
+    /// library counts nothing (built without `telemetry`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<RetryTally>,
 }
 
 /// The caller's running tally.
@@ -125,8 +134,13 @@ async fn run_calls(args: DemoCallerArgs) -> CmdResult<i32> {
         .apply(NodeConfig::new(&args.name, "127.0.0.1:0"))
         .cpu_sampler(CpuSampler::Process)
         .cpu_sample_interval(crate::demo_cmd::DEMO_SAMPLE_INTERVAL);
-    // (Before anything the library counts with: the recorder is read at its first count.)
+    read_failures_as_lost(args.fail_kind)?;
+    // (Before anything the library counts with: the recorder is read at its first count. One
+    // recorder per process: `--hedge` and `--retries` exclude each other.)
     let counters = args.hedge.and_then(|_| HedgeCounters::install());
+    if args.retries {
+        RetryCounters::install();
+    }
     let node = Node::start(config).await?;
     node.connect(&args.peer).await?;
     let algorithm = crate::demo_cmd::demo_algorithm(&args.algorithm)?;
@@ -153,6 +167,23 @@ async fn run_calls(args: DemoCallerArgs) -> CmdResult<i32> {
     Ok(0)
 }
 
+/// With `--fail-kind retryable`, sets the library's hook that reads `work`'s failures of the
+/// retryable kind as lost connections.
+///
+/// Errors: the binary was built without the `test-hooks` feature (which has the hook).
+fn read_failures_as_lost(kind: FailKind) -> CmdResult<()> {
+    if kind != FailKind::Retryable {
+        return Ok(());
+    }
+    #[cfg(feature = "test-hooks")]
+    {
+        rpc_load_balancer::read_failures_as_lost_connections(crate::work::LOST_CONNECTION);
+        Ok(())
+    }
+    #[cfg(not(feature = "test-hooks"))]
+    Err("--fail-kind retryable needs rpclb built with the `test-hooks` feature".into())
+}
+
 /// The open loop: Poisson arrivals at `args.rate` from `start` for the warm-up and the
 /// window; waits (≤ timeout + 2 s) for the calls still running at the end. `counters`: the
 /// hedge counters, read at the window's start and at the end.
@@ -163,7 +194,7 @@ async fn drive(
     late_ms: u64,
     counters: Option<&HedgeCounters>,
 ) -> CallerReport {
-    let idempotent = args.hedge.is_some();
+    let idempotent = args.hedge.is_some() || args.retries;
     let warmup = Duration::from_millis(args.warmup_ms);
     let window_start = start + warmup;
     let end = window_start + Duration::from_millis(args.measure_ms);
@@ -189,6 +220,8 @@ async fn drive(
     let mut calls = JoinSet::new();
     let mut next = start;
     let mut hedged_before = None;
+    let retried = RetryCounters::installed();
+    let mut retried_before = None;
     loop {
         let gap = -(1.0 - rng.random::<f64>()).ln() / args.rate;
         next += Duration::from_secs_f64(gap.min(60.0));
@@ -200,6 +233,9 @@ async fn drive(
         let measured = issued >= window_start;
         if measured && hedged_before.is_none() {
             hedged_before = counters.map(HedgeCounters::read);
+        }
+        if measured && retried_before.is_none() {
+            retried_before = retried.map(RetryCounters::read);
         }
         let bucket =
             (issued.saturating_duration_since(start).as_millis() as u64 / BUCKET_MS) as usize;
@@ -229,6 +265,10 @@ async fn drive(
     if let Some(counters) = counters {
         tally.report.hedges =
             Some(counters.since(hedged_before.unwrap_or_else(|| counters.read())));
+    }
+    if let Some(counters) = retried {
+        tally.report.retries =
+            Some(counters.since(retried_before.unwrap_or_else(|| counters.read())));
     }
     let histogram = tally.histogram.clone();
     tally.report.latency_us = histogram

@@ -20,8 +20,12 @@
 //!
 //! `hedges` (with `--hedge`): the callers' [`super::hedges::HedgeTally`]s summed, the extra
 //! share being the hedges ÷ the window's calls, as the lab's.
+//!
+//! `retries` (with `--retries`): the callers' retries sent from the window's start
+//! ([`super::retries`]), their share of the window's calls, and the failures their budgets let
+//! through.
 
-use rpclb_lab::{HedgeCounts, Latency, Little, RunReport, ShareOverTime};
+use rpclb_lab::{HedgeCounts, Latency, Little, RetryCounts, RunReport, ShareOverTime};
 
 use super::caller::{CallerReport, BUCKET_MS};
 use super::fault_window::{FaultCounts, FaultWindow};
@@ -108,12 +112,32 @@ pub fn run_report(
         last_faulty_pick_ms: fault.last_pick_ms,
         member_in_flight: Vec::new(),
         calls_moved_from_home: None,
-        retries: None,
+        retries: retry_counts(calls, callers),
         hedges: hedge_counts(calls, callers),
         little: Little::default(),
         simulated_calls: callers.iter().map(|c| c.totals.iter().sum::<u64>()).sum(),
         overloaded_at_s: None,
     }
+}
+
+/// The lab's retry figures from the callers' that reported theirs (`--retries`): the retries
+/// sent in the window, their share of the window's `calls`, and the failures the budget let
+/// through; `None` when no caller reported them.
+fn retry_counts(calls: u64, callers: &[CallerReport]) -> Option<RetryCounts> {
+    let tallies: Vec<_> = callers.iter().filter_map(|c| c.retries).collect();
+    if tallies.is_empty() {
+        return None;
+    }
+    let retries: u64 = tallies.iter().map(|t| t.sent).sum();
+    Some(RetryCounts {
+        retries,
+        extra_share: if calls == 0 {
+            0.0
+        } else {
+            retries as f64 / calls as f64
+        },
+        refused_by_budget: tallies.iter().map(|t| t.refused_by_budget).sum(),
+    })
 }
 
 /// The run's fault-window fields (the module's doc).
@@ -469,5 +493,23 @@ mod tests {
         }
         let run = run_report(&plan, "random", 1, &members, &[report]);
         assert_eq!(run.shed_ms, Some(334.0));
+    }
+
+    #[test]
+    fn the_callers_retries_sum_into_the_labs_retry_counts_and_are_absent_without() {
+        use super::super::retries::RetryTally;
+        let with = |sent, refused_by_budget| CallerReport {
+            retries: Some(RetryTally {
+                sent,
+                refused_by_budget,
+            }),
+            ..CallerReport::default()
+        };
+        let counts = retry_counts(1_000, &[with(60, 1), with(40, 2)]).unwrap();
+        assert_eq!((counts.retries, counts.refused_by_budget), (100, 3));
+        assert!((counts.extra_share - 0.1).abs() < 1e-12);
+        assert_eq!(retry_counts(0, &[with(5, 0)]).unwrap().extra_share, 0.0);
+        assert_eq!(retry_counts(1_000, &[CallerReport::default()]), None);
+        assert_eq!(retry_counts(1_000, &[]), None);
     }
 }

@@ -23,6 +23,7 @@ pub mod hedges;
 pub mod merge;
 pub mod plan;
 mod processes;
+pub mod retries;
 
 use rpc_load_balancer::algorithm::BUILT_IN;
 use rpclb_lab::{RunReport, Summary};
@@ -94,7 +95,9 @@ pub async fn run(args: DemoArgs, scenario: &str) -> CmdResult<i32> {
         load: args.load,
         hedge: args.hedge,
     };
-    let plan = match Plan::new(scenario, knobs) {
+    let plan = match Plan::new(scenario, knobs)
+        .and_then(|plan| plan.with_failures(args.fail_kind, args.retries))
+    {
         Ok(plan) => plan,
         Err(message) => return Ok(usage(&args, message)),
     };
@@ -221,6 +224,7 @@ pub async fn run(args: DemoArgs, scenario: &str) -> CmdResult<i32> {
         if let Some(agreement) = &agreement {
             print!("{}", compare::agreement_table(agreement, runs));
         }
+        print!("{}", retries::lines(&results.runs));
     }
     Ok(if interrupted {
         eprintln!("interrupted: the nodes and callers are stopped");

@@ -11,8 +11,10 @@
 
 use std::time::Duration;
 
-use rpclb_lab::scenario::{Action, Hedging, Service};
+use rpclb_lab::scenario::{Action, Hedging, Retries, Service};
 use rpclb_lab::{LoadPoint, Scenario};
+
+use crate::work::FailKind;
 
 /// The scenarios that have a real-process twin.
 pub const TWIN_SCENARIOS: &[&str] = &[
@@ -191,6 +193,9 @@ pub struct Plan {
     pub measure: Duration,
     /// The open-loop rate of all callers together, calls/s.
     pub rate_per_s: f64,
+    /// How a failing member fails its calls (`--fail-kind`; set by
+    /// [`with_failures`](Self::with_failures)).
+    pub fail_kind: FailKind,
 }
 
 /// The twin's knobs (see `rpclb demo --help`).
@@ -332,7 +337,38 @@ impl Plan {
             warmup: Duration::from_secs_f64(knobs.warmup_s),
             measure: Duration::from_secs_f64(knobs.measure_s),
             rate_per_s,
+            fail_kind: FailKind::Application,
         })
+    }
+
+    /// The plan with its failing member's failures of `fail_kind` (`--fail-kind`) and, with
+    /// `retries` (`--retries`), the callers' calls idempotent under the library's default
+    /// retry budget; the lab side then has `[retries]` at its defaults, its `fail` failures of
+    /// the retryable kind exactly when `fail_kind` is (as `rpclb lab --retries`).
+    ///
+    /// Errors: [`FailKind::Retryable`] for a scenario without a failing member (naming
+    /// `--fail-kind`).
+    pub fn with_failures(mut self, fail_kind: FailKind, retries: bool) -> Result<Plan, String> {
+        if fail_kind == FailKind::Retryable && !matches!(self.fault, TwinFault::Fail { .. }) {
+            return Err(format!(
+                "--fail-kind retryable: scenario {} has no failing member (only failing-member has)",
+                self.scenario.name
+            ));
+        }
+        self.fail_kind = fail_kind;
+        if retries {
+            self.scenario.retries = Some(Retries {
+                fail_retryable: fail_kind == FailKind::Retryable,
+                ..Retries::default()
+            });
+            self.scenario.validate().map_err(|e| e.to_string())?;
+        }
+        Ok(self)
+    }
+
+    /// Whether the callers retry (`--retries`).
+    pub fn retries(&self) -> bool {
+        self.scenario.retries.is_some()
     }
 
     /// The lab load the twin runs (its one open-loop fraction).
@@ -531,5 +567,48 @@ mod tests {
             assert!(error.to_string().contains(flag), "{error}");
         }
         assert!(parse(&["--capacity", "10000", "--duration-s", "1"]).is_ok());
+    }
+
+    #[test]
+    fn retryable_failures_are_failing_members_and_retries_reach_the_lab_side() {
+        let plain = Plan::new("failing-member", knobs()).unwrap();
+        assert_eq!(plain.fail_kind, FailKind::Application);
+        assert!(!plain.retries());
+        let same = plain
+            .clone()
+            .with_failures(FailKind::Application, false)
+            .unwrap();
+        assert_eq!(same, plain, "the defaults change nothing");
+        let retrying = plain
+            .clone()
+            .with_failures(FailKind::Retryable, true)
+            .unwrap();
+        assert_eq!(retrying.fail_kind, FailKind::Retryable);
+        assert!(retrying.retries());
+        assert_eq!(
+            retrying.scenario.retries,
+            Some(Retries::default()),
+            "the library's default budget, failures of the retryable kind"
+        );
+        // Application errors under retries: the lab's `fail` is not retryable either.
+        let errors = plain.with_failures(FailKind::Application, true).unwrap();
+        assert_eq!(
+            errors.scenario.retries.map(|r| r.fail_retryable),
+            Some(false)
+        );
+        assert_eq!(errors.fail_kind, FailKind::Application);
+        for name in ["slow-member", "paused-member", "new-member"] {
+            let error = Plan::new(name, knobs())
+                .unwrap()
+                .with_failures(FailKind::Retryable, false)
+                .unwrap_err();
+            assert!(error.contains("--fail-kind"), "{name}: {error}");
+            // Retries alone apply to any scenario (a pause's timeouts are never retried).
+            assert!(Plan::new(name, knobs())
+                .unwrap()
+                .with_failures(FailKind::Application, true)
+                .unwrap()
+                .retries());
+        }
     }
 }

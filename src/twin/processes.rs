@@ -14,7 +14,7 @@ use super::fault_window::FaultWindow;
 use super::merge;
 use super::plan::{Plan, TwinFault};
 use crate::harness::{random_cookie, NodeProcess, NodeSpec};
-use crate::work::{WorkFault, WorkFaultFn};
+use crate::work::{FailKind, WorkFault, WorkFaultFn};
 use crate::CmdResult;
 
 /// The time the callers get to start, join and see the members before the run's start.
@@ -163,6 +163,12 @@ impl Twin {
                     .args(["--fault-from-us", &window.from_us.to_string()])
                     .args(["--fault-to-us", &window.to_us.to_string()]);
             }
+            if plan.fail_kind != FailKind::Application {
+                command.args(["--fail-kind", plan.fail_kind.as_str()]);
+            }
+            if plan.retries() {
+                command.arg("--retries");
+            }
             command
                 .arg("--exit-with-stdin")
                 .stdin(Stdio::piped())
@@ -247,6 +253,7 @@ impl Twin {
                     WorkFault {
                         slow_factor: 1.0,
                         fail_fraction: fraction,
+                        fail_kind: plan.fail_kind,
                     },
                 )
                 .await;
@@ -295,6 +302,7 @@ impl Twin {
                     WorkFault {
                         slow_factor: 1.0,
                         fail_fraction: 0.0,
+                        fail_kind: FailKind::Application,
                     },
                 )
                 .await;

@@ -3,9 +3,10 @@
 //! tokio [`Semaphore`]; the rest wait in its FIFO queue), each sleeps a lognormal service time
 //! (median `median_ms`, shape σ, from a seeded [`StdRng`]), and the node can be made slow
 //! (service × a factor, for ever or for its first seconds) or failing (a fraction of calls fail
-//! at once, unserved) — the lab's `slow`, `join` with a factor and `fail` faults — and can
-//! have stragglers (a fraction of its calls take a factor times their service time, drawn
-//! from the same seeded RNG: the lab's `[stragglers]`).
+//! at once, unserved, with an error reply or a failure of the retryable kind: [`FailKind`]) —
+//! the lab's `slow`, `join` with a factor and `fail` faults — and can have stragglers (a
+//! fraction of its calls take a factor times their service time, drawn from the same seeded
+//! RNG: the lab's `[stragglers]`).
 //!
 //! Sleeping burns no CPU, so the work reports its own **utilization** instead: the mean of
 //! calls in service ÷ capacity since the previous reading, in percent
@@ -16,7 +17,7 @@
 //! | name | args | reply | does |
 //! |---|---|---|---|
 //! | `work` | `()` | `()` | waits for a free slot, sleeps one service time (or fails at once, with the failing fraction) |
-//! | `work_fault` | [`WorkFault`] | `()` | sets this node's slow factor and failing fraction from now on |
+//! | `work_fault` | [`WorkFault`] | `()` | sets this node's slow factor, failing fraction and failure kind from now on |
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -29,8 +30,10 @@ use tokio::sync::Semaphore;
 // tokio's clock: the same as std's in a node, and paused time in tests.
 use tokio::time::Instant;
 
+mod fail_kind;
 mod settings;
 
+pub use fail_kind::{FailKind, LOST_CONNECTION};
 use settings::{check_fail, check_slow};
 pub use settings::{WorkSettingError, WorkSettings, MAX_CAPACITY};
 
@@ -45,6 +48,10 @@ pub struct WorkFault {
     pub slow_factor: f64,
     /// Fraction of calls (0–1) that fail at once; 0 = none.
     pub fail_fraction: f64,
+    /// How they fail (default: an error reply of the function); absent from JSON means
+    /// [`FailKind::Application`].
+    #[serde(default)]
+    pub fail_kind: FailKind,
 }
 
 /// The fault state: the slow factor (until when) and the failing fraction.
@@ -53,6 +60,7 @@ struct Fault {
     slow_factor: f64,
     slow_until: Option<Instant>,
     fail_fraction: f64,
+    fail_kind: FailKind,
 }
 
 /// Calls in service, integrated over time, for the utilization readings.
@@ -121,6 +129,7 @@ impl Work {
                 slow_factor: settings.slow_factor,
                 slow_until: settings.slow_for.and_then(|d| now.checked_add(d)),
                 fail_fraction: settings.fail_fraction,
+                fail_kind: FailKind::Application,
             }),
             busy: Mutex::new(Busy {
                 in_service: 0,
@@ -141,6 +150,7 @@ impl Work {
         state.slow_factor = fault.slow_factor;
         state.slow_until = None;
         state.fail_fraction = fault.fail_fraction;
+        state.fail_kind = fault.fail_kind;
         Ok(())
     }
 
@@ -180,9 +190,10 @@ impl Work {
     /// Serves one call: a failure at once with the failing fraction, else a slot then a sleep.
     async fn serve(&self) -> Result<(), FunctionError> {
         let Some(service) = self.draw() else {
-            return Err(FunctionError::new(
-                "work: failed (the node's failing fraction)",
-            ));
+            return Err(FunctionError::new(match lock(&self.fault).fail_kind {
+                FailKind::Application => "work: failed (the node's failing fraction)",
+                FailKind::Retryable => LOST_CONNECTION,
+            }));
         };
         let _slot = self
             .slots
@@ -318,6 +329,7 @@ mod tests {
             .set_fault(WorkFault {
                 slow_factor: 1.0,
                 fail_fraction: -0.1,
+                fail_kind: FailKind::Application,
             })
             .unwrap_err();
         assert_eq!(e.field, "fail_fraction");
@@ -369,6 +381,7 @@ mod tests {
         slow.set_fault(WorkFault {
             slow_factor: 1.0,
             fail_fraction: 0.5,
+            fail_kind: FailKind::Application,
         })
         .unwrap();
         let failed = (0..2000).filter(|_| slow.draw().is_none()).count();
@@ -376,6 +389,7 @@ mod tests {
         slow.set_fault(WorkFault {
             slow_factor: 1.0,
             fail_fraction: 1.0,
+            fail_kind: FailKind::Application,
         })
         .unwrap();
         assert_eq!(slow.draw(), None);
@@ -404,6 +418,31 @@ mod tests {
             .count();
         assert_eq!(slow + ordinary, 5000, "each call is one or the other");
         assert!((400..600).contains(&slow), "{slow} of 5000 straggled");
+    }
+
+    #[tokio::test]
+    async fn a_failing_fraction_fails_with_its_kind_and_the_kind_defaults_to_application() {
+        let w = work(WorkSettings::default());
+        let fail_all = |fail_kind| WorkFault {
+            slow_factor: 1.0,
+            fail_fraction: 1.0,
+            fail_kind,
+        };
+        w.set_fault(fail_all(FailKind::Application)).unwrap();
+        let message = w.serve().await.unwrap_err().message().to_string();
+        assert_ne!(message, LOST_CONNECTION);
+        w.set_fault(fail_all(FailKind::Retryable)).unwrap();
+        let message = w.serve().await.unwrap_err().message().to_string();
+        assert_eq!(message, LOST_CONNECTION);
+        // `rpclb call work_fault` of the release before: no kind.
+        let fault: WorkFault =
+            serde_json::from_str(r#"{"slow_factor": 1, "fail_fraction": 0.5}"#).unwrap();
+        assert_eq!(fault.fail_kind, FailKind::Application);
+        let fault: WorkFault = serde_json::from_str(
+            r#"{"slow_factor": 1, "fail_fraction": 0.5, "fail_kind": "retryable"}"#,
+        )
+        .unwrap();
+        assert_eq!(fault.fail_kind, FailKind::Retryable);
     }
 
     #[tokio::test]

@@ -70,6 +70,8 @@ mod twin;
 #[cfg(feature = "telemetry")]
 mod twin_hedging;
 mod twin_parent_death;
+#[cfg(feature = "telemetry")]
+mod twin_retries;
 mod unauthenticated;
 mod wire_fields;
 mod wire_version;

@@ -62,9 +62,11 @@
 //!   measure what they cost.
 //! - `test-hooks` (off by default): fault injection for tests — pinned or failing CPU
 //!   samplers, garbled CPU replies, another wire version, and carrying out the control
-//!   requests that kill a balancer's actor or crash its Poller. The `rpclb` binary turns it on
-//!   for its test flags. The hooks are hidden from these docs in every build and are not for
-//!   production: turn the feature on in `[dev-dependencies]` only. The configuration reference
+//!   requests that kill a balancer's actor or crash its Poller, and reading a remote
+//!   function's failure of one set message as a lost connection (a retryable failure). The
+//!   `rpclb` binary turns it on for its test flags. The hooks are hidden from these docs in
+//!   every build and are not for production: turn the feature on in `[dev-dependencies]`
+//!   only. The configuration reference
 //!   (docs/reference/configuration.md, "Test hooks") lists them. The hooks' control requests
 //!   keep their place on the wire in every build, and a node built without the feature
 //!   answers them with [`Error::BadRequest`].
@@ -150,6 +152,10 @@ pub use routing::{
     Algorithm, Explanation, LoadReport, Locality, MemberView, OutlierEjection, Selector, SlowStart,
     SubsetScheme, Subsetting,
 };
+// Test hook (hidden): the twin's failures of the retryable kind (`rpclb demo --fail-kind`).
+#[cfg(feature = "test-hooks")]
+#[doc(hidden)]
+pub use call::lost_reply::read_failures_as_lost_connections;
 // Test hook (hidden): `rpclb node --wire-extra-field`.
 #[cfg(feature = "test-hooks")]
 #[doc(hidden)]

@@ -6,6 +6,8 @@
 
 mod encode;
 mod local;
+#[cfg(any(test, feature = "test-hooks"))]
+pub(crate) mod lost_reply;
 mod reply;
 mod send;
 

@@ -117,7 +117,15 @@ pub(crate) async fn send_encoded<F: RemoteFunction>(
                         Ok(value) => Sent::Replied(Ok(value)),
                     }
                 }
-                _ => Sent::Replied(decode_reply::<F::Reply>(node, F::NAME, reply, timeout)),
+                _ => {
+                    let result = decode_reply::<F::Reply>(node, F::NAME, reply, timeout);
+                    // Test hook: a failure of the set message reads as a lost connection.
+                    #[cfg(any(test, feature = "test-hooks"))]
+                    if super::lost_reply::is_lost(&result) {
+                        return Sent::Dropped;
+                    }
+                    Sent::Replied(result)
+                }
             }
         }
         Ok(CallResult::SenderError) => Sent::Dropped,
