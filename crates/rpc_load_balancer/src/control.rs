@@ -16,7 +16,7 @@ mod directory_digest;
 mod directory_entry;
 mod drain_report;
 
-pub use bounded::{MAX_PEERS, MAX_PEER_NAME_BYTES};
+pub use bounded::{MAX_MEMBERS, MAX_PEERS, MAX_PEER_NAME_BYTES};
 pub use directory_digest::DigestItem;
 pub use directory_entry::{
     DirectoryEntry, MAX_DIRECTORY_BYTES, MAX_DIRECTORY_ENTRIES, MAX_ENTRY_BALANCERS,
@@ -203,8 +203,9 @@ pub enum ControlReply {
     },
     /// The `host:port` the named node advertised, or `None` if it is not connected.
     ConnectionOf(Option<String>),
-    /// Member nodes of the balancer, sorted; `None` if the balancer is not started there.
-    Members(Option<Vec<String>>),
+    /// Member nodes of the balancer, sorted; `None` if the balancer is not started there. A
+    /// receiver keeps the first [`MAX_MEMBERS`] names, already while decoding.
+    Members(#[serde(deserialize_with = "bounded::first_members")] Option<Vec<String>>),
     /// The request was carried out.
     Done,
     /// `(full name, host:port)` of each connected peer, sorted by name. A receiver keeps the

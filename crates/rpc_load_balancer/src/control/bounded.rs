@@ -18,6 +18,11 @@ pub const MAX_PEERS: usize = 4_096;
 /// directory's bound): a longer pair is dropped.
 pub const MAX_PEER_NAME_BYTES: usize = 255;
 
+/// How many member names a decoded [`ControlReply::Members`](super::ControlReply::Members)
+/// keeps: the first this many; the others are read and dropped. (Far above any balancer's
+/// member count: the node directory holds at most 1,024 nodes.)
+pub const MAX_MEMBERS: usize = 65_536;
+
 /// A visitor keeping the first `keep` elements that `accept` takes, and reading the rest only
 /// to drop them.
 struct FirstOf<T> {
@@ -82,3 +87,36 @@ pub(crate) fn first_peers<'de, D: Deserializer<'de>>(
 
 #[cfg(test)]
 mod tests;
+
+/// Decodes a member list (`None`: no such balancer there), keeping the first [`MAX_MEMBERS`]
+/// names.
+pub(crate) fn first_members<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Vec<String>>, D::Error> {
+    struct MaybeMembers;
+    impl<'de> serde::de::Visitor<'de> for MaybeMembers {
+        type Value = Option<Vec<String>>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an optional sequence of member node names")
+        }
+
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_some<D: Deserializer<'de>>(
+            self,
+            deserializer: D,
+        ) -> Result<Self::Value, D::Error> {
+            first_of(
+                deserializer,
+                MAX_MEMBERS,
+                |_| true,
+                "a sequence of member node names",
+            )
+            .map(Some)
+        }
+    }
+    deserializer.deserialize_option(MaybeMembers)
+}

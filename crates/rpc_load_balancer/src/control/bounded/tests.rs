@@ -36,3 +36,31 @@ fn a_peer_list_claiming_more_pairs_than_its_bytes_hold_fails_to_decode() {
     let bytes = [7u8, 0x80, 0x80, 0x80, 0x80, 0x10, 0, 0];
     assert!(postcard::from_bytes::<ControlReply>(&bytes).is_err());
 }
+
+#[test]
+fn a_decoded_member_list_keeps_the_first_names_and_none_stays_none() {
+    let decode = |reply: &ControlReply| -> ControlReply {
+        postcard::from_bytes(&postcard::to_allocvec(reply).unwrap()).unwrap()
+    };
+    // Empty names: 1 byte each on the wire, 24 in memory — the amplification the bound stops.
+    let many: Vec<String> = (0..MAX_MEMBERS + 5_000)
+        .map(|i| {
+            if i == 0 {
+                "first@h".into()
+            } else {
+                String::new()
+            }
+        })
+        .collect();
+    let ControlReply::Members(Some(kept)) = decode(&ControlReply::Members(Some(many))) else {
+        panic!("not a member list");
+    };
+    assert_eq!(kept.len(), MAX_MEMBERS);
+    assert_eq!(kept[0], "first@h");
+    assert_eq!(
+        decode(&ControlReply::Members(None)),
+        ControlReply::Members(None)
+    );
+    let few = ControlReply::Members(Some(vec!["a@h".into(), "b@h".into()]));
+    assert_eq!(decode(&few), few);
+}
