@@ -27,6 +27,7 @@ use tokio::time::Instant;
 
 use super::fault_window::{FaultCounts, FaultWindow};
 use super::hedges::{HedgeCounters, HedgeTally};
+use super::recorder::CallerCounters;
 use super::retries::{RetryCounters, RetryTally};
 use crate::cli::DemoCallerArgs;
 use crate::work::{FailKind, WorkFn};
@@ -135,12 +136,12 @@ async fn run_calls(args: DemoCallerArgs) -> CmdResult<i32> {
         .cpu_sampler(CpuSampler::Process)
         .cpu_sample_interval(crate::demo_cmd::DEMO_SAMPLE_INTERVAL);
     read_failures_as_lost(args.fail_kind)?;
-    // (Before anything the library counts with: the recorder is read at its first count. One
-    // recorder per process: `--hedge` and `--retries` exclude each other.)
-    let counters = args.hedge.and_then(|_| HedgeCounters::install());
-    if args.retries {
-        RetryCounters::install();
-    }
+    // (Before anything the library counts with: the recorder is read at its first count.)
+    let counters = if args.hedge.is_some() || args.retries {
+        CallerCounters::install()
+    } else {
+        None
+    };
     let node = Node::start(config).await?;
     node.connect(&args.peer).await?;
     let algorithm = crate::demo_cmd::demo_algorithm(&args.algorithm)?;
@@ -160,7 +161,7 @@ async fn run_calls(args: DemoCallerArgs) -> CmdResult<i32> {
     let late_ms = now_unix.saturating_sub(args.start_at_unix_ms);
     let start =
         Instant::now() + Duration::from_millis(args.start_at_unix_ms.saturating_sub(now_unix));
-    let report = drive(&balancer, &args, start, late_ms, counters.as_ref()).await;
+    let report = drive(&balancer, &args, start, late_ms, counters).await;
     println!("{}", serde_json::to_string(&report)?);
     balancer.stop().await;
     node.shutdown().await;
@@ -186,13 +187,14 @@ fn read_failures_as_lost(kind: FailKind) -> CmdResult<()> {
 
 /// The open loop: Poisson arrivals at `args.rate` from `start` for the warm-up and the
 /// window; waits (≤ timeout + 2 s) for the calls still running at the end. `counters`: the
-/// hedge counters, read at the window's start and at the end.
+/// hedge and retry counters (with `--hedge` or `--retries`), read at the window's start and
+/// at the end.
 async fn drive(
     balancer: &Balancer,
     args: &DemoCallerArgs,
     start: Instant,
     late_ms: u64,
-    counters: Option<&HedgeCounters>,
+    counters: Option<&'static CallerCounters>,
 ) -> CallerReport {
     let idempotent = args.hedge.is_some() || args.retries;
     let warmup = Duration::from_millis(args.warmup_ms);
@@ -219,9 +221,9 @@ async fn drive(
     let mut rng = StdRng::seed_from_u64(args.seed);
     let mut calls = JoinSet::new();
     let mut next = start;
-    let mut hedged_before = None;
-    let retried = RetryCounters::installed();
-    let mut retried_before = None;
+    let hedged = counters.filter(|_| args.hedge.is_some()).map(|c| &c.hedges);
+    let retried = counters.filter(|_| args.retries).map(|c| &c.retries);
+    let (mut hedged_before, mut retried_before) = (None, None);
     loop {
         let gap = -(1.0 - rng.random::<f64>()).ln() / args.rate;
         next += Duration::from_secs_f64(gap.min(60.0));
@@ -232,7 +234,7 @@ async fn drive(
         let issued = Instant::now();
         let measured = issued >= window_start;
         if measured && hedged_before.is_none() {
-            hedged_before = counters.map(HedgeCounters::read);
+            hedged_before = hedged.map(HedgeCounters::read);
         }
         if measured && retried_before.is_none() {
             retried_before = retried.map(RetryCounters::read);
@@ -262,7 +264,7 @@ async fn drive(
     .await;
     calls.shutdown().await;
     let mut tally = tally.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(counters) = counters {
+    if let Some(counters) = hedged {
         tally.report.hedges =
             Some(counters.since(hedged_before.unwrap_or_else(|| counters.read())));
     }

@@ -23,6 +23,7 @@ pub mod hedges;
 pub mod merge;
 pub mod plan;
 mod processes;
+pub mod recorder;
 pub mod retries;
 
 use rpc_load_balancer::algorithm::BUILT_IN;

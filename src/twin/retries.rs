@@ -2,9 +2,9 @@
 //! calls its balancer sent again after a failure of the retryable kind, and how many such
 //! failures its retry budget let through. The library counts these as metrics only
 //! (`rpc_load_balancer.retry.count`, `.retry.budget_exhausted.count`,
-//! docs/reference/metrics.md), so the caller process installs [`RetryRecorder`], a `metrics`
-//! recorder that keeps those two counters (every other series is a no-op), and reads them at
-//! the start of its measured window and after its last call ([`RetryCounters::since`]).
+//! docs/reference/metrics.md), so the caller process keeps those two counters in its recorder
+//! (`recorder.rs`) and reads them at the start of its measured window and after its last call
+//! ([`RetryCounters::since`]).
 //!
 //! A retry is counted when it is sent, so the window's figures are the retries sent from the
 //! window's start until the caller stops waiting for its calls: a retry of a call issued in
@@ -13,10 +13,8 @@
 //! reports no figures (`None`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
-use rpc_load_balancer::telemetry::{RETRY, RETRY_BUDGET_EXHAUSTED};
 use rpclb_lab::RunReport;
 use serde::{Deserialize, Serialize};
 
@@ -29,11 +27,12 @@ pub struct RetryTally {
     pub refused_by_budget: u64,
 }
 
-/// The two retry counters of this process (shared with [`RetryRecorder`]).
+/// The two retry counters of this process (shared with its
+/// [`CallerRecorder`](super::recorder::CallerRecorder)).
 #[derive(Debug, Clone, Default)]
 pub struct RetryCounters {
-    sent: Arc<AtomicU64>,
-    refused: Arc<AtomicU64>,
+    pub(super) sent: Arc<AtomicU64>,
+    pub(super) refused: Arc<AtomicU64>,
 }
 
 impl RetryCounters {
@@ -54,55 +53,6 @@ impl RetryCounters {
                 .refused_by_budget
                 .saturating_sub(start.refused_by_budget),
         }
-    }
-
-    /// Installs a [`RetryRecorder`] of new counters as this process's `metrics` recorder
-    /// (then [`installed`](Self::installed) returns them); `false` when the library counts
-    /// nothing (built without the `telemetry` feature) or a recorder is already installed.
-    pub fn install() -> bool {
-        if !cfg!(feature = "telemetry") || INSTALLED.get().is_some() {
-            return false;
-        }
-        let counters = RetryCounters::default();
-        if metrics::set_global_recorder(RetryRecorder(counters.clone())).is_err() {
-            return false;
-        }
-        INSTALLED.set(counters).is_ok()
-    }
-
-    /// The counters [`install`](Self::install) installed in this process, if it did.
-    pub fn installed() -> Option<&'static RetryCounters> {
-        INSTALLED.get()
-    }
-}
-
-/// The process's counters, once installed.
-static INSTALLED: OnceLock<RetryCounters> = OnceLock::new();
-
-/// A `metrics` recorder that keeps the library's two retry counters (whatever their labels:
-/// a twin caller has one balancer) and drops every other series.
-#[derive(Debug)]
-pub struct RetryRecorder(pub RetryCounters);
-
-impl Recorder for RetryRecorder {
-    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-
-    fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
-        match key.name() {
-            RETRY => Counter::from_arc(Arc::clone(&self.0.sent)),
-            RETRY_BUDGET_EXHAUSTED => Counter::from_arc(Arc::clone(&self.0.refused)),
-            _ => Counter::noop(),
-        }
-    }
-
-    fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
-        Gauge::noop()
-    }
-
-    fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
-        Histogram::noop()
     }
 }
 

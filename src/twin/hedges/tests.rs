@@ -1,9 +1,12 @@
 use super::*;
+use crate::twin::recorder::{CallerCounters, CallerRecorder};
+use rpc_load_balancer::telemetry::{HEDGE, HEDGE_BUDGET_EXHAUSTED, HEDGE_WON};
 
 #[test]
 fn the_recorder_keeps_the_three_hedge_counters_and_drops_the_rest() {
-    let counters = HedgeCounters::default();
-    let recorder = HedgeRecorder(counters.clone());
+    let all = CallerCounters::default();
+    let counters = all.hedges.clone();
+    let recorder = CallerRecorder(all);
     let start = counters.read();
     metrics::with_local_recorder(&recorder, || {
         metrics::counter!(HEDGE, "load_balancer" => "demo").increment(3);

@@ -1,11 +1,14 @@
 use metrics::with_local_recorder;
 
 use super::*;
+use crate::twin::recorder::{CallerCounters, CallerRecorder};
+use rpc_load_balancer::telemetry::{RETRY, RETRY_BUDGET_EXHAUSTED};
 
 #[test]
 fn the_recorder_keeps_the_two_retry_counters_and_nothing_else() {
-    let counters = RetryCounters::default();
-    let recorder = RetryRecorder(counters.clone());
+    let all = CallerCounters::default();
+    let counters = all.retries.clone();
+    let recorder = CallerRecorder(all);
     let start = counters.read();
     with_local_recorder(&recorder, || {
         metrics::counter!(RETRY, "load_balancer" => "demo", "reason" => "connection_lost")
